@@ -3,9 +3,27 @@ package azdetect
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
+
+	"cloud.google.com/go/compute/metadata"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+)
+
+// Source names: the value of Result.Source and ProviderResult.Name, listed
+// in precedence order (an earlier source wins over a later one).
+const (
+	SourceOption     = "option"     // Config.AZ
+	SourceEnv        = "env"        // AZKAFKA_AZ or WARPSTREAM_AVAILABILITY_ZONE
+	SourceECS        = "ecs"        // AWS ECS task metadata v4
+	SourceEC2        = "ec2"        // AWS EC2 instance metadata (IMDSv2)
+	SourceGCP        = "gcp"        // Google Compute Engine metadata server
+	SourceAzure      = "azure"      // Azure instance metadata service
+	SourceKubernetes = "kubernetes" // the node's topology labels, from the API server
 )
 
 // Result is the outcome of a detection.
@@ -17,28 +35,163 @@ type Result struct {
 	Source string
 	// Elapsed is the time the detection took.
 	Elapsed time.Duration
-	// Providers holds each provider's own outcome, in precedence order.
+	// Providers holds each enabled provider's own outcome, in precedence order.
 	Providers []ProviderResult
 }
 
 // ProviderResult is one provider's outcome.
 type ProviderResult struct {
-	Name    string
-	AZ      string
-	Err     error
+	// Name is the provider's source name, e.g. "ec2".
+	Name string
+	// AZ is the validated zone the provider found; empty when Err is set.
+	AZ string
+	// Err says why the provider found no zone. It matches ErrNotConfigured,
+	// ErrNotThisCloud, ErrNoZone, ErrInvalidAZ, ErrSuperseded or
+	// context.DeadlineExceeded (budget spent) with errors.Is, or is another
+	// failure (bad body, 5xx, ...).
+	Err error
+	// Elapsed is the time the provider ran; zero for a provider that was
+	// not configured.
 	Elapsed time.Duration
 }
 
-// ErrNoAZ is returned (wrapped) when no provider found an availability zone.
-var ErrNoAZ = errors.New("azdetect: no availability zone found")
+var (
+	// ErrNoAZ is matched (errors.Is) by every error Detect returns: no
+	// provider found an availability zone, or the configuration was invalid.
+	ErrNoAZ = errors.New("azdetect: no availability zone found")
 
-// Detect returns the process's availability zone, detecting it on the first
-// call and caching the result for the life of the process.
-//
-// This placeholder reads only AZKAFKA_AZ; the full provider set replaces it.
-func Detect(ctx context.Context) (Result, error) {
-	if az := strings.TrimSpace(os.Getenv("AZKAFKA_AZ")); az != "" {
-		return Result{AZ: az, Source: "env"}, nil
+	// ErrInvalidAZ is matched by errors about a zone that fails Validate.
+	ErrInvalidAZ = errors.New("invalid AZ")
+
+	// ErrNotConfigured means a provider's prerequisites are absent (e.g.
+	// ECS_CONTAINER_METADATA_URI_V4 unset): it answered without any network call.
+	ErrNotConfigured = errors.New("not configured")
+
+	// ErrNotThisCloud means the metadata service refused the connection,
+	// is unreachable, or answered with a 4xx status.
+	ErrNotThisCloud = errors.New("not this cloud")
+
+	// ErrNoZone means the service answered but has no zone to give: an Azure
+	// VM deployed without a zone, a Kubernetes node without the label, ECS
+	// task metadata without AvailabilityZone, or a zone ID asked of a
+	// source that has none.
+	ErrNoZone = errors.New("no zone here")
+
+	// ErrSuperseded marks providers that were stopped because a
+	// higher-ranked provider had already answered.
+	ErrSuperseded = errors.New("not needed: a higher-ranked provider answered")
+)
+
+// DetectError is the error of a failed detection; it lists every provider's
+// reason. errors.Is(err, ErrNoAZ) is true for every DetectError, and
+// errors.Is/As also see the underlying Config error and provider errors.
+type DetectError struct {
+	// Config is the configuration error that stopped detection before any
+	// provider ran, or nil.
+	Config error
+	// Providers holds every enabled provider's outcome, in precedence order.
+	Providers []ProviderResult
+	// Elapsed is the time the detection took.
+	Elapsed time.Duration
+}
+
+func (e *DetectError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrNoAZ.Error())
+	if e.Config != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Config.Error())
+		return b.String()
 	}
-	return Result{}, ErrNoAZ
+	if len(e.Providers) == 0 {
+		b.WriteString(": no provider enabled")
+		return b.String()
+	}
+	fmt.Fprintf(&b, " in %v:", e.Elapsed.Round(time.Millisecond))
+	for i, p := range e.Providers {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, " %s: %v", p.Name, p.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrNoAZ, the Config error if any, and each provider's error.
+func (e *DetectError) Unwrap() []error {
+	errs := []error{ErrNoAZ}
+	if e.Config != nil {
+		errs = append(errs, e.Config)
+	}
+	for _, p := range e.Providers {
+		if p.Err != nil {
+			errs = append(errs, p.Err)
+		}
+	}
+	return errs
+}
+
+// Detector detects the availability zone with a fixed Config. It runs the
+// detection once and caches the outcome, a failure included; Redetect runs
+// it again. A Detector is safe for concurrent use.
+type Detector struct {
+	cfg   Config
+	cache cache
+
+	clients sync.Once    // builds the clients below at the first network detection
+	env     *http.Client // ECS, EC2 and Azure; the base of GCP's
+	imds    *imds.Client
+	gcp     *metadata.Client
+}
+
+// New returns a Detector for cfg. Zero fields of cfg take the defaults
+// documented on Config. New does no I/O; a Config from ConfigFromEnv is
+// already validated, other fields are checked by Detect.
+func New(cfg Config) *Detector {
+	return &Detector{cfg: cfg.withDefaults()}
+}
+
+// Detect returns the availability zone, running the detection on the first
+// call and returning the cached outcome afterwards. Concurrent first callers
+// share one detection. When ctx ends before the detection does, Detect
+// returns ctx's error and nothing is cached.
+func (d *Detector) Detect(ctx context.Context) (Result, error) {
+	return d.cache.get(ctx, false, d.detect)
+}
+
+// Redetect runs a new detection, replaces the cached outcome with it when it
+// completes, and returns it. Use it in long-lived processes, e.g. after a
+// failure at start-up.
+func (d *Detector) Redetect(ctx context.Context) (Result, error) {
+	return d.cache.get(ctx, true, d.detect)
+}
+
+// process is the process-wide cache behind the package-level Detect.
+var process cache
+
+// Detect returns the process's availability zone. The first call reads the
+// configuration from the environment (ConfigFromEnv(os.Getenv)) and runs the
+// detection; later calls return the cached outcome — a failure is cached
+// too, so that a process off-cloud pays the budget once. Concurrent first
+// callers share one detection. Call Redetect to detect again.
+//
+// Every error matches ErrNoAZ with errors.Is; it is a *DetectError listing
+// each provider's reason, or ctx's error when ctx ended first (not cached).
+// Detect is safe for concurrent use and leaves no goroutine behind.
+func Detect(ctx context.Context) (Result, error) {
+	return process.get(ctx, false, detectFromEnv)
+}
+
+// Redetect re-reads the environment, runs a new detection and makes its
+// outcome the one Detect returns from then on.
+func Redetect(ctx context.Context) (Result, error) {
+	return process.get(ctx, true, detectFromEnv)
+}
+
+func detectFromEnv(ctx context.Context) (Result, error) {
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return Result{}, &DetectError{Config: err}
+	}
+	return New(cfg).detect(ctx)
 }
