@@ -1,0 +1,403 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/retry"
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+)
+
+// Environment variables read by the SDK. They are all read here, once per
+// client instance, by loadConfig; an Option for the same setting wins.
+const (
+	EnvAZ               = "AZKAFKA_AZ"
+	EnvClientID         = "AZKAFKA_CLIENT_ID"
+	EnvSessionID        = "AZKAFKA_SESSION_ID"
+	EnvInterzoneLB      = "AZKAFKA_INTERZONE_LB"
+	EnvMaxConnRate      = "AZKAFKA_MAX_CONN_RATE"
+	EnvMaxConnBurst     = "AZKAFKA_MAX_CONN_BURST"
+	EnvRedialBackoffMin = "AZKAFKA_REDIAL_BACKOFF_MIN"
+	EnvRedialBackoffMax = "AZKAFKA_REDIAL_BACKOFF_MAX"
+	EnvRetryMaxAttempts = "AZKAFKA_RETRY_MAX_ATTEMPTS"
+	EnvRetryBackoffMin  = "AZKAFKA_RETRY_BACKOFF_MIN"
+	EnvRetryBackoffMax  = "AZKAFKA_RETRY_BACKOFF_MAX"
+)
+
+// Defaults of the connection policy and of the retry policy.
+const (
+	// DefaultMaxConnRate is the process-wide limit on new connections per
+	// second. A kafka-go Writer holds about one connection per broker and a
+	// Reader two or three; 50/s lets a service with a dozen clients on a
+	// six-broker cluster connect within a few seconds, while a storm of
+	// reconnects from one process stays far below what a broker with
+	// KIP-612's per-IP limit (max.connection.creation.rate) is usually
+	// configured to accept.
+	DefaultMaxConnRate = 50.0
+	// DefaultMaxConnBurst is the number of connections that may open at
+	// once before the rate applies: enough for a normal start-up.
+	DefaultMaxConnBurst = 50
+	// DefaultRedialBackoffMin and DefaultRedialBackoffMax bound the
+	// full-jitter delay before re-dialing an address whose last connection
+	// failed or was closed early.
+	DefaultRedialBackoffMin = 50 * time.Millisecond
+	DefaultRedialBackoffMax = time.Second
+)
+
+// Option configures a client built by this package. Options win over the
+// AZKAFKA_* environment variables.
+type Option func(*options)
+
+type options struct {
+	clientID       *string
+	fallbackUserID string // the base Dialer's or Transport's ClientID
+	az             *string
+	sessionID      *string
+	interzoneLB    *bool
+	logger         *slog.Logger
+	connRate       *float64
+	connBurst      *int
+	limiter        *rate.Limiter
+	limiterSet     bool
+	redialBackoff  *retry.Backoff
+	retryPolicy    *retry.Policy
+	retryAttempts  *int
+	retryMin       *time.Duration
+	retryMax       *time.Duration
+	baseDialer     *kafka.Dialer
+	baseTransport  *kafka.Transport
+	getenv         func(string) string
+	detect         func(context.Context) (azdetect.Result, error)
+	clock          *clock
+}
+
+// WithClientID sets the application's own client ID, sent as the first
+// segment. Default: the base Dialer's or Transport's ClientID, else
+// $AZKAFKA_CLIENT_ID, else none.
+func WithClientID(id string) Option { return func(o *options) { o.clientID = &id } }
+
+// WithAZ sets the availability zone and skips detection. Default:
+// $AZKAFKA_AZ, else azdetect.Detect.
+func WithAZ(az string) Option { return func(o *options) { o.az = &az } }
+
+// WithSessionID sets the session ID (a canonical UUID). Default:
+// $AZKAFKA_SESSION_ID, else a new random (v4) UUID per client instance.
+func WithSessionID(id string) Option { return func(o *options) { o.sessionID = &id } }
+
+// WithInterzoneLB turns the warpstream_interzone_lb=true pair on or off.
+// Default: $AZKAFKA_INTERZONE_LB, else true.
+func WithInterzoneLB(on bool) Option { return func(o *options) { o.interzoneLB = &on } }
+
+// WithLogger sets the logger. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithMaxConnRate limits new connections to perSecond, with bursts of
+// burst. The limiter is shared by every client of the process configured
+// with the same rate and burst. perSecond 0 means unlimited.
+// Default: $AZKAFKA_MAX_CONN_RATE and $AZKAFKA_MAX_CONN_BURST, else
+// DefaultMaxConnRate and DefaultMaxConnBurst.
+func WithMaxConnRate(perSecond float64, burst int) Option {
+	return func(o *options) { o.connRate, o.connBurst = &perSecond, &burst }
+}
+
+// WithConnLimiter makes the client take a token from l before each new
+// connection, instead of the process-wide limiter: pass a fresh
+// rate.NewLimiter for a private limit, or the same one to several clients
+// to share it. nil means unlimited. It wins over WithMaxConnRate.
+func WithConnLimiter(l *rate.Limiter) Option {
+	return func(o *options) { o.limiter, o.limiterSet = l, true }
+}
+
+// WithRedialBackoff sets the full-jitter backoff before re-dialing an
+// address whose last connection failed or closed before serving a request.
+// Default: $AZKAFKA_REDIAL_BACKOFF_MIN/_MAX, else 50ms and 1s.
+func WithRedialBackoff(b retry.Backoff) Option {
+	return func(o *options) { o.redialBackoff = &b }
+}
+
+// WithRetryPolicy sets the policy the Writer and Reader use to retry
+// transient errors, and wins over WithRetry and the environment.
+func WithRetryPolicy(p retry.Policy) Option { return func(o *options) { o.retryPolicy = &p } }
+
+// WithRetry sets the retry bounds: total attempts, and the full-jitter
+// backoff window. Default: $AZKAFKA_RETRY_MAX_ATTEMPTS (10),
+// $AZKAFKA_RETRY_BACKOFF_MIN (100ms), $AZKAFKA_RETRY_BACKOFF_MAX (1s).
+func WithRetry(maxAttempts int, min, max time.Duration) Option {
+	return func(o *options) { o.retryAttempts, o.retryMin, o.retryMax = &maxAttempts, &min, &max }
+}
+
+// WithBaseDialer sets the kafka.Dialer whose TLS, SASL, timeouts and
+// resolver the client's Dialer keeps. Default: kafka.DefaultDialer's
+// settings.
+func WithBaseDialer(d *kafka.Dialer) Option { return func(o *options) { o.baseDialer = d } }
+
+// WithBaseTransport sets the kafka.Transport whose TLS, SASL, timeouts and
+// resolver the client's Transport keeps. Default: a zero kafka.Transport.
+func WithBaseTransport(t *kafka.Transport) Option {
+	return func(o *options) { o.baseTransport = t }
+}
+
+// WithGetenv replaces os.Getenv as the source of AZKAFKA_* variables.
+func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
+
+// WithDetector replaces azdetect.Detect, called when neither WithAZ nor
+// $AZKAFKA_AZ gives the zone.
+func WithDetector(detect func(context.Context) (azdetect.Result, error)) Option {
+	return func(o *options) { o.detect = detect }
+}
+
+// config is the resolved configuration of one client instance.
+type config struct {
+	userID        string
+	az            string // "" when unknown
+	azSource      string // "option", "env", a detector's source, or ""
+	azErr         error  // why az is unknown
+	sessionID     string // "" means: generate one
+	interzoneLB   bool
+	logger        *slog.Logger
+	limiter       *rate.Limiter
+	connRate      float64 // 0: unlimited
+	connBurst     int
+	redialBackoff retry.Backoff
+	retry         retry.Policy
+	baseDialer    *kafka.Dialer
+	baseTransport *kafka.Transport
+	clock         clock
+}
+
+// loadConfig applies opts, then the environment for what opts left unset,
+// then the defaults. Every invalid value is an error naming its source and
+// the quoted value. The AZ is detected only when neither an option nor the
+// environment sets it.
+func loadConfig(ctx context.Context, opts []Option) (config, error) {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	getenv := o.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	env := func(name string) (string, bool) {
+		v := strings.TrimSpace(getenv(name))
+		return v, v != ""
+	}
+	c := config{
+		logger:        o.logger,
+		baseDialer:    o.baseDialer,
+		baseTransport: o.baseTransport,
+		clock:         realClock(),
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if o.clock != nil {
+		c.clock = *o.clock
+	}
+
+	// Client ID pieces.
+	switch {
+	case o.clientID != nil:
+		c.userID = *o.clientID
+		if _, err := cleanUserID(c.userID); err != nil {
+			return config{}, fmt.Errorf("sdk: WithClientID: %w", err)
+		}
+	case o.fallbackUserID != "":
+		c.userID = o.fallbackUserID
+		if _, err := cleanUserID(c.userID); err != nil {
+			return config{}, fmt.Errorf("sdk: base ClientID: %w", err)
+		}
+	default:
+		if v, ok := env(EnvClientID); ok {
+			if _, err := cleanUserID(v); err != nil {
+				return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvClientID, quote(v), err)
+			}
+			c.userID = v
+		}
+	}
+	if o.sessionID != nil {
+		if err := validSessionID(*o.sessionID); err != nil {
+			return config{}, fmt.Errorf("sdk: WithSessionID(%s): %w", quote(*o.sessionID), err)
+		}
+		c.sessionID = *o.sessionID
+	} else if v, ok := env(EnvSessionID); ok {
+		if err := validSessionID(v); err != nil {
+			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvSessionID, quote(v), err)
+		}
+		c.sessionID = v
+	}
+	c.interzoneLB = true
+	if o.interzoneLB != nil {
+		c.interzoneLB = *o.interzoneLB
+	} else if v, ok := env(EnvInterzoneLB); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return config{}, fmt.Errorf("sdk: %s=%s: want true or false", EnvInterzoneLB, quote(v))
+		}
+		c.interzoneLB = b
+	}
+
+	// Connection policy.
+	c.connRate, c.connBurst = DefaultMaxConnRate, DefaultMaxConnBurst
+	if v, ok := env(EnvMaxConnRate); ok {
+		r, err := parseRate(v)
+		if err != nil {
+			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvMaxConnRate, quote(v), err)
+		}
+		c.connRate = r
+	}
+	if v, ok := env(EnvMaxConnBurst); ok {
+		n, err := parsePositiveInt(v)
+		if err != nil {
+			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvMaxConnBurst, quote(v), err)
+		}
+		c.connBurst = n
+	}
+	if o.connRate != nil {
+		if r := *o.connRate; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return config{}, fmt.Errorf("sdk: WithMaxConnRate(%v, %d): rate must be a finite number >= 0", r, *o.connBurst)
+		}
+		if *o.connRate > 0 && *o.connBurst < 1 {
+			return config{}, fmt.Errorf("sdk: WithMaxConnRate(%v, %d): burst must be >= 1", *o.connRate, *o.connBurst)
+		}
+		c.connRate, c.connBurst = *o.connRate, *o.connBurst
+	}
+	if o.limiterSet {
+		c.limiter = o.limiter
+	} else if c.connRate > 0 {
+		c.limiter = sharedLimiter(c.connRate, c.connBurst)
+	}
+
+	c.redialBackoff = retry.Backoff{Min: DefaultRedialBackoffMin, Max: DefaultRedialBackoffMax}
+	if err := envDuration(env, EnvRedialBackoffMin, &c.redialBackoff.Min); err != nil {
+		return config{}, err
+	}
+	if err := envDuration(env, EnvRedialBackoffMax, &c.redialBackoff.Max); err != nil {
+		return config{}, err
+	}
+	if o.redialBackoff != nil {
+		c.redialBackoff = *o.redialBackoff
+	}
+	if c.redialBackoff.Max < c.redialBackoff.Min {
+		return config{}, fmt.Errorf("sdk: re-dial backoff max %v is below min %v (%s, %s)",
+			c.redialBackoff.Max, c.redialBackoff.Min, EnvRedialBackoffMax, EnvRedialBackoffMin)
+	}
+
+	// Retry policy.
+	c.retry = retry.Policy{
+		MaxAttempts: retry.DefaultMaxAttempts,
+		Backoff:     retry.Backoff{Min: retry.DefaultBackoffMin, Max: retry.DefaultBackoffMax},
+	}
+	if v, ok := env(EnvRetryMaxAttempts); ok {
+		n, err := parsePositiveInt(v)
+		if err != nil {
+			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvRetryMaxAttempts, quote(v), err)
+		}
+		c.retry.MaxAttempts = n
+	}
+	if err := envDuration(env, EnvRetryBackoffMin, &c.retry.Backoff.Min); err != nil {
+		return config{}, err
+	}
+	if err := envDuration(env, EnvRetryBackoffMax, &c.retry.Backoff.Max); err != nil {
+		return config{}, err
+	}
+	if o.retryAttempts != nil {
+		if *o.retryAttempts < 1 || *o.retryMin <= 0 || *o.retryMax < *o.retryMin {
+			return config{}, fmt.Errorf("sdk: WithRetry(%d, %v, %v): want attempts >= 1 and 0 < min <= max",
+				*o.retryAttempts, *o.retryMin, *o.retryMax)
+		}
+		c.retry.MaxAttempts = *o.retryAttempts
+		c.retry.Backoff.Min, c.retry.Backoff.Max = *o.retryMin, *o.retryMax
+	}
+	if o.retryPolicy != nil {
+		c.retry = *o.retryPolicy
+	}
+	if o.retryPolicy == nil && c.retry.Backoff.Max < c.retry.Backoff.Min {
+		return config{}, fmt.Errorf("sdk: retry backoff max %v is below min %v (%s, %s)",
+			c.retry.Backoff.Max, c.retry.Backoff.Min, EnvRetryBackoffMax, EnvRetryBackoffMin)
+	}
+
+	// AZ last: detection is the only slow step, and is skipped when the
+	// configuration is invalid anyway.
+	switch {
+	case o.az != nil:
+		if err := validAZ(*o.az); err != nil {
+			return config{}, fmt.Errorf("sdk: WithAZ(%s): %w", quote(*o.az), err)
+		}
+		c.az, c.azSource = *o.az, "option"
+	default:
+		if v, ok := env(EnvAZ); ok {
+			if err := validAZ(v); err != nil {
+				return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvAZ, quote(v), err)
+			}
+			c.az, c.azSource = v, "env"
+			break
+		}
+		detect := o.detect
+		if detect == nil {
+			detect = azdetect.Detect
+		}
+		res, err := detect(ctx)
+		switch {
+		case err != nil:
+			c.azErr = err
+		case validAZ(res.AZ) != nil:
+			c.azErr = fmt.Errorf("detected AZ %s from %s: %w", quote(res.AZ), res.Source, validAZ(res.AZ))
+		default:
+			c.az, c.azSource = res.AZ, res.Source
+		}
+	}
+	return c, nil
+}
+
+func envDuration(env func(string) (string, bool), name string, dst *time.Duration) error {
+	v, ok := env(name)
+	if !ok {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("sdk: %s=%s: not a duration (e.g. 250ms, 2s)", name, quote(v))
+	}
+	if d <= 0 {
+		return fmt.Errorf("sdk: %s=%s: must be > 0", name, quote(v))
+	}
+	*dst = d
+	return nil
+}
+
+// parseRate parses connections per second; "0" and "off" mean unlimited.
+func parseRate(v string) (float64, error) {
+	if strings.EqualFold(v, "off") {
+		return 0, nil
+	}
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a number (connections per second, or off)")
+	}
+	if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		return 0, fmt.Errorf("must be a finite number >= 0 (0 or off: unlimited)")
+	}
+	return r, nil
+}
+
+func parsePositiveInt(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("not an integer")
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("must be >= 1")
+	}
+	return n, nil
+}

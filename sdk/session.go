@@ -1,0 +1,161 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/azkafka/azkafka/retry"
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+)
+
+// session is the resolved setup of one client instance: its client ID, AZ,
+// retry policy, logger and connection policy. The session ID stays the same
+// for the life of the instance, across reconnects. Safe for concurrent use.
+type session struct {
+	clientID    string
+	userID      string
+	sessionID   string
+	az          string // "" when unknown
+	azSource    string // "option", "env", a detector's source, or "" when unknown
+	azErr       error  // why az is unknown
+	interzoneLB bool
+	retry       retry.Policy
+	logger      *slog.Logger
+	policy      *connPolicy
+
+	baseDialer    *kafka.Dialer
+	baseTransport *kafka.Transport
+
+	mu         sync.Mutex
+	transports []*kafka.Transport // made by transport(), for closeIdle
+}
+
+// unknownAZOnce makes the "AZ unknown" warning a once-per-process event:
+// every client of the process would say the same thing.
+var unknownAZOnce sync.Once
+
+// newSession resolves opts and the environment into a session. An invalid
+// option or variable is an error; an unknown AZ is not (the warpstream_az
+// pair is left out and a warning is logged once per process).
+func newSession(ctx context.Context, opts []Option) (*session, error) {
+	c, err := loadConfig(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	sid := c.sessionID
+	if sid == "" {
+		u, err := uuid.NewRandom()
+		if err != nil {
+			return nil, fmt.Errorf("sdk: generating a session ID: %w", err)
+		}
+		sid = u.String()
+	}
+	id, err := ClientID(ClientIDParts{UserID: c.userID, SessionID: sid, AZ: c.az, InterzoneLB: c.interzoneLB})
+	if err != nil {
+		return nil, fmt.Errorf("sdk: %w", err)
+	}
+	if c.az == "" {
+		unknownAZOnce.Do(func() {
+			c.logger.Warn("azkafka: availability zone unknown; client IDs carry no warpstream_az, so the agent cannot keep traffic in-zone",
+				slog.Any("error", c.azErr), slog.String("fix", "set "+EnvAZ+" or use sdk.WithAZ"))
+		})
+	}
+	return &session{
+		clientID:      id,
+		userID:        c.userID,
+		sessionID:     sid,
+		az:            c.az,
+		azSource:      c.azSource,
+		azErr:         c.azErr,
+		interzoneLB:   c.interzoneLB,
+		retry:         c.retry,
+		logger:        c.logger,
+		policy:        newConnPolicy(c),
+		baseDialer:    c.baseDialer,
+		baseTransport: c.baseTransport,
+	}, nil
+}
+
+// dialer returns a new kafka.Dialer with the session's client ID and
+// connection policy, keeping the base Dialer's other settings.
+func (s *session) dialer() *kafka.Dialer {
+	base := s.baseDialer
+	if base == nil {
+		base = kafka.DefaultDialer
+	}
+	d := *base // kafka.Dialer holds no lock; a shallow copy shares TLS/SASL values as kafka-go itself does
+	inner := base.DialFunc
+	if inner == nil {
+		// kafka-go ignores these fields once DialFunc is set, so the
+		// policy applies them itself.
+		inner = (&net.Dialer{
+			LocalAddr:     base.LocalAddr,
+			DualStack:     base.DualStack,
+			FallbackDelay: base.FallbackDelay,
+			KeepAlive:     base.KeepAlive,
+		}).DialContext
+	}
+	d.ClientID = s.clientID
+	d.DialFunc = s.policy.wrap(inner, base.TLS != nil)
+	return &d
+}
+
+// transport returns a new kafka.Transport with the session's client ID and
+// connection policy, keeping the base Transport's other settings.
+func (s *session) transport() *kafka.Transport {
+	t := &kafka.Transport{DialTimeout: 0}
+	var inner dialFunc
+	if b := s.baseTransport; b != nil {
+		// Field by field: kafka.Transport holds a mutex and its pools.
+		t.DialTimeout = b.DialTimeout
+		t.IdleTimeout = b.IdleTimeout
+		t.MetadataTTL = b.MetadataTTL
+		t.MetadataTopics = b.MetadataTopics
+		t.TLS = b.TLS
+		t.SASL = b.SASL
+		t.Resolver = b.Resolver
+		t.Context = b.Context
+		inner = b.Dial
+	}
+	if inner == nil {
+		// kafka-go's own default for a Transport without Dial.
+		inner = (&net.Dialer{Timeout: 3 * time.Second, DualStack: true}).DialContext
+	}
+	t.ClientID = s.clientID
+	t.Dial = s.policy.wrap(inner, t.TLS != nil)
+	s.mu.Lock()
+	s.transports = append(s.transports, t)
+	s.mu.Unlock()
+	return t
+}
+
+// closeIdle closes the idle connections of every Transport made by
+// transport(); a client calls it from Close.
+func (s *session) closeIdle() {
+	s.mu.Lock()
+	ts := append([]*kafka.Transport(nil), s.transports...)
+	s.mu.Unlock()
+	for _, t := range ts {
+		t.CloseIdleConnections()
+	}
+}
+
+// connStats returns the connection policy's counters.
+func (s *session) connStats() ConnStats { return s.policy.stats.snapshot() }
+
+// azUnknown reports whether the AZ could not be determined, and why.
+func (s *session) azUnknown() (bool, error) {
+	if s.az != "" {
+		return false, nil
+	}
+	if s.azErr == nil {
+		return true, errors.New("no AZ")
+	}
+	return true, s.azErr
+}
