@@ -1,0 +1,276 @@
+package iq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of HTTPSource.
+const (
+	// DefaultPollInterval is how often HTTPSource polls: 5s.
+	DefaultPollInterval = 5 * time.Second
+	// DefaultPollTimeout bounds one poll of one instance: 2s.
+	DefaultPollTimeout = 2 * time.Second
+	// DefaultMaxBodyBytes caps a metadata document: 1 MiB.
+	DefaultMaxBodyBytes = 1 << 20
+)
+
+// HTTPOption configures an HTTPSource.
+type HTTPOption func(*HTTPSource)
+
+// WithPollInterval sets the time between polls. Default: 5s.
+func WithPollInterval(d time.Duration) HTTPOption { return func(s *HTTPSource) { s.interval = d } }
+
+// WithPollTimeout bounds the request to one instance. Default: 2s.
+func WithPollTimeout(d time.Duration) HTTPOption { return func(s *HTTPSource) { s.timeout = d } }
+
+// WithMaxBodyBytes caps the size of a document; a larger one is an error.
+// Default: 1 MiB.
+func WithMaxBodyBytes(n int64) HTTPOption { return func(s *HTTPSource) { s.maxBody = n } }
+
+// WithHTTPClient sets the HTTP client. Default: a client with no timeout of
+// its own (WithPollTimeout bounds each request).
+func WithHTTPClient(c *http.Client) HTTPOption { return func(s *HTTPSource) { s.client = c } }
+
+// WithPeerDiscovery turns polling of the other instances on or off. When on,
+// each poll also fetches the document of every instance listed in the last
+// good metadata, at the seed URL's scheme and path with the instance's
+// application.server as host:port, because lags and zones are known only
+// by each instance itself. Default: on.
+func WithPeerDiscovery(on bool) HTTPOption { return func(s *HTTPSource) { s.discover = on } }
+
+// WithHTTPLogger sets the logger. Default: slog.Default().
+func WithHTTPLogger(l *slog.Logger) HTTPOption { return func(s *HTTPSource) { s.logger = l } }
+
+// HTTPSource is a Source that polls the metadata endpoint of a Kafka
+// Streams application. Each poll fetches the seed URLs and (with peer
+// discovery) every known instance concurrently, validates each document and
+// merges them (MergeDocuments): the instance list comes from the first seed
+// that answers in state RUNNING (else the first that answers), each
+// instance's zone and lags from its own document. When a whole poll fails
+// the last good metadata is kept. It is safe for concurrent use.
+type HTTPSource struct {
+	seeds    []*url.URL
+	interval time.Duration
+	timeout  time.Duration
+	maxBody  int64
+	client   *http.Client
+	discover bool
+	logger   *slog.Logger
+
+	snap    atomic.Pointer[Snapshot]
+	mu      sync.Mutex
+	lastErr error
+	lastOK  time.Time
+
+	startOnce sync.Once
+	stop      context.CancelFunc
+	done      chan struct{}
+}
+
+// NewHTTPSource returns a source that polls the given metadata URLs (at
+// least one, http or https). It does not poll until Start or Refresh.
+func NewHTTPSource(urls []string, opts ...HTTPOption) (*HTTPSource, error) {
+	if len(urls) == 0 {
+		return nil, errors.New("iq: NewHTTPSource: no metadata URL")
+	}
+	s := &HTTPSource{
+		interval: DefaultPollInterval,
+		timeout:  DefaultPollTimeout,
+		maxBody:  DefaultMaxBodyBytes,
+		client:   &http.Client{},
+		discover: true,
+		logger:   slog.Default(),
+		done:     make(chan struct{}),
+	}
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("iq: metadata URL %s: want http://host:port/path", quote(raw))
+		}
+		s.seeds = append(s.seeds, u)
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.interval <= 0 || s.timeout <= 0 || s.maxBody <= 0 {
+		return nil, fmt.Errorf("iq: NewHTTPSource: interval %s, timeout %s and max body %d must be positive", s.interval, s.timeout, s.maxBody)
+	}
+	return s, nil
+}
+
+// Snapshot returns the last good metadata, or nil before the first
+// successful poll.
+func (s *HTTPSource) Snapshot() *Snapshot { return s.snap.Load() }
+
+// LastError returns the error of the last poll (nil if it succeeded) and the
+// time of the last successful poll.
+func (s *HTTPSource) LastError() (error, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr, s.lastOK
+}
+
+// Start polls once right away and then every interval in a goroutine until
+// Close. Calling it more than once has no effect.
+func (s *HTTPSource) Start() {
+	s.startOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stop = cancel
+		go s.loop(ctx)
+	})
+}
+
+func (s *HTTPSource) loop(ctx context.Context) {
+	defer close(s.done)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
+			s.logger.Warn("iq: metadata poll failed; keeping the last good metadata", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close stops polling and waits for the poller to exit. It is safe to call
+// more than once, and without Start.
+func (s *HTTPSource) Close() error {
+	s.startOnce.Do(func() { close(s.done) }) // never started
+	if s.stop != nil {
+		s.stop()
+	}
+	<-s.done
+	return nil
+}
+
+type fetched struct {
+	u   *url.URL
+	doc *Document
+	err error
+}
+
+// Refresh polls once, synchronously, and installs the merged metadata if at
+// least one seed or instance answered with a valid document.
+func (s *HTTPSource) Refresh(ctx context.Context) error {
+	targets := s.targets()
+	results := make([]fetched, len(targets))
+	var wg sync.WaitGroup
+	for i, u := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := s.fetch(ctx, u)
+			results[i] = fetched{u, d, err}
+		}()
+	}
+	wg.Wait()
+
+	var docs []*Document
+	var primary *Document
+	var errs []error
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		docs = append(docs, r.doc)
+		if primary == nil || (primary.State != "RUNNING" && r.doc.State == "RUNNING") {
+			primary = r.doc
+		}
+	}
+	var err error
+	if primary == nil {
+		err = fmt.Errorf("iq: metadata poll: no instance answered: %w", errors.Join(errs...))
+	} else {
+		snap, serr := NewSnapshot(MergeDocuments(primary, docs))
+		if serr != nil {
+			err = fmt.Errorf("iq: metadata from %s:%d: %w", primary.Self.Host, primary.Self.Port, serr)
+		} else {
+			s.snap.Store(snap)
+			if len(errs) > 0 {
+				s.logger.Debug("iq: some instances did not answer the metadata poll", "error", errors.Join(errs...))
+			}
+		}
+	}
+	s.mu.Lock()
+	s.lastErr = err
+	if err == nil {
+		s.lastOK = time.Now()
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// targets returns the seeds and, with discovery, the URL of every instance
+// of the last good metadata, without duplicates. The first len(seeds) are
+// the seeds, so the primary prefers them.
+func (s *HTTPSource) targets() []*url.URL {
+	out := append([]*url.URL(nil), s.seeds...)
+	snap := s.snap.Load()
+	if !s.discover || snap == nil {
+		return out
+	}
+	seen := make(map[string]bool, len(out))
+	for _, u := range out {
+		seen[u.Host] = true
+	}
+	for _, in := range snap.md.Instances {
+		hp := in.HostInfo.String()
+		if seen[hp] {
+			continue
+		}
+		seen[hp] = true
+		u := *s.seeds[0]
+		u.Host = hp
+		out = append(out, &u)
+	}
+	return out
+}
+
+func (s *HTTPSource) fetch(ctx context.Context, u *url.URL) (*Document, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	src := u.String()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+	if err != nil {
+		return nil, fmt.Errorf("iq: %s: %w", src, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("iq: %s: %w", src, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("iq: %s: reading body: %w", src, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("iq: %s: %w", src, &StatusError{Code: resp.StatusCode, Body: truncate(string(body), 200)})
+	}
+	if int64(len(body)) > s.maxBody {
+		return nil, fmt.Errorf("iq: %s: metadata document larger than %d bytes (WithMaxBodyBytes)", src, s.maxBody)
+	}
+	return ParseDocument(src, body)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..." + strconv.Itoa(len(s)-n) + " more bytes"
+}

@@ -1,0 +1,287 @@
+package iq
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+)
+
+// ErrNotAvailable reports that routing metadata is incomplete: no metadata
+// has been loaded yet, the store's source topics have no known partition
+// count, or no instance is active for the key's partition (Kafka Streams is
+// starting or rebalancing). It is Java's KeyQueryMetadata.NOT_AVAILABLE and
+// its unknown active host ("unavailable:-1"). Test with errors.Is.
+var ErrNotAvailable = errors.New("iq: routing metadata not available")
+
+// ErrUnknownStore reports a store that no instance's metadata mentions
+// (Java's queryMetadataForKey returns null for it). Test with errors.Is.
+var ErrUnknownStore = errors.New("iq: unknown store")
+
+// HostInfo identifies a Kafka Streams instance by its application.server
+// setting (Java's HostInfo).
+type HostInfo struct {
+	Host string
+	Port int
+}
+
+// String returns host:port (brackets around an IPv6 host).
+func (h HostInfo) String() string { return net.JoinHostPort(h.Host, strconv.Itoa(h.Port)) }
+
+// TopicPartition names one partition of a topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int
+}
+
+// Lag is how far one instance's copy of a store partition is behind its
+// changelog, in offsets (Java's LagInfo): Current is the position restored
+// so far, End the changelog's end offset, Lag = End - Current.
+type Lag struct {
+	Current int64
+	End     int64
+	Lag     int64
+}
+
+// Instance is one Kafka Streams instance as Java's StreamsMetadata describes
+// it, plus the facts only the instance itself knows: its availability zone
+// and its local store partition lags.
+type Instance struct {
+	HostInfo
+	// AZ is the instance's availability zone; empty when unknown.
+	AZ string
+	// ActiveStores and ActivePartitions are StreamsMetadata.stateStoreNames
+	// and topicPartitions.
+	ActiveStores     []string
+	ActivePartitions []TopicPartition
+	// StandbyStores and StandbyPartitions are
+	// StreamsMetadata.standbyStateStoreNames and standbyTopicPartitions.
+	StandbyStores     []string
+	StandbyPartitions []TopicPartition
+	// Lags maps store name, then partition, to the instance's own lag
+	// (KafkaStreams.allLocalStorePartitionLags). Nil when the instance could
+	// not be asked: its replicas then count as of unknown lag.
+	Lags map[string]map[int]Lag
+}
+
+// Metadata is everything Route needs, as one Kafka Streams application
+// reports it.
+type Metadata struct {
+	// StoreSourceTopics maps each store to the source topics of its
+	// subtopology, in the order the topology lists them.
+	StoreSourceTopics map[string][]string
+	// TopicPartitions maps each source topic to its partition count.
+	TopicPartitions map[string]int
+	// Instances lists every instance of the application.
+	Instances []Instance
+}
+
+// Replica is one copy of a store partition: the active one or a standby.
+type Replica struct {
+	HostInfo
+	// AZ is the hosting instance's availability zone, empty when unknown.
+	AZ string
+	// Active is true for the active copy, false for a standby.
+	Active bool
+	// Lag is the copy's lag; meaningful only when LagKnown.
+	Lag      Lag
+	LagKnown bool
+}
+
+// Route is where a key lives, as Java's KeyQueryMetadata says: the
+// partition, the active copy and the standby copies. Its slices are shared
+// with the Snapshot that produced it and must not be modified.
+type Route struct {
+	Store     string
+	Partition int
+	// Active is the active copy; nil when no instance is active for the
+	// partition (the route's error is then ErrNotAvailable).
+	Active *Replica
+	// Standbys are the standby copies, ordered by host then port.
+	Standbys []Replica
+}
+
+// Snapshot is an immutable, indexed form of Metadata. Route on it takes a
+// map lookup, one hash and a slice index; it is safe for concurrent use.
+// A *Snapshot is also a Source that always returns itself.
+type Snapshot struct {
+	md     Metadata
+	stores map[string]*storeIndex
+}
+
+type storeIndex struct {
+	name string
+	// topicWithMostPartitions and maxPartitions are what Java's
+	// SourceTopicsInfo computes: the first source topic with the largest
+	// partition count.
+	topicWithMostPartitions string
+	maxPartitions           int
+	// routes[p] is the precomputed Route for partition p.
+	routes []Route
+}
+
+// NewSnapshot validates md and indexes it for Route. md is copied; later
+// changes to it do not affect the snapshot.
+func NewSnapshot(md Metadata) (*Snapshot, error) {
+	md = cloneMetadata(md)
+	seen := make(map[HostInfo]bool, len(md.Instances))
+	for i, in := range md.Instances {
+		if in.Host == "" || in.Port <= 0 || in.Port > 65535 {
+			return nil, fmt.Errorf("iq: metadata: instances[%d]: invalid host %q port %d", i, in.Host, in.Port)
+		}
+		if seen[in.HostInfo] {
+			return nil, fmt.Errorf("iq: metadata: instances[%d]: duplicate instance %s", i, in.HostInfo)
+		}
+		seen[in.HostInfo] = true
+	}
+	for topic, n := range md.TopicPartitions {
+		if n < 0 {
+			return nil, fmt.Errorf("iq: metadata: topic %q: negative partition count %d", topic, n)
+		}
+	}
+	// Java sorts StreamsMetadata by host, then port, and the active host is
+	// the last match in that order; sorting here keeps ties identical.
+	slices.SortStableFunc(md.Instances, func(a, b Instance) int {
+		if a.Host != b.Host {
+			if a.Host < b.Host {
+				return -1
+			}
+			return 1
+		}
+		return a.Port - b.Port
+	})
+	s := &Snapshot{md: md, stores: make(map[string]*storeIndex, len(md.StoreSourceTopics))}
+	for store, topics := range md.StoreSourceTopics {
+		s.stores[store] = indexStore(store, topics, md)
+	}
+	return s, nil
+}
+
+// indexStore precomputes the Route of every partition of one store, the way
+// StreamsMetadataState.keyQueryMetadataForKey finds it per key.
+func indexStore(store string, topics []string, md Metadata) *storeIndex {
+	idx := &storeIndex{name: store}
+	for _, t := range topics {
+		if n := md.TopicPartitions[t]; n > idx.maxPartitions {
+			idx.maxPartitions, idx.topicWithMostPartitions = n, t
+		}
+	}
+	idx.routes = make([]Route, idx.maxPartitions)
+	for p := range idx.routes {
+		r := Route{Store: store, Partition: p}
+		var active *Replica
+		for _, in := range md.Instances {
+			if slices.Contains(in.ActiveStores, store) && hasAnyPartition(in.ActivePartitions, topics, p) {
+				rep := replicaOf(in, store, p, true)
+				active = &rep // the last match wins, as in Java
+			}
+			if slices.Contains(in.StandbyStores, store) && hasAnyPartition(in.StandbyPartitions, topics, p) {
+				r.Standbys = append(r.Standbys, replicaOf(in, store, p, false))
+			}
+		}
+		r.Active = active
+		idx.routes[p] = r
+	}
+	return idx
+}
+
+func hasAnyPartition(tps []TopicPartition, topics []string, p int) bool {
+	for _, tp := range tps {
+		if tp.Partition == p && slices.Contains(topics, tp.Topic) {
+			return true
+		}
+	}
+	return false
+}
+
+func replicaOf(in Instance, store string, p int, active bool) Replica {
+	r := Replica{HostInfo: in.HostInfo, AZ: in.AZ, Active: active}
+	if lags, ok := in.Lags[store]; ok {
+		r.Lag, r.LagKnown = lags[p]
+	}
+	return r
+}
+
+// Metadata returns a copy of the metadata the snapshot was built from, with
+// instances ordered by host then port.
+func (s *Snapshot) Metadata() Metadata { return cloneMetadata(s.md) }
+
+// Snapshot returns s, making a fixed snapshot a Source.
+func (s *Snapshot) Snapshot() *Snapshot { return s }
+
+// Route returns where key, serialized as the application's key serde does
+// (see AppendStringKey), lives in store, using Kafka's default partitioner.
+// See RouteWith.
+func (s *Snapshot) Route(store string, key []byte) (Route, error) {
+	return s.RouteWith(store, key, nil)
+}
+
+// RouteWith is Route with a custom partitioner; nil means Kafka's default
+// (murmur2). The result equals Java's KafkaStreams.queryMetadataForKey: the
+// partition is computed against the store's source topic with the most
+// partitions; the active host is the instance whose active partitions
+// include that partition of any source topic of the store; the standbys
+// likewise. When no instance is active for the partition, the Route is
+// still returned (partition and standbys filled, Active nil) together with
+// an error wrapping ErrNotAvailable. A nil receiver reports ErrNotAvailable.
+// It does not allocate unless it returns an error.
+func (s *Snapshot) RouteWith(store string, key []byte, p Partitioner) (Route, error) {
+	if s == nil {
+		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: no metadata loaded yet: %w", store, ErrNotAvailable)
+	}
+	idx := s.stores[store]
+	if idx == nil {
+		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: %w", store, ErrUnknownStore)
+	}
+	if idx.maxPartitions == 0 {
+		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: partition count of source topics unknown: %w", store, ErrNotAvailable)
+	}
+	var part int
+	if p == nil {
+		part = Partition(key, idx.maxPartitions)
+	} else {
+		part = p.Partition(idx.topicWithMostPartitions, key, idx.maxPartitions)
+		if part < 0 || part >= idx.maxPartitions {
+			return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: partitioner returned partition %d for topic %q with %d partitions", store, part, idx.topicWithMostPartitions, idx.maxPartitions)
+		}
+	}
+	r := idx.routes[part]
+	if r.Active == nil {
+		return r, fmt.Errorf("store %q partition %d: no active instance: %w", store, part, ErrNotAvailable)
+	}
+	return r, nil
+}
+
+func cloneMetadata(md Metadata) Metadata {
+	out := Metadata{
+		StoreSourceTopics: make(map[string][]string, len(md.StoreSourceTopics)),
+		TopicPartitions:   make(map[string]int, len(md.TopicPartitions)),
+		Instances:         make([]Instance, len(md.Instances)),
+	}
+	for k, v := range md.StoreSourceTopics {
+		out.StoreSourceTopics[k] = slices.Clone(v)
+	}
+	for k, v := range md.TopicPartitions {
+		out.TopicPartitions[k] = v
+	}
+	for i, in := range md.Instances {
+		c := in
+		c.ActiveStores = slices.Clone(in.ActiveStores)
+		c.ActivePartitions = slices.Clone(in.ActivePartitions)
+		c.StandbyStores = slices.Clone(in.StandbyStores)
+		c.StandbyPartitions = slices.Clone(in.StandbyPartitions)
+		if in.Lags != nil {
+			c.Lags = make(map[string]map[int]Lag, len(in.Lags))
+			for s, m := range in.Lags {
+				cm := make(map[int]Lag, len(m))
+				for p, l := range m {
+					cm[p] = l
+				}
+				c.Lags[s] = cm
+			}
+		}
+		out.Instances[i] = c
+	}
+	return out
+}

@@ -1,0 +1,250 @@
+package iq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+)
+
+// ErrNotActive is what a query function returns (wrapped) when the host
+// says it is not active for the key, or its store is not queryable because
+// it is rebalancing or restoring (Java's InvalidStateStoreException). Query
+// moves on to the next replica.
+var ErrNotActive = errors.New("iq: host not active for the key or rebalancing")
+
+// ErrNoReplica reports that the policy found no replica to query. Test with
+// errors.Is; it is also ErrNotAvailable.
+var ErrNoReplica = fmt.Errorf("iq: no eligible replica: %w", ErrNotAvailable)
+
+// StatusError is an HTTP status a host answered with. A query function may
+// return it for non-2xx answers; 5xx and 429 are retriable.
+type StatusError struct {
+	Code int
+	// Body is a prefix of the answer, for the error message.
+	Body string
+}
+
+func (e *StatusError) Error() string {
+	if e.Body == "" {
+		return fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
+	}
+	return fmt.Sprintf("HTTP %d %s: %s", e.Code, http.StatusText(e.Code), e.Body)
+}
+
+// Retriable reports whether the status is worth another replica.
+func (e *StatusError) Retriable() bool {
+	return e.Code >= 500 || e.Code == http.StatusTooManyRequests || e.Code == http.StatusMisdirectedRequest
+}
+
+// IsRetriable reports whether err, returned by one replica, is worth trying
+// the next: ErrNotActive, refused / reset / closed connections, timeouts,
+// and any error with a Retriable() bool method that says true (StatusError:
+// 5xx, 429, 421). Cancellation (context.Canceled) is not retriable.
+func IsRetriable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var r interface{ Retriable() bool }
+	if errors.As(err, &r) {
+		return r.Retriable()
+	}
+	if errors.Is(err, ErrNotActive) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Candidates returns, in the order Query tries them, the replicas of key's
+// partition that the policy allows, appended to dst; and the Route.
+//
+// Policy: without standby serving, the active copy only (its instance
+// answers for itself whether it can serve). With standby serving: the
+// active copy first, unless its known lag exceeds MaxLag (it is restoring);
+// then the standbys whose known lag is at most MaxLag, those in the
+// caller's AZ before the others, random order among equals. A standby of
+// unknown lag is never chosen.
+func (c *Client) Candidates(ctx context.Context, store string, key []byte, dst []Replica) (Route, []Replica, error) {
+	r, err := c.Route(store, key)
+	if err != nil && (r.Partition < 0 || !c.allowStandby) {
+		return r, dst, err
+	}
+	start := len(dst)
+	if !c.allowStandby {
+		return r, append(dst, *r.Active), nil
+	}
+	if r.Active != nil && (!r.Active.LagKnown || r.Active.Lag.Lag <= c.maxLag) {
+		dst = append(dst, *r.Active)
+	}
+	az := c.callerAZ(ctx)
+	local := len(dst)
+	for _, s := range r.Standbys {
+		if s.LagKnown && s.Lag.Lag <= c.maxLag && az != "" && s.AZ == az {
+			dst = append(dst, s)
+		}
+	}
+	c.shuffle(dst[local:])
+	remote := len(dst)
+	for _, s := range r.Standbys {
+		if s.LagKnown && s.Lag.Lag <= c.maxLag && (az == "" || s.AZ != az) {
+			dst = append(dst, s)
+		}
+	}
+	c.shuffle(dst[remote:])
+	if len(dst) == start {
+		return r, dst, fmt.Errorf("store %q partition %d: %s: %w", store, r.Partition, c.whyNone(r), ErrNoReplica)
+	}
+	return r, dst, nil
+}
+
+// whyNone explains why no replica of r passed the policy.
+func (c *Client) whyNone(r Route) string {
+	var parts []string
+	if r.Active == nil {
+		parts = append(parts, "no active instance")
+	} else {
+		parts = append(parts, fmt.Sprintf("active %s lag %d > max %d", r.Active.HostInfo, r.Active.Lag.Lag, c.maxLag))
+	}
+	if len(r.Standbys) == 0 {
+		parts = append(parts, "no standby")
+	}
+	for _, s := range r.Standbys {
+		if !s.LagKnown {
+			parts = append(parts, fmt.Sprintf("standby %s lag unknown", s.HostInfo))
+		} else {
+			parts = append(parts, fmt.Sprintf("standby %s lag %d > max %d", s.HostInfo, s.Lag.Lag, c.maxLag))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (c *Client) shuffle(rs []Replica) {
+	for i := len(rs) - 1; i > 0; i-- {
+		j := c.intN(i + 1)
+		rs[i], rs[j] = rs[j], rs[i]
+	}
+}
+
+// callerAZ returns the caller's AZ: the WithAZ option, or azdetect's answer
+// asked once.
+func (c *Client) callerAZ(ctx context.Context) string {
+	c.azOnce.Do(func() {
+		dctx, cancel := context.WithTimeout(ctx, c.azDetectTimeout)
+		defer cancel()
+		res, err := c.azDetect(dctx)
+		if err != nil {
+			c.logger.Warn("iq: availability zone unknown; replicas are not ordered by zone", "error", err)
+			return
+		}
+		c.az, c.azKnown = res.AZ, true
+	})
+	return c.az
+}
+
+// QueryFunc asks one replica for the key. It returns nil on success; on
+// failure an error that IsRetriable (or the WithRetriable function) judges:
+// return ErrNotActive (wrapped) when the host answers that it is not active
+// or is rebalancing, a *StatusError for other HTTP statuses. ctx carries the
+// attempt timeout.
+type QueryFunc func(ctx context.Context, r Replica) error
+
+// Attempt is one replica Query tried and why it failed.
+type Attempt struct {
+	Replica Replica
+	Err     error
+}
+
+// QueryError is Query's error: the key's route and every replica tried.
+// errors.Is and errors.As see through to each attempt's error.
+type QueryError struct {
+	Store     string
+	Key       string // quoted, truncated
+	Partition int
+	Attempts  []Attempt
+	// Err is the reason Query stopped: the last attempt's error, ctx's
+	// error, or why no replica was eligible.
+	Err error
+}
+
+func (e *QueryError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "iq: query store %q key %s partition %d failed", e.Store, e.Key, e.Partition)
+	if len(e.Attempts) == 0 {
+		fmt.Fprintf(&b, ": %v", e.Err)
+		return b.String()
+	}
+	fmt.Fprintf(&b, " after %d attempt(s):", len(e.Attempts))
+	for _, a := range e.Attempts {
+		role := "standby"
+		if a.Replica.Active {
+			role = "active"
+		}
+		fmt.Fprintf(&b, " [%s %s: %v]", role, a.Replica.HostInfo, a.Err)
+	}
+	if len(e.Attempts) > 0 && e.Err != e.Attempts[len(e.Attempts)-1].Err {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the stop reason and every attempt's error.
+func (e *QueryError) Unwrap() []error {
+	errs := make([]error, 0, len(e.Attempts)+1)
+	errs = append(errs, e.Err)
+	for _, a := range e.Attempts {
+		errs = append(errs, a.Err)
+	}
+	return errs
+}
+
+// Query calls fn for the candidates of key (see Candidates) in order until
+// one succeeds, an error is not retriable, MaxAttempts replicas were tried,
+// or ctx ends. It returns nil or a *QueryError naming every replica tried
+// and why it failed.
+func (c *Client) Query(ctx context.Context, store string, key []byte, fn QueryFunc) error {
+	var buf [8]Replica
+	r, cands, err := c.Candidates(ctx, store, key, buf[:0])
+	qe := &QueryError{Store: store, Key: quote(string(key)), Partition: r.Partition}
+	if err != nil {
+		qe.Err = err
+		return qe
+	}
+	for i, rep := range cands {
+		if i == c.maxAttempts {
+			qe.Err = fmt.Errorf("gave up after %d attempts (WithMaxAttempts)", c.maxAttempts)
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			qe.Err = err
+			return qe
+		}
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if c.attemptTimeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, c.attemptTimeout)
+		}
+		err := fn(actx, rep)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		qe.Attempts = append(qe.Attempts, Attempt{Replica: rep, Err: err})
+		qe.Err = err
+		if ctx.Err() != nil {
+			qe.Err = ctx.Err()
+			return qe
+		}
+		if !c.retriable(err) {
+			return qe
+		}
+		c.logger.Debug("iq: replica failed, trying next", "store", store, "host", rep.HostInfo.String(), "error", err)
+	}
+	return qe
+}
