@@ -3,6 +3,7 @@ package sdk
 import (
 	"errors"
 	"fmt"
+	"github.com/azkafka/azkafka/azdetect"
 	"strings"
 	"unicode/utf8"
 )
@@ -199,25 +200,15 @@ func validSessionID(s string) error {
 	return nil
 }
 
-// maxAZLen bounds an AZ name; real ones are under 32 bytes.
-const maxAZLen = 128
-
-// validAZ accepts the zone names clouds and Kubernetes use: letters,
-// digits, '-', '_', '.', ':' — and so never ',' or '='.
+// validAZ accepts exactly what azdetect.Validate accepts, untrimmed: lower-case
+// letters, digits and '-', so never ',' or '='.
 func validAZ(az string) error {
-	if az == "" {
-		return errors.New("empty")
+	v, err := azdetect.Validate(az)
+	if err != nil {
+		return err
 	}
-	if len(az) > maxAZLen {
-		return fmt.Errorf("longer than %d bytes", maxAZLen)
-	}
-	for i := 0; i < len(az); i++ {
-		c := az[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '_' || c == '.' || c == ':' {
-			continue
-		}
-		return fmt.Errorf("byte %q at %d not allowed (letters, digits, '-', '_', '.', ':')", c, i)
+	if v != az {
+		return errors.New("surrounding whitespace")
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // Environment variables read by the SDK. They are all read here, once per
 // client instance, by loadConfig; an Option for the same setting wins.
 const (
-	EnvAZ               = "AZKAFKA_AZ"
+	EnvAZ               = azdetect.EnvAZ
 	EnvClientID         = "AZKAFKA_CLIENT_ID"
 	EnvSessionID        = "AZKAFKA_SESSION_ID"
 	EnvInterzoneLB      = "AZKAFKA_INTERZONE_LB"
@@ -328,24 +328,33 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	}
 
 	// AZ last: detection is the only slow step, and is skipped when the
-	// configuration is invalid anyway.
+	// configuration is invalid anyway. azdetect reads its own variables
+	// (AZKAFKA_AZ, WARPSTREAM_AVAILABILITY_ZONE, AZKAFKA_DETECT_*, the cloud
+	// endpoints) through the same getenv, so they are validated here too.
+	dcfg, err := azdetect.ConfigFromEnv(getenv)
+	if o.az == nil && err != nil {
+		return config{}, fmt.Errorf("sdk: %w", err)
+	}
 	switch {
 	case o.az != nil:
 		if err := validAZ(*o.az); err != nil {
 			return config{}, fmt.Errorf("sdk: WithAZ(%s): %w", quote(*o.az), err)
 		}
-		c.az, c.azSource = *o.az, "option"
-	default:
-		if v, ok := env(EnvAZ); ok {
-			if err := validAZ(v); err != nil {
-				return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvAZ, quote(v), err)
-			}
-			c.az, c.azSource = v, "env"
-			break
+		c.az, c.azSource = *o.az, azdetect.SourceOption
+	case dcfg.EnvAZ != "":
+		az, err := azdetect.Validate(dcfg.EnvAZ)
+		if err != nil { // ConfigFromEnv checked it already; kept for safety
+			return config{}, fmt.Errorf("sdk: %s=%s: %w", dcfg.EnvAZVariable, quote(dcfg.EnvAZ), err)
 		}
+		c.az, c.azSource = az, azdetect.SourceEnv
+	default:
 		detect := o.detect
-		if detect == nil {
-			detect = azdetect.Detect
+		switch {
+		case detect != nil:
+		case o.getenv == nil:
+			detect = azdetect.Detect // process-wide cache
+		default:
+			detect = azdetect.New(dcfg).Detect
 		}
 		res, err := detect(ctx)
 		switch {
