@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Runs the conformance suite (Go tests with build tag "conformance") against a
+# real Apache Kafka 4.3.1 broker and the Java fixtures in conformance/java/.
+#
+#   1. checks for go, java (17+), javac and mvn; any missing tool fails the run;
+#   2. builds every Maven project conformance/java/*/pom.xml (mvn package) and
+#      writes its runtime classpath to conformance/java/<name>/target/classpath.txt;
+#   3. unless AZKAFKA_CONFORMANCE_BROKERS is set: resolves the broker's jars with
+#      conformance/kafka/pom.xml into the local Maven repository (~/.m2 by default),
+#      formats a single-node KRaft (broker+controller) log dir in a temp dir and
+#      starts kafka.Kafka on free loopback ports; then waits until the broker
+#      answers a Metadata request;
+#   4. runs `go test -tags conformance -count=1 -timeout 40m -v ./conformance/...`
+#      with AZKAFKA_CONFORMANCE_BROKERS and AZKAFKA_CONFORMANCE_JAVA_DIR exported,
+#      and exits with its status.
+# The broker is stopped on exit, on failure and on Ctrl-C. On failure the tail
+# of the broker log is printed and the temp dir is kept.
+#
+# Environment:
+#   AZKAFKA_CONFORMANCE_BROKERS  host:port[,host:port] of your own broker: no broker is started
+#   CONFORMANCE_RUN              passed to go test -run (a regexp of test names)
+#   CONFORMANCE_MVN_FLAGS        extra flags for every mvn call, e.g. -Dmaven.repo.local=/cache/m2
+#   CONFORMANCE_BROKER_TIMEOUT   seconds to wait for the broker to answer (default 120)
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+conf="$root/conformance"
+kafka_version=4.3.1
+broker_timeout="${CONFORMANCE_BROKER_TIMEOUT:-120}"
+# -q: errors only; -B -ntp: no colours, no download progress.
+read -r -a extra_mvn_flags <<<"${CONFORMANCE_MVN_FLAGS:-}"
+mvn_flags=(-q -B -ntp -Dstyle.color=never "${extra_mvn_flags[@]}")
+dependency_plugin=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
+
+work=""
+broker_pid=""
+test_pid=""
+
+log() { echo "conformance: $*"; }
+fail() {
+	echo "conformance: FAIL: $*" >&2
+	exit 1
+}
+millis() { date +%s%3N; }
+seconds_since() { # start-millis -> "1.234s"
+	local d=$(($(millis) - $1))
+	printf '%d.%03ds' $((d / 1000)) $((d % 1000))
+}
+
+stop_broker() {
+	[ -n "$broker_pid" ] || return 0
+	if kill -0 "$broker_pid" 2>/dev/null; then
+		# SIGTERM runs the broker's controlled shutdown; SIGKILL after 30 s.
+		kill -TERM "$broker_pid" 2>/dev/null || true
+		local i
+		for ((i = 0; i < 150; i++)); do
+			kill -0 "$broker_pid" 2>/dev/null || break
+			sleep 0.2
+		done
+		if kill -0 "$broker_pid" 2>/dev/null; then
+			log "broker (pid $broker_pid) ignored SIGTERM for 30s; sending SIGKILL"
+			kill -KILL "$broker_pid" 2>/dev/null || true
+		fi
+	fi
+	wait "$broker_pid" 2>/dev/null || true
+	log "broker (pid $broker_pid) stopped"
+	broker_pid=""
+}
+
+print_broker_log() {
+	[ -n "$work" ] || return 0
+	local f
+	for f in "$work/logs/server.log" "$work/broker.out"; do
+		if [ -s "$f" ]; then
+			echo "---- last 40 lines of $f"
+			tail -n 40 "$f"
+		fi
+	done
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$test_pid" ] && kill -0 "$test_pid" 2>/dev/null; then
+		# go test runs in its own process group: this also stops the test
+		# binary and any Java fixture it started.
+		kill -TERM -- "-$test_pid" 2>/dev/null || true
+		wait "$test_pid" 2>/dev/null || true
+	fi
+	stop_broker
+	if [ -n "$work" ]; then
+		if [ "$rc" -ne 0 ]; then
+			print_broker_log
+			log "kept $work (broker config, data and logs)"
+		else
+			rm -rf "$work"
+		fi
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- 1. tools
+missing=()
+for tool in go java javac mvn; do
+	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	fail "not found on PATH: ${missing[*]}. The conformance suite needs Go, a JDK 17+ (java, javac) and Maven (mvn); on Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven (or run .ci/run)."
+fi
+java_version="$(java -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')"
+if ! [[ "$java_version" =~ ^[0-9]+$ ]] || [ "$java_version" -lt 17 ]; then
+	fail "java $(command -v java) is version \"$java_version\"; Kafka $kafka_version needs Java 17 or newer."
+fi
+log "go $(go env GOVERSION), java $java_version ($(command -v java)), $(mvn -v 2>/dev/null | head -n 1 | sed 's/\x1b\[[0-9;]*m//g')"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/azkafka-conformance.XXXXXX")"
+(cd "$root" && go build -o "$work/brokerctl" ./conformance/cmd/brokerctl) || fail "building conformance/cmd/brokerctl"
+
+# ---- 2. Java fixtures
+for pom in "$conf"/java/*/pom.xml; do
+	[ -e "$pom" ] || continue
+	dir="$(dirname "$pom")"
+	name="$(basename "$dir")"
+	t0=$(millis)
+	if ! (cd "$dir" && mvn "${mvn_flags[@]}" -DskipTests package \
+		"$dependency_plugin:build-classpath" -Dmdep.includeScope=runtime \
+		-Dmdep.outputFile="$dir/target/classpath.txt") >"$work/mvn-$name.log" 2>&1; then
+		tail -n 60 "$work/mvn-$name.log"
+		fail "mvn package failed for conformance/java/$name (full log: $work/mvn-$name.log)"
+	fi
+	[ -f "$dir/target/classpath.txt" ] || fail "conformance/java/$name: mvn wrote no target/classpath.txt"
+	log "built conformance/java/$name in $(seconds_since "$t0")"
+done
+
+# ---- 3. broker
+start_broker() { # attempt-number; sets broker_pid and brokers
+	local ports broker_port controller_port cluster_id
+	ports=($("$work/brokerctl" ports 2)) || fail "picking free ports"
+	broker_port=${ports[0]}
+	controller_port=${ports[1]}
+	brokers="127.0.0.1:$broker_port"
+	rm -rf "$work/data" "$work/logs"
+	mkdir -p "$work/logs"
+	sed -e "s|@BROKER_PORT@|$broker_port|g" -e "s|@CONTROLLER_PORT@|$controller_port|g" \
+		-e "s|@DATA_DIR@|$work/data|g" "$conf/kafka/server.properties.in" >"$work/server.properties"
+	cluster_id="$("$work/brokerctl" cluster-id)"
+	local jvm=(java -Djava.awt.headless=true -Dkafka.logs.dir="$work/logs"
+		-Dlog4j2.configurationFile="$conf/kafka/log4j2.properties" -cp "$(cat "$work/broker.classpath")")
+	if ! "${jvm[@]}" -Xmx256m kafka.tools.StorageTool format --standalone \
+		-t "$cluster_id" -c "$work/server.properties" >"$work/format.log" 2>&1; then
+		cat "$work/format.log"
+		fail "kafka.tools.StorageTool format failed"
+	fi
+	local t0
+	t0=$(millis)
+	"${jvm[@]}" -Xms512m -Xmx512m -XX:+UseG1GC kafka.Kafka "$work/server.properties" \
+		</dev/null >"$work/broker.out" 2>&1 &
+	broker_pid=$!
+	local deadline=$((SECONDS + broker_timeout))
+	until "$work/brokerctl" wait -timeout 2s "$brokers" >/dev/null 2>"$work/wait.err"; do
+		if ! kill -0 "$broker_pid" 2>/dev/null; then
+			wait "$broker_pid" 2>/dev/null || true
+			broker_pid=""
+			return 1
+		fi
+		if ((SECONDS >= deadline)); then
+			fail "broker at $brokers did not answer Metadata within ${broker_timeout}s: $(cat "$work/wait.err")"
+		fi
+	done
+	log "Apache Kafka $kafka_version broker (pid $broker_pid) at $brokers, controller 127.0.0.1:$controller_port: answered Metadata $(seconds_since "$t0") after JVM start"
+}
+
+if [ -n "${AZKAFKA_CONFORMANCE_BROKERS:-}" ]; then
+	brokers="$AZKAFKA_CONFORMANCE_BROKERS"
+	log "using the broker(s) in AZKAFKA_CONFORMANCE_BROKERS=$brokers; not starting one"
+	"$work/brokerctl" wait -timeout 30s "$brokers" ||
+		fail "AZKAFKA_CONFORMANCE_BROKERS=\"$brokers\": no broker answered a Metadata request within 30s"
+else
+	t0=$(millis)
+	if ! (cd "$conf/kafka" && mvn "${mvn_flags[@]}" "$dependency_plugin:build-classpath" \
+		-Dmdep.includeScope=runtime -Dmdep.outputFile="$work/broker.classpath") >"$work/mvn-kafka.log" 2>&1; then
+		tail -n 60 "$work/mvn-kafka.log"
+		fail "resolving Apache Kafka $kafka_version from Maven Central (conformance/kafka/pom.xml) failed"
+	fi
+	log "resolved Apache Kafka $kafka_version jars in $(seconds_since "$t0")"
+	for attempt in 1 2 3; do
+		start_broker && break
+		if [ "$attempt" -lt 3 ] && grep -q 'Address already in use' "$work/logs/server.log" "$work/broker.out" 2>/dev/null; then
+			log "a port was taken before the broker bound it; retrying with new ports"
+			continue
+		fi
+		fail "the broker exited during startup"
+	done
+fi
+
+# ---- 4. tests
+export AZKAFKA_CONFORMANCE_BROKERS="$brokers"
+export AZKAFKA_CONFORMANCE_JAVA_DIR="$conf/java"
+run_flags=()
+[ -z "${CONFORMANCE_RUN:-}" ] || run_flags=(-run "$CONFORMANCE_RUN")
+log "go test -tags conformance -count=1 -timeout 40m -v ${run_flags[*]} ./conformance/..."
+t0=$(millis)
+# A process group of its own, so cleanup can stop go test, the test binary and
+# the Java fixtures together; `wait` lets the INT/TERM traps run at once.
+(cd "$root" && exec setsid go test -tags conformance -count=1 -timeout 40m -v "${run_flags[@]}" ./conformance/...) &
+test_pid=$!
+rc=0
+wait "$test_pid" || rc=$?
+test_pid=""
+log "go test finished in $(seconds_since "$t0") with exit status $rc"
+exit "$rc"
