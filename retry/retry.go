@@ -105,8 +105,8 @@ func (b Backoff) Ceiling(attempt int) time.Duration {
 	}
 	c := lo
 	for i := 0; i < attempt && c < hi; i++ {
-		c *= 2 // c < hi ≤ MaxInt64/2 is not guaranteed, so check below
-		if c <= 0 {
+		c *= 2
+		if c <= 0 { // overflowed: hi is the bound
 			return hi
 		}
 	}
