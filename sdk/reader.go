@@ -1,0 +1,226 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+
+	"github.com/azkafka/azkafka/retry"
+)
+
+// Reader is a drop-in replacement for *kafka.Reader that stamps the azkafka
+// client ID on every connection and keeps transient errors from the caller.
+//
+// It has the same methods as *kafka.Reader. Create it with NewReader; the
+// zero value is not usable. Methods are safe for concurrent use as far as
+// kafka.Reader's are.
+//
+// kafka-go's Reader already reconnects on its own and hides most connection
+// errors, but it surfaces some: a partition reader that failed to connect
+// ReaderConfig.MaxAttempts times in a row, a consumer group that could not
+// join, and CommitMessages when the coordinator connection died ("use of
+// closed network connection"). Reader absorbs those when the retry policy
+// calls them transient (see retry.IsTransient): it logs them (rate-limited,
+// at most one line per 5 s), waits a full-jitter backoff and tries again
+// until ctx is done. The retry policy's MaxAttempts does not apply: a
+// consumer waits for the cluster to come back rather than giving up.
+//
+// Nothing is skipped: an absorbed error never advances the reader's offset,
+// and ReadMessage returns the fetched message even when its commit fails.
+// io.EOF is returned only after Close, as with kafka-go.
+type Reader struct {
+	s            *session
+	inner        *kafka.Reader
+	policy       retry.Policy
+	group        bool
+	counters     counters
+	logTransient rate.Sometimes
+	closed       atomic.Bool
+}
+
+// NewReader returns a Reader for config, whose Dialer it replaces by one
+// that stamps the azkafka client ID and applies the connection policy:
+//
+//	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "billing", Topic: "events"})
+//
+// TLS, SASL, timeouts and resolver of config.Dialer, when set, are kept.
+// Options win over AZKAFKA_* environment variables.
+//
+// Unlike kafka.NewReader, which panics, NewReader returns an error for an
+// invalid config, as it does for invalid options or environment. It may
+// detect the availability zone (once per process) unless WithAZ or
+// AZKAFKA_AZ provides it.
+func NewReader(config kafka.ReaderConfig, opts ...Option) (_ *Reader, err error) {
+	if err := config.Validate(); err != nil {
+		return nil, fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %w", err)
+	}
+	s, err := newSession(context.Background(), readerOptions(config.Dialer, opts))
+	if err != nil {
+		return nil, fmt.Errorf("sdk.NewReader: %w", err)
+	}
+	config.Dialer = s.dialer()
+	defer func() {
+		// kafka.NewReader panics when the consumer group config is invalid.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %v", p)
+		}
+	}()
+	return &Reader{
+		s:            s,
+		inner:        kafka.NewReader(config),
+		policy:       s.retry,
+		group:        config.GroupID != "",
+		logTransient: rate.Sometimes{Interval: 5 * time.Second},
+	}, nil
+}
+
+// ReadMessage reads the next message and, with a consumer group, commits
+// it, like kafka.Reader.ReadMessage, absorbing transient errors. When the
+// fetch succeeded but the commit did not (ctx done, or an error that is not
+// transient), it returns the message together with the error, so that the
+// caller can still process it; kafka-go would drop it until the group
+// rebalances.
+func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
+	}
+	if r.group {
+		if err := r.CommitMessages(ctx, m); err != nil {
+			return m, fmt.Errorf("committing message: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// FetchMessage returns the next message without committing it, like
+// kafka.Reader.FetchMessage. Transient errors are logged and retried until
+// ctx is done; it returns ctx's error then, io.EOF after Close, or an error
+// that is not transient.
+func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
+	for attempt := 0; ; attempt++ {
+		m, err := r.inner.FetchMessage(ctx)
+		if err == nil {
+			return m, nil
+		}
+		if !r.absorb(ctx, "fetch", err, r.policy.Retryable(err)) {
+			return m, err
+		}
+		if werr := r.policy.Sleep(ctx, attempt); werr != nil {
+			return kafka.Message{}, werr
+		}
+	}
+}
+
+// CommitMessages commits msgs like kafka.Reader.CommitMessages, retrying
+// transient failures until ctx is done. Errors that mean the group
+// generation changed under the commit (RebalanceInProgress,
+// IllegalGeneration, UnknownMemberId) are retried too: kafka-go sends the
+// retry through the next generation. A retried commit can reach the broker
+// after the partition moved to another member; that can make the other
+// member re-read messages (duplicates), never skip them.
+func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) error {
+	for attempt := 0; ; attempt++ {
+		err := r.inner.CommitMessages(ctx, msgs...)
+		if err == nil {
+			return nil
+		}
+		if !r.absorb(ctx, "commit", err, r.policy.Retryable(err) || isGenerationChange(err)) {
+			return err
+		}
+		if werr := r.policy.Sleep(ctx, attempt); werr != nil {
+			return fmt.Errorf("%w (commit not retried: %w)", err, werr)
+		}
+	}
+}
+
+// readerOptions puts the user's Dialer, if any, first in opts as the base
+// whose TLS, SASL, timeouts and client ID the SDK's Dialer keeps.
+func readerOptions(d *kafka.Dialer, opts []Option) []Option {
+	if d == nil {
+		return opts
+	}
+	return append([]Option{WithBaseDialer(d), withFallbackUserID(d.ClientID)}, opts...)
+}
+
+func isGenerationChange(err error) bool {
+	return errors.Is(err, kafka.RebalanceInProgress) ||
+		errors.Is(err, kafka.IllegalGeneration) ||
+		errors.Is(err, kafka.UnknownMemberId)
+}
+
+// absorb decides whether err, from op, is retried: only when retryable,
+// ctx is not done and the reader is open. It counts and logs what it
+// absorbs.
+func (r *Reader) absorb(ctx context.Context, op string, err error, retryable bool) bool {
+	if !retryable || ctx.Err() != nil || r.closed.Load() || err == io.EOF {
+		return false
+	}
+	r.counters.transient.Add(1)
+	r.counters.retries.Add(1)
+	r.logTransient.Do(func() {
+		r.s.logger.Info("azkafka: retrying after a transient error", "op", op, "error", err)
+	})
+	return true
+}
+
+// Close closes the reader, like kafka.Reader.Close. Pending and later
+// FetchMessage calls return io.EOF.
+func (r *Reader) Close() error {
+	r.closed.Store(true)
+	return r.inner.Close()
+}
+
+// Config returns the reader's configuration, with the SDK's Dialer.
+func (r *Reader) Config() kafka.ReaderConfig { return r.inner.Config() }
+
+// Lag returns the lag of the last message returned by ReadMessage, or -1
+// with a consumer group, like kafka.Reader.Lag.
+func (r *Reader) Lag() int64 { return r.inner.Lag() }
+
+// Offset returns the reader's current offset, or -1 with a consumer group,
+// like kafka.Reader.Offset.
+func (r *Reader) Offset() int64 { return r.inner.Offset() }
+
+// ReadLag fetches the partition's last offset and returns the lag, like
+// kafka.Reader.ReadLag, retrying transient errors until ctx is done.
+func (r *Reader) ReadLag(ctx context.Context) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		lag, err := r.inner.ReadLag(ctx)
+		if err == nil || !r.absorb(ctx, "read lag", err, r.policy.Retryable(err)) {
+			return lag, err
+		}
+		if werr := r.policy.Sleep(ctx, attempt); werr != nil {
+			return 0, fmt.Errorf("%w (not retried: %w)", err, werr)
+		}
+	}
+}
+
+// SetOffset moves the reader to offset, like kafka.Reader.SetOffset.
+func (r *Reader) SetOffset(offset int64) error { return r.inner.SetOffset(offset) }
+
+// SetOffsetAt moves the reader to the first offset at or after t, like
+// kafka.Reader.SetOffsetAt, retrying transient errors until ctx is done.
+func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
+	for attempt := 0; ; attempt++ {
+		err := r.inner.SetOffsetAt(ctx, t)
+		if err == nil || !r.absorb(ctx, "set offset", err, r.policy.Retryable(err)) {
+			return err
+		}
+		if werr := r.policy.Sleep(ctx, attempt); werr != nil {
+			return fmt.Errorf("%w (not retried: %w)", err, werr)
+		}
+	}
+}
+
+// Stats returns kafka-go's reader statistics since the previous call, plus
+// the SDK's counters (see SDKStats).
+func (r *Reader) Stats() ReaderStats {
+	return ReaderStats{ReaderStats: r.inner.Stats(), SDK: r.counters.snapshot(r.s)}
+}

@@ -1,0 +1,71 @@
+package sdk
+
+import (
+	"sync/atomic"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// SDKStats holds what azkafka adds to kafka-go's statistics.
+//
+// Like kafka-go's counters, Retries, MessagesResent and TransientErrors
+// count events since the previous call to Stats on the same Writer or
+// Reader. Conn is cumulative since the Writer or Reader was created.
+type SDKStats struct {
+	// Retries is the number of times a failed operation was tried again:
+	// a WriteMessages resend round, a FetchMessage or CommitMessages retry.
+	Retries int64
+	// MessagesResent is the number of messages a Writer sent again because
+	// their previous attempt failed with a transient error. Each resend may
+	// duplicate the message (see Writer).
+	MessagesResent int64
+	// TransientErrors is the number of transient errors (connection closed,
+	// reset or refused; temporary Kafka errors) that azkafka absorbed
+	// instead of returning them.
+	TransientErrors int64
+	// Conn holds the connection counters: connections created, dial
+	// failures and time spent throttled by the rate limit and re-dial
+	// backoff.
+	Conn ConnStats
+	// ClientID is the Kafka client ID this client sends.
+	ClientID string
+	// AZ is the availability zone stamped into the client ID; "" when it is
+	// unknown and the warpstream_az pair is omitted.
+	AZ string
+	// AZSource names where AZ came from, for example "option" or "env".
+	AZSource string
+}
+
+// WriterStats is kafka-go's WriterStats plus the SDK's counters.
+type WriterStats struct {
+	kafka.WriterStats
+	SDK SDKStats
+}
+
+// ReaderStats is kafka-go's ReaderStats plus the SDK's counters.
+type ReaderStats struct {
+	kafka.ReaderStats
+	SDK SDKStats
+}
+
+// counters are the SDK's per-client event counters. They are atomic so that
+// the hot paths never take a lock.
+type counters struct {
+	retries   atomic.Int64
+	resent    atomic.Int64
+	transient atomic.Int64
+}
+
+// snapshot returns the counters since the previous snapshot, resetting
+// them, together with the session's identity and connection counters.
+func (c *counters) snapshot(s *session) SDKStats {
+	return SDKStats{
+		Retries:         c.retries.Swap(0),
+		MessagesResent:  c.resent.Swap(0),
+		TransientErrors: c.transient.Swap(0),
+		Conn:            s.connStats(),
+		ClientID:        s.clientID,
+		AZ:              s.az,
+		AZSource:        s.azSource,
+	}
+}

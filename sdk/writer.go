@@ -1,0 +1,469 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+
+	"github.com/azkafka/azkafka/retry"
+)
+
+// Writer is a drop-in replacement for *kafka.Writer that stamps the azkafka
+// client ID on every connection and resends messages whose delivery failed
+// with a transient error (see retry.IsTransient): a connection closed or
+// reset by an agent rebalancing clients across zones, a refused connect, a
+// temporary Kafka error such as a moved partition leader.
+//
+// It has the same methods as *kafka.Writer. Create it with NewWriter; the
+// zero value is not usable. Methods are safe for concurrent use.
+//
+// # Retries
+//
+// kafka-go's own retry loop is switched off (MaxAttempts 1 on the wrapped
+// writer) so that one loop, with full-jitter backoff, decides: the SDK's
+// retry policy (WithRetry options, AZKAFKA_RETRY_* variables; default 10
+// attempts, backoff 100ms..1s). kafka.Writer's MaxAttempts, WriteBackoffMin
+// and WriteBackoffMax are therefore not used.
+//
+// WriteMessages resends only the messages whose own error is transient; the
+// others keep their error. Resends are bounded by the attempts and by ctx.
+//
+// # Delivery guarantee
+//
+// At least once; duplicates are possible. kafka-go has no idempotent
+// producer: when a connection dies after the broker stored a batch but
+// before its response arrived, the batch is resent and stored twice.
+//
+// Order can change on retry: a resent batch lands after batches of the same
+// partition that were sent after it and succeeded (several batches of one
+// WriteMessages call, or concurrent calls sharing the Writer), and a
+// balancer that does not hash the key (the default round-robin, LeastBytes)
+// may place a resent message in another partition. With a key-hashing
+// balancer (kafka.Hash, kafka.Murmur2Balancer) and one WriteMessages call in
+// flight per partition, resends keep the per-partition order of the
+// messages that were not lost, but a duplicate may appear after a later
+// message.
+type Writer struct {
+	s          *session
+	policy     retry.Policy
+	inner      *kafka.Writer
+	resender   *kafka.Writer // async mode: resends failed batches
+	async      bool
+	completion func(messages []kafka.Message, err error)
+	counters   counters
+	logRetry   rate.Sometimes
+
+	// async mode: messages handed to the writer whose Completion has not run.
+	mu          sync.Mutex
+	drained     *sync.Cond
+	outstanding int
+	resends     sync.WaitGroup
+}
+
+// resenderBatchTimeout bounds how long a resent message waits for its
+// batch to fill in async mode. Resends are rare, so latency matters more
+// than batching.
+const resenderBatchTimeout = 10 * time.Millisecond
+
+// NewWriter returns a Writer configured like w, which it does not modify or
+// use afterwards, with the azkafka client ID and connection policy:
+//
+//	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "events"})
+//
+// w.Transport, when set, must be a *kafka.Transport: its TLS, SASL, timeouts
+// and resolver are kept, its ClientID and Dial are replaced. Options win
+// over AZKAFKA_* environment variables.
+//
+// NewWriter returns an error, rather than failing on first use, when w is
+// nil, has no Addr, has an unsupported Transport, or when the configuration
+// (options or environment) is invalid. It may detect the availability zone
+// (once per process) unless WithAZ or AZKAFKA_AZ provides it.
+func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
+	if w == nil {
+		return nil, errors.New("sdk.NewWriter: writer is nil")
+	}
+	if w.Addr == nil {
+		return nil, errors.New("sdk.NewWriter: kafka.Writer.Addr is nil: set it, e.g. kafka.TCP(\"broker:9092\")")
+	}
+	opts, err := writerOptions(w.Transport, opts)
+	if err != nil {
+		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
+	}
+	s, err := newSession(context.Background(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
+	}
+	tr := s.transport()
+	sw := &Writer{
+		s:          s,
+		policy:     s.retry,
+		async:      w.Async,
+		completion: w.Completion,
+		logRetry:   rate.Sometimes{Interval: 5 * time.Second},
+	}
+	sw.drained = sync.NewCond(&sw.mu)
+	sw.inner = cloneWriter(w, tr)
+	if sw.async || sw.completion != nil {
+		sw.inner.Completion = sw.complete
+	}
+	if sw.async {
+		sw.resender = cloneWriter(w, tr)
+		sw.resender.Completion = sw.complete
+		sw.resender.BatchTimeout = resenderBatchTimeout
+	}
+	return sw, nil
+}
+
+// writerOptions puts the user's Transport, if any, first in opts as the
+// base whose TLS, SASL, timeouts and client ID the SDK's Transport keeps.
+func writerOptions(rt kafka.RoundTripper, opts []Option) ([]Option, error) {
+	switch t := rt.(type) {
+	case nil:
+		return opts, nil
+	case *kafka.Transport:
+		return append([]Option{WithBaseTransport(t), withFallbackUserID(t.ClientID)}, opts...), nil
+	default:
+		return nil, fmt.Errorf("kafka.Writer.Transport is a %T; only a *kafka.Transport can carry the client ID and connection policy", rt)
+	}
+}
+
+// cloneWriter copies the configuration fields of w into a new, unused
+// kafka.Writer (copying the struct itself would copy its locks) with
+// kafka-go's retries off and the given transport.
+func cloneWriter(w *kafka.Writer, tr kafka.RoundTripper) *kafka.Writer {
+	return &kafka.Writer{
+		Addr:                   w.Addr,
+		Topic:                  w.Topic,
+		Balancer:               w.Balancer,
+		MaxAttempts:            1,
+		BatchSize:              w.BatchSize,
+		BatchBytes:             w.BatchBytes,
+		BatchTimeout:           w.BatchTimeout,
+		ReadTimeout:            w.ReadTimeout,
+		WriteTimeout:           w.WriteTimeout,
+		RequiredAcks:           w.RequiredAcks,
+		Async:                  w.Async,
+		Compression:            w.Compression,
+		Logger:                 w.Logger,
+		ErrorLogger:            w.ErrorLogger,
+		Transport:              tr,
+		AllowAutoTopicCreation: w.AllowAutoTopicCreation,
+	}
+}
+
+// WriteMessages writes msgs like kafka.Writer.WriteMessages, resending the
+// messages that failed with a transient error until they are delivered, the
+// retry policy's attempts run out or ctx is done.
+//
+// It returns nil when every message was delivered. Otherwise it returns
+// either the error kafka-go returned for the whole call when that error is
+// not retried (a validation error, kafka.MessageTooLargeError, ctx's error
+// on the first attempt), or a kafka.WriteErrors with one entry per message
+// of msgs, in the same order: nil for a delivered message, else its last
+// error (wrapping the context error when ctx ended the retries), usable with
+// errors.Is and errors.As.
+//
+// In async mode (kafka.Writer.Async) it never blocks on delivery and
+// returns only validation errors, like kafka-go; resends happen in the
+// background and Completion reports each message once, after its retries.
+func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if w.async {
+		return w.writeAsync(ctx, msgs)
+	}
+	var slots []msgSlot
+	if w.completion != nil {
+		msgs, slots = track(msgs, 1)
+	}
+	err := w.inner.WriteMessages(ctx, msgs...)
+	if err != nil {
+		err = w.resend(ctx, msgs, slots, err)
+	}
+	if slots != nil {
+		w.completeLeftovers(msgs, slots, err)
+	}
+	return err
+}
+
+// resend runs the retry loop of a synchronous write whose first attempt
+// failed with err. slots, when not nil, tracks the attempt of each message
+// for the Completion hook.
+func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSlot, err error) error {
+	werrs, perMessage := asWriteErrors(err, len(msgs))
+	if !perMessage && !w.policy.Retryable(err) {
+		return err // nothing was sent, or kafka-go's own whole-call error
+	}
+	final := make(kafka.WriteErrors, len(msgs))
+	sent := msgs   // the messages of the last attempt
+	var idx []int  // idx[j] is the index in msgs of sent[j]; nil means j
+	var next []int // indexes in msgs to resend
+	attempts := w.policy.Attempts()
+	for attempt := 1; ; attempt++ {
+		next = next[:0:0]
+		for j := range sent {
+			i := j
+			if idx != nil {
+				i = idx[j]
+			}
+			e := err
+			if perMessage {
+				e = werrs[j]
+			}
+			final[i] = e
+			if e != nil && w.policy.Retryable(e) {
+				next = append(next, i)
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		w.counters.transient.Add(1)
+		if attempt >= attempts {
+			for _, i := range next {
+				final[i] = fmt.Errorf("sdk: gave up after %d attempts: %w", attempt, final[i])
+			}
+			break
+		}
+		if serr := w.policy.Sleep(ctx, attempt-1); serr != nil {
+			for _, i := range next {
+				final[i] = fmt.Errorf("%w (not resent: %w)", final[i], serr)
+			}
+			break
+		}
+		resent := make([]kafka.Message, len(next))
+		for j, i := range next {
+			resent[j] = msgs[i]
+			if slots != nil {
+				slots[i].attempt.Store(int32(attempt + 1))
+			}
+		}
+		w.counters.retries.Add(1)
+		w.counters.resent.Add(int64(len(resent)))
+		w.logResend(len(resent), attempt+1, attempts, final[next[0]])
+		sent, idx = resent, next
+		err = w.inner.WriteMessages(ctx, sent...)
+		if err == nil {
+			for _, i := range idx {
+				final[i] = nil
+			}
+			break
+		}
+		werrs, perMessage = asWriteErrors(err, len(sent))
+	}
+	if final.Count() == 0 {
+		return nil
+	}
+	return final
+}
+
+func (w *Writer) logResend(n, attempt, attempts int, cause error) {
+	w.logRetry.Do(func() {
+		w.s.logger.Info("azkafka: resending messages after a transient error",
+			"messages", n, "attempt", attempt, "max_attempts", attempts, "error", cause)
+	})
+}
+
+// asWriteErrors returns err as per-message errors when it is a
+// kafka.WriteErrors aligned with n messages.
+func asWriteErrors(err error, n int) (kafka.WriteErrors, bool) {
+	var we kafka.WriteErrors
+	if errors.As(err, &we) && len(we) == n {
+		return we, true
+	}
+	return nil, false
+}
+
+// msgSlot is what a tracked message carries in WriterData while the SDK
+// owns it: the caller's WriterData, the attempt it is on and whether the
+// caller's Completion has seen it.
+type msgSlot struct {
+	user     any
+	attempt  atomic.Int32
+	reported atomic.Bool
+}
+
+// track copies msgs, pointing each copy's WriterData at its slot.
+func track(msgs []kafka.Message, attempt int32) ([]kafka.Message, []msgSlot) {
+	tracked := make([]kafka.Message, len(msgs))
+	slots := make([]msgSlot, len(msgs))
+	for i := range msgs {
+		tracked[i] = msgs[i]
+		slots[i].user = msgs[i].WriterData
+		slots[i].attempt.Store(attempt)
+		tracked[i].WriterData = &slots[i]
+	}
+	return tracked, slots
+}
+
+func (w *Writer) writeAsync(ctx context.Context, msgs []kafka.Message) error {
+	if len(msgs) == 0 {
+		return w.inner.WriteMessages(ctx)
+	}
+	tracked, _ := track(msgs, 1)
+	w.addOutstanding(len(tracked))
+	// kafka-go validates every message before queueing any, so an error
+	// here means none of them was queued.
+	if err := w.inner.WriteMessages(ctx, tracked...); err != nil {
+		w.addOutstanding(-len(tracked))
+		return err
+	}
+	return nil
+}
+
+func (w *Writer) addOutstanding(n int) {
+	w.mu.Lock()
+	w.outstanding += n
+	if w.outstanding == 0 {
+		w.drained.Broadcast()
+	}
+	w.mu.Unlock()
+}
+
+// complete is the Completion hook of the wrapped writers. kafka-go calls it
+// once per batch attempt; it reports to the caller's Completion only the
+// messages whose outcome is final, and in async mode resends the others.
+func (w *Writer) complete(batch []kafka.Message, err error) {
+	attempts := int32(w.policy.Attempts())
+	retryable := err != nil && w.policy.Retryable(err)
+	var report, again []kafka.Message
+	maxAttempt := int32(0)
+	for i := range batch {
+		m := batch[i]
+		slot, ok := m.WriterData.(*msgSlot)
+		if !ok {
+			report = append(report, m)
+			continue
+		}
+		if a := slot.attempt.Load(); retryable && a < attempts {
+			// In sync mode WriteMessages resends it; in async mode, we do.
+			if w.async {
+				again = append(again, m)
+				maxAttempt = max(maxAttempt, a)
+			}
+			continue
+		}
+		if slot.reported.CompareAndSwap(false, true) {
+			m.WriterData = slot.user
+			report = append(report, m)
+		}
+	}
+	if len(report) > 0 {
+		if w.completion != nil {
+			w.completion(report, err)
+		}
+		if w.async {
+			w.addOutstanding(-len(report))
+		}
+	}
+	if len(again) > 0 {
+		w.resendAsync(again, maxAttempt, err)
+	}
+}
+
+// resendAsync resends, after a backoff, messages of a batch that failed
+// with a transient error.
+func (w *Writer) resendAsync(msgs []kafka.Message, attempt int32, cause error) {
+	for i := range msgs {
+		msgs[i].WriterData.(*msgSlot).attempt.Add(1)
+		if w.resender.Topic != "" {
+			msgs[i].Topic = "" // kafka-go set it on a Kafka error response
+		}
+		msgs[i].Partition, msgs[i].Offset = 0, 0
+	}
+	w.counters.transient.Add(1)
+	w.counters.retries.Add(1)
+	w.counters.resent.Add(int64(len(msgs)))
+	w.logResend(len(msgs), int(attempt)+1, w.policy.Attempts(), cause)
+	w.resends.Add(1)
+	go func() {
+		defer w.resends.Done()
+		_ = w.policy.Sleep(context.Background(), int(attempt)-1)
+		if err := w.resender.WriteMessages(context.Background(), msgs...); err != nil {
+			w.finish(msgs, fmt.Errorf("sdk: resending: %w", err))
+		}
+	}()
+}
+
+// finish reports tracked messages as final with err.
+func (w *Writer) finish(msgs []kafka.Message, err error) {
+	report := msgs[:0:0]
+	for _, m := range msgs {
+		slot := m.WriterData.(*msgSlot)
+		if slot.reported.CompareAndSwap(false, true) {
+			m.WriterData = slot.user
+			report = append(report, m)
+		}
+	}
+	if len(report) == 0 {
+		return
+	}
+	if w.completion != nil {
+		w.completion(report, err)
+	}
+	if w.async {
+		w.addOutstanding(-len(report))
+	}
+}
+
+// completeLeftovers reports, in sync mode, the messages whose Completion
+// was held back for a resend that did not happen (ctx ended, attempts ran
+// out on a whole-call error), with their final error.
+func (w *Writer) completeLeftovers(msgs []kafka.Message, slots []msgSlot, err error) {
+	werrs, perMessage := asWriteErrors(err, len(msgs))
+	for i := range msgs {
+		if slots[i].reported.Load() {
+			continue
+		}
+		e := err
+		if perMessage {
+			e = werrs[i]
+		}
+		w.finish(msgs[i:i+1], e)
+	}
+}
+
+// Close flushes pending messages and waits until every message handed to
+// WriteMessages was delivered or failed for good, which in async mode
+// includes resends: at most the retry policy's attempts times (backoff max
+// plus kafka.Writer.WriteTimeout). Later calls to WriteMessages fail with
+// io.ErrClosedPipe.
+func (w *Writer) Close() error {
+	err := w.inner.Close()
+	if w.async {
+		w.mu.Lock()
+		for w.outstanding > 0 {
+			w.drained.Wait()
+		}
+		w.mu.Unlock()
+		w.resends.Wait()
+		if rerr := w.resender.Close(); err == nil {
+			err = rerr
+		}
+	}
+	w.s.closeIdle()
+	return err
+}
+
+// Stats returns kafka-go's writer statistics since the previous call, plus
+// the SDK's counters (see SDKStats). In async mode the resends' writes are
+// included in Writes, Messages, Bytes and Errors.
+func (w *Writer) Stats() WriterStats {
+	st := WriterStats{WriterStats: w.inner.Stats()}
+	if w.resender != nil {
+		r := w.resender.Stats()
+		st.Writes += r.Writes
+		st.Messages += r.Messages
+		st.Bytes += r.Bytes
+		st.Errors += r.Errors
+		st.Dials += r.Dials
+	}
+	st.SDK = w.counters.snapshot(w.s)
+	st.MaxAttempts = int64(w.policy.Attempts())
+	st.Retries = st.SDK.Retries
+	return st
+}

@@ -1,0 +1,310 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+
+	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/retry"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+func retryBackoff(min, max time.Duration) retry.Backoff { return retry.Backoff{Min: min, Max: max} }
+
+// faultRig is one embedded broker behind one fault-injecting proxy.
+// Clients talk to the proxy (which advertises itself in Metadata), checks
+// read straight from the broker.
+type faultRig struct {
+	broker *embedded.Cluster
+	proxy  *kproxy.Proxy
+	topic  string
+	parts  int
+}
+
+func newFaultRig(t testing.TB, topic string, parts int) *faultRig {
+	t.Helper()
+	c := embedded.StartT(t, embedded.Topic(topic, parts))
+	p, err := kproxy.Start(c.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return &faultRig{broker: c, proxy: p, topic: topic, parts: parts}
+}
+
+// testOptions are the options every SDK client in these tests uses: an
+// explicit AZ (no detection, no traffic off loopback), quick retries, a
+// private connection limiter so parallel tests do not throttle each other.
+func testOptions(t testing.TB, extra ...sdk.Option) []sdk.Option {
+	opts := []sdk.Option{
+		sdk.WithAZ("az-a"),
+		sdk.WithRetry(20, 2*time.Millisecond, 50*time.Millisecond),
+		sdk.WithConnLimiter(rate.NewLimiter(500, 100)),
+		sdk.WithRedialBackoff(retryBackoff(5*time.Millisecond, 100*time.Millisecond)),
+		sdk.WithLogger(slog.New(slog.DiscardHandler)),
+		sdk.WithGetenv(func(string) string { return "" }),
+	}
+	return append(opts, extra...)
+}
+
+// payloads returns n distinct message values.
+func payloads(prefix string, n int) []kafka.Message {
+	msgs := make([]kafka.Message, n)
+	for i := range msgs {
+		v := fmt.Sprintf("%s-%07d", prefix, i)
+		msgs[i] = kafka.Message{Key: []byte(v), Value: []byte(v)}
+	}
+	return msgs
+}
+
+// consumeAll reads every partition of topic straight from the broker up
+// to its last offset and counts each value.
+func consumeAll(t testing.TB, addr, topic string, parts int) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	counts := map[string]int{}
+	for p := 0; p < parts; p++ {
+		conn, err := kafka.DialLeader(ctx, "tcp", addr, topic, p)
+		if err != nil {
+			t.Fatalf("dial leader of partition %d: %v", p, err)
+		}
+		last, err := conn.ReadLastOffset()
+		if err != nil {
+			t.Fatalf("last offset of partition %d: %v", p, err)
+		}
+		if _, err := conn.Seek(0, kafka.SeekAbsolute); err != nil {
+			t.Fatal(err)
+		}
+		for off := int64(0); off < last; {
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			batch := conn.ReadBatch(1, 16<<20)
+			for {
+				m, err := batch.ReadMessage()
+				if err != nil {
+					break
+				}
+				counts[string(m.Value)]++
+				off = m.Offset + 1
+			}
+			if err := batch.Close(); err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("reading partition %d at offset %d: %v", p, off, err)
+			}
+		}
+		conn.Close()
+	}
+	return counts
+}
+
+// lostAndDuplicated compares what was sent with what the broker holds.
+func lostAndDuplicated(sent []kafka.Message, counts map[string]int) (lost, dups int) {
+	want := make(map[string]bool, len(sent))
+	for _, m := range sent {
+		want[string(m.Value)] = true
+		switch n := counts[string(m.Value)]; {
+		case n == 0:
+			lost++
+		case n > 1:
+			dups += n - 1
+		}
+	}
+	return lost, dups
+}
+
+// everyNth returns a hook that applies act to every nth Produce request,
+// at most limit times, counting them in injected.
+func everyNth(n, limit int64, act kproxy.Action, injected *atomic.Int64) func(kproxy.Request) kproxy.Action {
+	var seen atomic.Int64
+	return func(r kproxy.Request) kproxy.Action {
+		if r.Key != 0 { // Produce
+			return kproxy.Forward
+		}
+		if seen.Add(1)%n != 0 || injected.Load() >= limit {
+			return kproxy.Forward
+		}
+		injected.Add(1)
+		return act
+	}
+}
+
+type writerFault struct {
+	name string
+	// inject starts the fault on p and returns a stop function.
+	inject func(p *kproxy.Proxy, injected *atomic.Int64) (stop func())
+	// dupsPossible: the broker may have stored a batch whose response was
+	// lost. When false the test requires zero duplicates.
+	dupsPossible bool
+}
+
+var writerFaults = []writerFault{
+	{
+		name: "close before broker sees produce",
+		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
+			p.OnRequest(everyNth(3, 15, kproxy.CloseBefore, n))
+			return func() { p.OnRequest(nil) }
+		},
+	},
+	{
+		name: "close after broker handled produce",
+		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
+			p.OnRequest(everyNth(3, 15, kproxy.CloseAfter, n))
+			return func() { p.OnRequest(nil) }
+		},
+		dupsPossible: true,
+	},
+	{
+		name: "reset before broker sees produce",
+		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
+			p.OnRequest(everyNth(3, 15, kproxy.Reset, n))
+			return func() { p.OnRequest(nil) }
+		},
+	},
+	{
+		name: "refuse connects and close live connections",
+		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
+			// Every 2nd new connection is accepted and closed at once, and
+			// every 30 ms all connections die and the port refuses
+			// connects for 10 ms.
+			var conns atomic.Int64
+			p.OnConnect(func(uint64) kproxy.ConnAction {
+				if conns.Add(1)%2 == 0 && n.Load() < 30 {
+					n.Add(1)
+					return kproxy.Refuse
+				}
+				return kproxy.Accept
+			})
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tick := time.NewTicker(30 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+						p.SetRefusing(true)
+						p.CloseAll()
+						n.Add(1)
+						time.Sleep(10 * time.Millisecond)
+						p.SetRefusing(false)
+					}
+				}
+			}()
+			return func() { close(done); wg.Wait(); p.OnConnect(nil) }
+		},
+		dupsPossible: true, // CloseAll can land after the broker stored a batch
+	},
+}
+
+// TestWriterDeliversThroughFaults writes through each fault, synchronously
+// and asynchronously, and counts what reached the broker.
+func TestWriterDeliversThroughFaults(t *testing.T) {
+	for _, fault := range writerFaults {
+		for _, async := range []bool{false, true} {
+			name := fault.name + map[bool]string{false: "/sync", true: "/async"}[async]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				rig := newFaultRig(t, "faults", 3)
+				var injected atomic.Int64
+				stop := fault.inject(rig.proxy, &injected)
+
+				const goroutines, calls, perCall = 2, 10, 20
+				sent := payloads("m", goroutines*calls*perCall)
+				var completed sync.Map // value -> times reported
+				var completionErrs atomic.Int64
+				kw := &kafka.Writer{
+					Addr:         kafka.TCP(rig.proxy.Addr()),
+					Topic:        rig.topic,
+					Balancer:     &kafka.Hash{},
+					RequiredAcks: kafka.RequireAll,
+					BatchTimeout: 2 * time.Millisecond,
+					WriteTimeout: 5 * time.Second,
+					Async:        async,
+				}
+				if async {
+					kw.Completion = func(msgs []kafka.Message, err error) {
+						if err != nil {
+							completionErrs.Add(int64(len(msgs)))
+							t.Errorf("Completion error for %d messages: %v", len(msgs), err)
+						}
+						for _, m := range msgs {
+							v, _ := completed.LoadOrStore(string(m.Value), new(atomic.Int64))
+							v.(*atomic.Int64).Add(1)
+						}
+					}
+				}
+				w, err := sdk.NewWriter(kw, testOptions(t)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				var wg sync.WaitGroup
+				for g := 0; g < goroutines; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for c := 0; c < calls; c++ {
+							off := (g*calls + c) * perCall
+							if err := w.WriteMessages(ctx, sent[off:off+perCall]...); err != nil {
+								t.Errorf("WriteMessages: %v", err)
+							}
+							if async {
+								time.Sleep(5 * time.Millisecond) // let faults interleave
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				if err := w.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+				stop()
+				st := w.Stats()
+
+				lost, dups := lostAndDuplicated(sent, consumeAll(t, rig.broker.Addrs()[0], rig.topic, rig.parts))
+				t.Logf("faults injected=%d messages=%d lost=%d duplicates=%d retries=%d resent=%d",
+					injected.Load(), len(sent), lost, dups, st.SDK.Retries, st.SDK.MessagesResent)
+				if injected.Load() == 0 {
+					t.Fatal("no fault was injected: the test proves nothing")
+				}
+				if lost != 0 {
+					t.Errorf("%d of %d messages lost", lost, len(sent))
+				}
+				if !fault.dupsPossible && dups != 0 {
+					t.Errorf("%d duplicates, but the broker never saw the failed requests", dups)
+				}
+				if st.SDK.Retries == 0 || st.SDK.MessagesResent == 0 {
+					t.Errorf("stats show no retries (%d) or resent messages (%d) despite %d faults",
+						st.SDK.Retries, st.SDK.MessagesResent, injected.Load())
+				}
+				if async {
+					for _, m := range sent {
+						v, ok := completed.Load(string(m.Value))
+						if !ok {
+							t.Errorf("Completion never reported %s", m.Value)
+							continue
+						}
+						if n := v.(*atomic.Int64).Load(); n != 1 {
+							t.Errorf("Completion reported %s %d times, want once", m.Value, n)
+						}
+					}
+				}
+			})
+		}
+	}
+}
