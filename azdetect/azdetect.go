@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/compute/metadata"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 )
 
 // Source names: the value of Result.Source and ProviderResult.Name, listed
@@ -140,7 +139,6 @@ type Detector struct {
 
 	clients sync.Once    // builds the clients below at the first network detection
 	env     *http.Client // ECS, EC2 and Azure; the base of GCP's
-	imds    *imds.Client
 	gcp     *metadata.Client
 }
 

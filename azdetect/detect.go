@@ -100,7 +100,6 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 
 	d.clients.Do(func() {
 		d.env = d.newMetadataClient()
-		d.imds = d.newIMDSClient()
 		d.gcp = d.newGCPClient()
 	})
 
@@ -147,6 +146,11 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 					err = fmt.Errorf("%s %s=%s: %w", p.name, where, quote(raw), err)
 				}
 			}
+			if err != nil && stop.Err() != nil {
+				// Stopped by the budget, the caller, or a better answer:
+				// say which, rather than how the request broke off.
+				err = context.Cause(stop)
+			}
 			pr.Err = err
 			pr.Elapsed = time.Since(t0)
 			answers <- answer{i, pr}
@@ -183,14 +187,7 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 	}
 	wg.Wait()
 	close(answers)
-	for a := range answers {
-		// Answers that came in after the decision: keep a zone, replace an
-		// error caused by the stop with its reason.
-		if errors.Is(a.pr.Err, context.Canceled) || errors.Is(a.pr.Err, context.DeadlineExceeded) {
-			if cause := context.Cause(stop); cause != nil {
-				a.pr.Err = cause
-			}
-		}
+	for a := range answers { // answers that came in after the decision
 		net[a.i] = a.pr
 	}
 

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 
 	"cloud.google.com/go/compute/metadata"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -95,11 +96,12 @@ func (d *Detector) ec2Ready() error {
 // request within the detection budget: no retries (a refused connection
 // means "not EC2" at once), no IMDSv1 fallback, and the endpoint and
 // enablement from Config rather than the SDK's own reading of the process
-// environment.
-func (d *Detector) newIMDSClient() *imds.Client {
+// environment. It is built per detection, so a detection is one full
+// round: token PUT, then GET.
+func (d *Detector) newIMDSClient(hc imds.HTTPClient) *imds.Client {
 	return imds.New(imds.Options{
 		Endpoint:                 d.cfg.EC2Endpoint,
-		HTTPClient:               d.env,
+		HTTPClient:               hc,
 		ClientEnableState:        imds.ClientEnabled,
 		Retryer:                  aws.NopRetryer{},
 		DisableDefaultMaxBackoff: true,
@@ -107,14 +109,55 @@ func (d *Detector) newIMDSClient() *imds.Client {
 	})
 }
 
+// failureRecorder remembers the first transport error or non-200 status
+// seen, because the IMDS client's token errors do not unwrap to them.
+type failureRecorder struct {
+	hc     *http.Client
+	mu     sync.Mutex
+	err    error
+	status int
+	path   string
+}
+
+func (r *failureRecorder) Do(req *http.Request) (*http.Response, error) {
+	resp, err := r.hc.Do(req)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil && r.status == 0 {
+		switch {
+		case err != nil:
+			r.err = err
+		case resp.StatusCode != http.StatusOK:
+			r.status, r.path = resp.StatusCode, req.URL.Path
+		}
+	}
+	return resp, err
+}
+
+// classify turns the recorded failure into an error; sdkErr otherwise.
+func (r *failureRecorder) classify(sdkErr error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.err != nil:
+		return classifyNetErr(r.err)
+	case r.status >= 300 && r.status < 400:
+		return fmt.Errorf("%s: HTTP %d redirect, not followed", r.path, r.status)
+	case r.status != 0:
+		return fmt.Errorf("%s: %w", r.path, statusError(r.status, nil))
+	}
+	return sdkErr
+}
+
 func (d *Detector) ec2Fetch(ctx context.Context) (string, string, error) {
 	path := "placement/availability-zone"
 	if d.cfg.Format == FormatID {
 		path = "placement/availability-zone-id"
 	}
-	out, err := d.imds.GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
+	rec := &failureRecorder{hc: d.env}
+	out, err := d.newIMDSClient(rec).GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
 	if err != nil {
-		return "", "", classifyIMDSErr(err)
+		return "", "", rec.classify(err)
 	}
 	defer out.Content.Close()
 	body, err := readCapped(out.Content, maxTextBody)
@@ -123,18 +166,6 @@ func (d *Detector) ec2Fetch(ctx context.Context) (string, string, error) {
 	}
 	s, err := parseText(body)
 	return s, path, err
-}
-
-func classifyIMDSErr(err error) error {
-	var status interface{ HTTPStatusCode() int }
-	if errors.As(err, &status) {
-		if c := status.HTTPStatusCode(); c >= 300 && c < 400 {
-			return fmt.Errorf("redirect (HTTP %d) not followed: %w", c, err)
-		} else if c >= 400 && c < 500 {
-			return fmt.Errorf("%w: HTTP %d: %w", ErrNotThisCloud, c, err)
-		}
-	}
-	return classifyNetErr(err)
 }
 
 // ---- GCP: the compute metadata client ----
