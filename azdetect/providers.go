@@ -280,6 +280,12 @@ func (d *Detector) azureFetch(ctx context.Context) (string, string, error) {
 	if zone == "" {
 		return "", "", fmt.Errorf("%w: the VM in %s has no availability zone (regional deployment)", ErrNoZone, quote(location))
 	}
+	// Validate each part, so an error quotes the part that is wrong.
+	for _, part := range [][2]string{{"compute/location", location}, {"compute/zone", zone}} {
+		if _, err := validateAZ(part[1]); err != nil {
+			return "", "", fmt.Errorf("%s %s=%s: %w", SourceAzure, part[0], quote(part[1]), err)
+		}
+	}
 	if d.cfg.Format == FormatID {
 		// IMDS gives the subscription's logical zone only; the physical
 		// zone behind "1" differs between subscriptions.
