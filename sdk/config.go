@@ -175,7 +175,7 @@ type config struct {
 
 // loadConfig applies opts, then the environment for what opts left unset,
 // then the defaults. Every invalid value is an error naming its source and
-// the quoted value. The AZ is detected only when neither an option nor the
+// the quoted value, also when an option overrides it. The AZ is detected only when neither an option nor the
 // environment sets it.
 func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	var o options
@@ -205,7 +205,12 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		c.clock = *o.clock
 	}
 
-	// Client ID pieces.
+	// Client ID pieces. Every variable is validated even when an option
+	// overrides it: a broken environment is reported, never ignored.
+	envUserID, _ := env(EnvClientID)
+	if _, err := cleanUserID(envUserID); err != nil {
+		return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvClientID, quote(envUserID), err)
+	}
 	switch {
 	case o.clientID != nil:
 		c.userID = *o.clientID
@@ -218,33 +223,30 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 			return config{}, fmt.Errorf("sdk: base ClientID: %w", err)
 		}
 	default:
-		if v, ok := env(EnvClientID); ok {
-			if _, err := cleanUserID(v); err != nil {
-				return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvClientID, quote(v), err)
-			}
-			c.userID = v
+		c.userID = envUserID
+	}
+	if v, ok := env(EnvSessionID); ok {
+		if err := validSessionID(v); err != nil {
+			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvSessionID, quote(v), err)
 		}
+		c.sessionID = v
 	}
 	if o.sessionID != nil {
 		if err := validSessionID(*o.sessionID); err != nil {
 			return config{}, fmt.Errorf("sdk: WithSessionID(%s): %w", quote(*o.sessionID), err)
 		}
 		c.sessionID = *o.sessionID
-	} else if v, ok := env(EnvSessionID); ok {
-		if err := validSessionID(v); err != nil {
-			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvSessionID, quote(v), err)
-		}
-		c.sessionID = v
 	}
 	c.interzoneLB = true
-	if o.interzoneLB != nil {
-		c.interzoneLB = *o.interzoneLB
-	} else if v, ok := env(EnvInterzoneLB); ok {
+	if v, ok := env(EnvInterzoneLB); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return config{}, fmt.Errorf("sdk: %s=%s: want true or false", EnvInterzoneLB, quote(v))
 		}
 		c.interzoneLB = b
+	}
+	if o.interzoneLB != nil {
+		c.interzoneLB = *o.interzoneLB
 	}
 
 	// Connection policy.
@@ -332,7 +334,7 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	// (AZKAFKA_AZ, WARPSTREAM_AVAILABILITY_ZONE, AZKAFKA_DETECT_*, the cloud
 	// endpoints) through the same getenv, so they are validated here too.
 	dcfg, err := azdetect.ConfigFromEnv(getenv)
-	if o.az == nil && err != nil {
+	if err != nil {
 		return config{}, fmt.Errorf("sdk: %w", err)
 	}
 	switch {

@@ -1,0 +1,267 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/retry"
+	"golang.org/x/time/rate"
+)
+
+// env returns a getenv over m.
+func env(m map[string]string) Option {
+	return WithGetenv(func(k string) string { return m[k] })
+}
+
+// noDetect fails the test if detection runs: tests must never reach a
+// metadata service.
+func noDetect(t *testing.T) Option {
+	return WithDetector(func(context.Context) (azdetect.Result, error) {
+		t.Error("AZ detection ran")
+		return azdetect.Result{}, azdetect.ErrNoAZ
+	})
+}
+
+func TestConfigEnv(t *testing.T) {
+	tests := []struct {
+		name  string
+		env   map[string]string
+		opts  []Option
+		check func(t *testing.T, c config)
+	}{
+		{"defaults", map[string]string{"AZKAFKA_AZ": "us-east-1a"}, nil, func(t *testing.T, c config) {
+			if c.az != "us-east-1a" || c.azSource != "env" || !c.interzoneLB || c.userID != "" || c.sessionID != "" {
+				t.Errorf("got %+v", c)
+			}
+			if c.connRate != DefaultMaxConnRate || c.connBurst != DefaultMaxConnBurst || c.limiter == nil {
+				t.Errorf("conn rate %v burst %d limiter %v", c.connRate, c.connBurst, c.limiter)
+			}
+			if c.limiter != sharedLimiter(DefaultMaxConnRate, DefaultMaxConnBurst) {
+				t.Error("default limiter is not the process-wide one")
+			}
+			if c.redialBackoff.Min != 50*time.Millisecond || c.redialBackoff.Max != time.Second {
+				t.Errorf("redial backoff %+v", c.redialBackoff)
+			}
+			if c.retry.MaxAttempts != 10 || c.retry.Backoff.Min != 100*time.Millisecond || c.retry.Backoff.Max != time.Second {
+				t.Errorf("retry %+v", c.retry)
+			}
+		}},
+		{"every variable", map[string]string{
+			"AZKAFKA_AZ": "use1-az4", "AZKAFKA_CLIENT_ID": "billing", "AZKAFKA_SESSION_ID": sid,
+			"AZKAFKA_INTERZONE_LB": "false", "AZKAFKA_MAX_CONN_RATE": "7.5", "AZKAFKA_MAX_CONN_BURST": "3",
+			"AZKAFKA_REDIAL_BACKOFF_MIN": "20ms", "AZKAFKA_REDIAL_BACKOFF_MAX": "2s",
+			"AZKAFKA_RETRY_MAX_ATTEMPTS": "4", "AZKAFKA_RETRY_BACKOFF_MIN": "5ms", "AZKAFKA_RETRY_BACKOFF_MAX": "50ms",
+		}, nil, func(t *testing.T, c config) {
+			if c.az != "use1-az4" || c.userID != "billing" || c.sessionID != sid || c.interzoneLB {
+				t.Errorf("got %+v", c)
+			}
+			if c.connRate != 7.5 || c.connBurst != 3 || c.limiter.Limit() != 7.5 || c.limiter.Burst() != 3 {
+				t.Errorf("rate %v burst %d", c.connRate, c.connBurst)
+			}
+			if c.redialBackoff.Min != 20*time.Millisecond || c.redialBackoff.Max != 2*time.Second {
+				t.Errorf("redial %+v", c.redialBackoff)
+			}
+			if c.retry.MaxAttempts != 4 || c.retry.Backoff.Min != 5*time.Millisecond || c.retry.Backoff.Max != 50*time.Millisecond {
+				t.Errorf("retry %+v", c.retry)
+			}
+		}},
+		{"rate off", map[string]string{"AZKAFKA_AZ": "a", "AZKAFKA_MAX_CONN_RATE": "off"}, nil, func(t *testing.T, c config) {
+			if c.limiter != nil {
+				t.Error("limiter set with rate off")
+			}
+		}},
+		{"rate 0", map[string]string{"AZKAFKA_AZ": "a", "AZKAFKA_MAX_CONN_RATE": "0"}, nil, func(t *testing.T, c config) {
+			if c.limiter != nil {
+				t.Error("limiter set with rate 0")
+			}
+		}},
+		{"warpstream variable", map[string]string{"WARPSTREAM_AVAILABILITY_ZONE": "us-west-2c"}, nil, func(t *testing.T, c config) {
+			if c.az != "us-west-2c" || c.azSource != "env" {
+				t.Errorf("az %q source %q", c.az, c.azSource)
+			}
+		}},
+		{"options win over env", map[string]string{
+			"AZKAFKA_AZ": "env-az", "AZKAFKA_CLIENT_ID": "env-id", "AZKAFKA_SESSION_ID": sid,
+			"AZKAFKA_INTERZONE_LB": "false", "AZKAFKA_MAX_CONN_RATE": "1", "AZKAFKA_RETRY_MAX_ATTEMPTS": "2",
+			"AZKAFKA_REDIAL_BACKOFF_MIN": "1s",
+		}, []Option{
+			WithAZ("opt-az"), WithClientID("opt-id"), WithSessionID("11111111-2222-4333-8444-555555555555"),
+			WithInterzoneLB(true), WithMaxConnRate(9, 2), WithRetry(6, time.Millisecond, 2*time.Millisecond),
+			WithRedialBackoff(retry.Backoff{Min: time.Millisecond, Max: 3 * time.Millisecond}),
+		}, func(t *testing.T, c config) {
+			if c.az != "opt-az" || c.azSource != "option" || c.userID != "opt-id" ||
+				c.sessionID != "11111111-2222-4333-8444-555555555555" || !c.interzoneLB {
+				t.Errorf("got %+v", c)
+			}
+			if c.limiter.Limit() != 9 || c.limiter.Burst() != 2 || c.retry.MaxAttempts != 6 || c.redialBackoff.Min != time.Millisecond {
+				t.Errorf("limits %v/%d retry %+v redial %+v", c.limiter.Limit(), c.limiter.Burst(), c.retry, c.redialBackoff)
+			}
+		}},
+		{"private limiter", map[string]string{"AZKAFKA_AZ": "a"}, []Option{WithConnLimiter(rate.NewLimiter(1, 1))},
+			func(t *testing.T, c config) {
+				if c.limiter == sharedLimiter(DefaultMaxConnRate, DefaultMaxConnBurst) || c.limiter.Limit() != 1 {
+					t.Error("private limiter not used")
+				}
+			}},
+		{"no limiter at all", map[string]string{"AZKAFKA_AZ": "a"}, []Option{WithConnLimiter(nil)},
+			func(t *testing.T, c config) {
+				if c.limiter != nil {
+					t.Error("limiter set")
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadConfig(context.Background(), append([]Option{env(tt.env), noDetect(t)}, tt.opts...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestConfigInvalid(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		opts []Option
+		want string // the error must contain it
+	}{
+		{env: map[string]string{"AZKAFKA_MAX_CONN_RATE": "abc"}, want: `AZKAFKA_MAX_CONN_RATE="abc": not a number`},
+		{env: map[string]string{"AZKAFKA_MAX_CONN_RATE": "-1"}, want: `AZKAFKA_MAX_CONN_RATE="-1"`},
+		{env: map[string]string{"AZKAFKA_MAX_CONN_RATE": "NaN"}, want: `AZKAFKA_MAX_CONN_RATE="NaN"`},
+		{env: map[string]string{"AZKAFKA_MAX_CONN_RATE": "+Inf"}, want: `AZKAFKA_MAX_CONN_RATE="+Inf"`},
+		{env: map[string]string{"AZKAFKA_MAX_CONN_BURST": "0"}, want: `AZKAFKA_MAX_CONN_BURST="0": must be >= 1`},
+		{env: map[string]string{"AZKAFKA_MAX_CONN_BURST": "1.5"}, want: `AZKAFKA_MAX_CONN_BURST="1.5": not an integer`},
+		{env: map[string]string{"AZKAFKA_INTERZONE_LB": "maybe"}, want: `AZKAFKA_INTERZONE_LB="maybe": want true or false`},
+		{env: map[string]string{"AZKAFKA_SESSION_ID": "session-1"}, want: `AZKAFKA_SESSION_ID="session-1": not a UUID`},
+		{env: map[string]string{"AZKAFKA_CLIENT_ID": "a,,b"}, want: `AZKAFKA_CLIENT_ID="a,,b"`},
+		{env: map[string]string{"AZKAFKA_CLIENT_ID": "a=b=c"}, want: `AZKAFKA_CLIENT_ID="a=b=c"`},
+		{env: map[string]string{"AZKAFKA_AZ": "us-east-1a,warpstream_az=x"}, want: `AZKAFKA_AZ="us-east-1a,warpstream_az=x"`},
+		{env: map[string]string{"AZKAFKA_RETRY_MAX_ATTEMPTS": "0"}, want: `AZKAFKA_RETRY_MAX_ATTEMPTS="0": must be >= 1`},
+		{env: map[string]string{"AZKAFKA_RETRY_MAX_ATTEMPTS": "ten"}, want: `AZKAFKA_RETRY_MAX_ATTEMPTS="ten": not an integer`},
+		{env: map[string]string{"AZKAFKA_RETRY_BACKOFF_MIN": "100"}, want: `AZKAFKA_RETRY_BACKOFF_MIN="100": not a duration`},
+		{env: map[string]string{"AZKAFKA_RETRY_BACKOFF_MAX": "-1s"}, want: `AZKAFKA_RETRY_BACKOFF_MAX="-1s": must be > 0`},
+		{env: map[string]string{"AZKAFKA_RETRY_BACKOFF_MIN": "2s"}, want: "AZKAFKA_RETRY_BACKOFF_MAX"},
+		{env: map[string]string{"AZKAFKA_REDIAL_BACKOFF_MIN": "1h", "AZKAFKA_REDIAL_BACKOFF_MAX": "1s"}, want: "AZKAFKA_REDIAL_BACKOFF_MIN"},
+		{env: map[string]string{"AZKAFKA_REDIAL_BACKOFF_MAX": "fast"}, want: `AZKAFKA_REDIAL_BACKOFF_MAX="fast"`},
+		{env: map[string]string{"AZKAFKA_DETECT_TIMEOUT": "1x"}, want: `AZKAFKA_DETECT_TIMEOUT="1x"`},
+		{env: map[string]string{"AZKAFKA_MAX_CONN_RATE": strings.Repeat("x", 200)}, want: `AZKAFKA_MAX_CONN_RATE="xxxxx`},
+		{env: map[string]string{"AZKAFKA_AZ": "BAD,AZ"}, opts: []Option{WithAZ("good")}, want: `AZKAFKA_AZ="BAD,AZ"`},
+		{env: map[string]string{"AZKAFKA_INTERZONE_LB": "nein"}, opts: []Option{WithInterzoneLB(true)}, want: `AZKAFKA_INTERZONE_LB="nein"`},
+		{env: map[string]string{"AZKAFKA_CLIENT_ID": "a,,b"}, opts: []Option{WithClientID("ok")}, want: `AZKAFKA_CLIENT_ID="a,,b"`},
+		{opts: []Option{WithAZ("Us East")}, want: `WithAZ("Us East")`},
+		{opts: []Option{WithClientID("x\x00")}, want: "WithClientID"},
+		{opts: []Option{WithSessionID("nope")}, want: `WithSessionID("nope")`},
+		{opts: []Option{WithMaxConnRate(-1, 1)}, want: "WithMaxConnRate(-1, 1)"},
+		{opts: []Option{WithMaxConnRate(5, 0)}, want: "burst must be >= 1"},
+		{opts: []Option{WithRetry(0, time.Millisecond, time.Second)}, want: "WithRetry(0, 1ms, 1s)"},
+		{opts: []Option{WithRetry(3, time.Second, time.Millisecond)}, want: "WithRetry(3, 1s, 1ms)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			opts := append([]Option{env(tt.env), noDetect(t), WithAZ("a")}, tt.opts...)
+			if _, ok := tt.env["AZKAFKA_AZ"]; ok {
+				opts = append([]Option{env(tt.env), noDetect(t)}, tt.opts...)
+			}
+			_, err := loadConfig(context.Background(), opts)
+			if err == nil {
+				t.Fatalf("no error, want one containing %s", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not contain %s", err, tt.want)
+			}
+			if len(err.Error()) > 300 {
+				t.Errorf("error is %d bytes long: the value must be truncated", len(err.Error()))
+			}
+		})
+	}
+}
+
+func TestConfigDetector(t *testing.T) {
+	calls := 0
+	detect := WithDetector(func(context.Context) (azdetect.Result, error) {
+		calls++
+		return azdetect.Result{AZ: "eu-west-1b", Source: "ec2"}, nil
+	})
+	c, err := loadConfig(context.Background(), []Option{env(nil), detect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.az != "eu-west-1b" || c.azSource != "ec2" || calls != 1 {
+		t.Fatalf("az %q source %q calls %d", c.az, c.azSource, calls)
+	}
+	for _, o := range []Option{WithAZ("x"), env(map[string]string{"AZKAFKA_AZ": "x"})} {
+		calls = 0
+		if _, err := loadConfig(context.Background(), []Option{env(nil), detect, o}); err != nil {
+			t.Fatal(err)
+		}
+		if calls != 0 {
+			t.Fatal("detection ran although the AZ was given")
+		}
+	}
+}
+
+func TestUnknownAZNotFatalAndLoggedOnce(t *testing.T) {
+	unknownAZOnce = sync.Once{}
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	failing := WithDetector(func(context.Context) (azdetect.Result, error) {
+		return azdetect.Result{}, errors.Join(azdetect.ErrNoAZ, errors.New("ec2: connection refused"))
+	})
+	bad := WithDetector(func(context.Context) (azdetect.Result, error) {
+		return azdetect.Result{AZ: "a,b", Source: "gcp"}, nil
+	})
+	for i, d := range []Option{failing, failing, bad} {
+		s, err := newSession(context.Background(), []Option{env(nil), d, WithLogger(logger)})
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		if s.az != "" || strings.Contains(s.clientID, "warpstream_az") {
+			t.Fatalf("client %d: az %q, client ID %q", i, s.az, s.clientID)
+		}
+		if !strings.Contains(s.clientID, "warpstream_interzone_lb=true") {
+			t.Fatalf("client %d: client ID %q lost the interzone flag", i, s.clientID)
+		}
+	}
+	if n := strings.Count(buf.String(), "availability zone unknown"); n != 1 {
+		t.Fatalf("warning logged %d times, want once per process:\n%s", n, buf.String())
+	}
+}
+
+func TestSessionIDPerInstance(t *testing.T) {
+	a, err := newSession(context.Background(), []Option{env(nil), WithAZ("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newSession(context.Background(), []Option{env(nil), WithAZ("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.sessionID == b.sessionID {
+		t.Fatal("two client instances share a session ID")
+	}
+	for _, s := range []*session{a, b} {
+		p, err := ParseClientID(s.clientID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.SessionID != s.sessionID || p.AZ != "a" || !p.InterzoneLB {
+			t.Fatalf("client ID %q parts %+v", s.clientID, p)
+		}
+	}
+	fixed, err := newSession(context.Background(), []Option{env(map[string]string{"AZKAFKA_SESSION_ID": sid}), WithAZ("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fixed.sessionID != sid {
+		t.Fatalf("session ID %q, want %q from the env", fixed.sessionID, sid)
+	}
+}
