@@ -276,8 +276,8 @@ func TestBalanceNow(t *testing.T) {
 	azA := agents[0]
 	lbB := "app,warpstream_az=az-b,warpstream_interzone_lb=true"
 	conns := map[string]*kafka.Conn{
-		lbB: dialAgent(t, azA, lbB),
-		"warpstream_az=az-b":                              dialAgent(t, azA, "warpstream_az=az-b"),
+		lbB:                  dialAgent(t, azA, lbB),
+		"warpstream_az=az-b": dialAgent(t, azA, "warpstream_az=az-b"),
 		"warpstream_az=az-a,warpstream_interzone_lb=true": dialAgent(t, azA, "warpstream_az=az-a,warpstream_interzone_lb=true"),
 		"warpstream_interzone_lb=true":                    dialAgent(t, azA, "warpstream_interzone_lb=true"),
 		"warpstream_az=az-c,warpstream_interzone_lb=true": dialAgent(t, azA, "warpstream_az=az-c,warpstream_interzone_lb=true"),
