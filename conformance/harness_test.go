@@ -3,21 +3,61 @@
 package conformance
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/internal/embedded"
 )
+
+// brokerReadyBudget bounds how long brokers waits for the broker named in
+// AZKAFKA_CONFORMANCE_BROKERS to answer a Metadata request.
+const brokerReadyBudget = 15 * time.Second
+
+var brokerCheck struct {
+	once sync.Once
+	err  error
+}
 
 // brokers returns the real broker's bootstrap addresses, which
 // conformance/run.sh exports as AZKAFKA_CONFORMANCE_BROKERS. Without it the
-// test is skipped, except under CI=true, where a missing broker fails.
+// test is skipped, except under CI=true, where a missing broker fails. A
+// broker that is named but does not answer a Metadata request within
+// brokerReadyBudget fails the test (checked once per test binary).
 func brokers(t testing.TB) []string {
 	t.Helper()
 	v := os.Getenv("AZKAFKA_CONFORMANCE_BROKERS")
 	if v == "" {
 		missing(t, "AZKAFKA_CONFORMANCE_BROKERS is not set: run `make conformance`, which starts a real Kafka 4.3.1 broker")
 	}
-	return strings.Split(v, ",")
+	var addrs []string
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		t.Fatalf("AZKAFKA_CONFORMANCE_BROKERS=%q: no host:port in it", v)
+	}
+	brokerCheck.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), brokerReadyBudget)
+		defer cancel()
+		brokerCheck.err = embedded.WaitReady(ctx, addrs)
+	})
+	if brokerCheck.err != nil {
+		t.Fatalf("AZKAFKA_CONFORMANCE_BROKERS=%q: %v", v, brokerCheck.err)
+	}
+	return addrs
 }
 
 // missing reports a missing prerequisite: a failure under CI=true, a skip
@@ -28,4 +68,145 @@ func missing(t testing.TB, why string) {
 		t.Fatal(why)
 	}
 	t.Skip(why)
+}
+
+// createTopic creates a topic with replication factor 1 on the broker at addrs
+// and waits until every partition has a leader, so that a client started
+// right after sees the whole topic. It fails the test on error or when ctx
+// ends first.
+func createTopic(t testing.TB, ctx context.Context, addrs []string, name string, partitions int) {
+	t.Helper()
+	if err := embedded.CreateTopic(ctx, addrs, name, partitions); err != nil {
+		t.Fatal(err)
+	}
+	cl := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 5 * time.Second}
+	var last error
+	for {
+		last = topicLed(ctx, cl, name, partitions)
+		if last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %q: partitions without a leader: %v (%v)", name, last, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// topicLed returns nil when the topic has exactly partitions partitions, each
+// with a leader.
+func topicLed(ctx context.Context, cl *kafka.Client, name string, partitions int) error {
+	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{name}})
+	if err != nil {
+		return err
+	}
+	for _, tp := range md.Topics {
+		if tp.Name != name {
+			continue
+		}
+		if tp.Error != nil {
+			return tp.Error
+		}
+		if len(tp.Partitions) != partitions {
+			return fmt.Errorf("%d of %d partitions in metadata", len(tp.Partitions), partitions)
+		}
+		for _, p := range tp.Partitions {
+			if p.Error != nil {
+				return fmt.Errorf("partition %d: %w", p.ID, p.Error)
+			}
+			if p.Leader.Host == "" {
+				return fmt.Errorf("partition %d has no leader", p.ID)
+			}
+		}
+		return nil
+	}
+	return errors.New("topic not in metadata yet")
+}
+
+// javaProject returns the java classpath of the Maven project
+// conformance/java/<name>: its target/classes followed by the runtime
+// dependencies that conformance/run.sh wrote to target/classpath.txt. A project
+// that was not built is reported with missing.
+func javaProject(t testing.TB, name string) (classpath string) {
+	t.Helper()
+	root := os.Getenv("AZKAFKA_CONFORMANCE_JAVA_DIR")
+	if root == "" {
+		missing(t, "AZKAFKA_CONFORMANCE_JAVA_DIR is not set: run `make conformance`, which builds conformance/java/*")
+	}
+	dir := filepath.Join(root, name)
+	classes := filepath.Join(dir, "target", "classes")
+	if _, err := os.Stat(classes); err != nil {
+		missing(t, fmt.Sprintf("Java project %q is not built (%v): run `make conformance`", name, err))
+	}
+	deps, err := os.ReadFile(filepath.Join(dir, "target", "classpath.txt"))
+	if err != nil {
+		missing(t, fmt.Sprintf("Java project %q has no dependency classpath (%v): run `make conformance`", name, err))
+	}
+	if d := strings.TrimSpace(string(deps)); d != "" {
+		return classes + string(os.PathListSeparator) + d
+	}
+	return classes
+}
+
+// javaBinary returns $JAVA_HOME/bin/java if it exists, else java from PATH.
+func javaBinary(t testing.TB) string {
+	t.Helper()
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		if p := filepath.Join(home, "bin", "java"); fileExists(p) {
+			return p
+		}
+	}
+	p, err := exec.LookPath("java")
+	if err != nil {
+		missing(t, "no java on PATH (and none in $JAVA_HOME/bin): the conformance suite needs JDK 17+")
+	}
+	return p
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// javaCommand returns an unstarted command that runs mainClass of the Maven
+// project conformance/java/<name> with args. ctx kills it; so does the end of
+// the test if it still runs then. The caller starts it and waits for it, for
+// example to keep a long-running fixture in the background.
+func javaCommand(t testing.TB, ctx context.Context, name, mainClass string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, javaBinary(t), append([]string{"-cp", javaProject(t, name), mainClass}, args...)...)
+	// Output pipes must not keep Wait blocked after the JVM died.
+	cmd.WaitDelay = 5 * time.Second
+	t.Cleanup(func() {
+		if cmd.Process != nil && cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	return cmd
+}
+
+// runJava runs mainClass of the Maven project conformance/java/<name> with
+// args to completion and returns its standard output. A non-zero exit fails
+// the test and shows the end of the program's standard error.
+func runJava(t testing.TB, ctx context.Context, name, mainClass string, args ...string) []byte {
+	t.Helper()
+	cmd := javaCommand(t, ctx, name, mainClass, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("java %s %s (project %q) after %v: %v\nstderr (end):\n%s",
+			mainClass, strings.Join(args, " "), name, time.Since(start).Round(time.Millisecond), err, tail(stderr.Bytes(), 4096))
+	}
+	return out
+}
+
+// tail returns the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	return b[len(b)-n:]
 }
