@@ -59,13 +59,14 @@ func WithHTTPLogger(l *slog.Logger) HTTPOption { return func(s *HTTPSource) { s.
 // instance's zone and lags from its own document. When a whole poll fails
 // the last good metadata is kept. It is safe for concurrent use.
 type HTTPSource struct {
-	seeds    []*url.URL
-	interval time.Duration
-	timeout  time.Duration
-	maxBody  int64
-	client   *http.Client
-	discover bool
-	logger   *slog.Logger
+	seeds     []*url.URL
+	interval  time.Duration
+	timeout   time.Duration
+	maxBody   int64
+	client    *http.Client
+	ownClient bool
+	discover  bool
+	logger    *slog.Logger
 
 	snap    atomic.Pointer[Snapshot]
 	mu      sync.Mutex
@@ -99,8 +100,13 @@ func NewHTTPSource(urls []string, opts ...HTTPOption) (*HTTPSource, error) {
 		}
 		s.seeds = append(s.seeds, u)
 	}
+	defaultClient := s.client
 	for _, o := range opts {
 		o(s)
+	}
+	s.ownClient = s.client == defaultClient
+	if s.client == nil {
+		return nil, errors.New("iq: NewHTTPSource: nil HTTP client")
 	}
 	if s.interval <= 0 || s.timeout <= 0 || s.maxBody <= 0 {
 		return nil, fmt.Errorf("iq: NewHTTPSource: interval %s, timeout %s and max body %d must be positive", s.interval, s.timeout, s.maxBody)
@@ -154,6 +160,9 @@ func (s *HTTPSource) Close() error {
 		s.stop()
 	}
 	<-s.done
+	if s.ownClient {
+		s.client.CloseIdleConnections()
+	}
 	return nil
 }
 

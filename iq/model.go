@@ -121,6 +121,11 @@ type storeIndex struct {
 	routes []Route
 }
 
+// MaxIndexedPartitions bounds the sum over stores of the partition count of
+// each store's widest source topic, so that metadata from outside cannot
+// make NewSnapshot allocate without bound: 1,048,576.
+const MaxIndexedPartitions = 1 << 20
+
 // NewSnapshot validates md and indexes it for Route. md is copied; later
 // changes to it do not affect the snapshot.
 func NewSnapshot(md Metadata) (*Snapshot, error) {
@@ -151,6 +156,16 @@ func NewSnapshot(md Metadata) (*Snapshot, error) {
 		}
 		return a.Port - b.Port
 	})
+	total := 0
+	for store, topics := range md.StoreSourceTopics {
+		most := 0
+		for _, t := range topics {
+			most = max(most, md.TopicPartitions[t])
+		}
+		if total += most; total > MaxIndexedPartitions {
+			return nil, fmt.Errorf("iq: metadata: stores have more than %d partitions in all (at store %q)", MaxIndexedPartitions, store)
+		}
+	}
 	s := &Snapshot{md: md, stores: make(map[string]*storeIndex, len(md.StoreSourceTopics))}
 	for store, topics := range md.StoreSourceTopics {
 		s.stores[store] = indexStore(store, topics, md)
