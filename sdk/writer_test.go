@@ -2,16 +2,25 @@ package sdk_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/internal/embedded"
@@ -30,6 +39,8 @@ type faultRig struct {
 	proxy  *kproxy.Proxy
 	topic  string
 	parts  int
+	// tls is the client TLS config when the broker speaks TLS, else nil.
+	tls *tls.Config
 }
 
 func newFaultRig(t testing.TB, topic string, parts int) *faultRig {
@@ -41,6 +52,89 @@ func newFaultRig(t testing.TB, topic string, parts int) *faultRig {
 	}
 	t.Cleanup(func() { p.Close() })
 	return &faultRig{broker: c, proxy: p, topic: topic, parts: parts}
+}
+
+// newTLSFaultRig starts a TLS broker behind a raw (byte-relaying) proxy.
+// The proxy cannot rewrite encrypted Metadata, so the broker's listener
+// reports the proxy's address as its own: the broker advertises the proxy
+// and clients never bypass it.
+func newTLSFaultRig(t testing.TB, topic string, parts int) *faultRig {
+	t.Helper()
+	serverTLS, clientTLS := selfSignedTLS(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kproxy.Start(ln.Addr().String(), kproxy.Raw())
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	listen := func(string, string) (net.Listener, error) {
+		return advertisedListener{Listener: ln, addr: proxyAddr(p.Addr())}, nil
+	}
+	c := embedded.StartT(t, embedded.Topic(topic, parts),
+		embedded.KfakeOptions(kfake.TLS(serverTLS), kfake.ListenFn(listen)))
+	return &faultRig{broker: c, proxy: p, topic: topic, parts: parts, tls: clientTLS}
+}
+
+type proxyAddr string
+
+func (a proxyAddr) Network() string { return "tcp" }
+func (a proxyAddr) String() string  { return string(a) }
+
+// advertisedListener accepts on Listener but reports addr as its address.
+type advertisedListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l advertisedListener) Addr() net.Addr { return l.addr }
+
+// selfSignedTLS returns a server config with a fresh certificate for
+// 127.0.0.1 and a client config that trusts only it.
+func selfSignedTLS(t testing.TB) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "azkafka test broker"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	client = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	return server, client
+}
+
+// readDialer and readAddr are what checks read with: the broker itself, or
+// for TLS the proxy (the broker advertises it) with no fault active.
+func (r *faultRig) readDialer() *kafka.Dialer {
+	return &kafka.Dialer{Timeout: 10 * time.Second, TLS: r.tls}
+}
+
+func (r *faultRig) readAddr() string {
+	if r.tls != nil {
+		return r.proxy.Addr()
+	}
+	return r.broker.Addrs()[0]
 }
 
 // testOptions are the options every SDK client in these tests uses: an
@@ -70,13 +164,13 @@ func payloads(prefix string, n int) []kafka.Message {
 
 // consumeAll reads every partition of topic straight from the broker up
 // to its last offset and counts each value.
-func consumeAll(t testing.TB, addr, topic string, parts int) map[string]int {
+func consumeAll(t testing.TB, d *kafka.Dialer, addr, topic string, parts int) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	counts := map[string]int{}
 	for p := 0; p < parts; p++ {
-		conn, err := kafka.DialLeader(ctx, "tcp", addr, topic, p)
+		conn, err := d.DialLeader(ctx, "tcp", addr, topic, p)
 		if err != nil {
 			t.Fatalf("dial leader of partition %d: %v", p, err)
 		}
@@ -142,6 +236,8 @@ type writerFault struct {
 	name string
 	// inject starts the fault on p and returns a stop function.
 	inject func(p *kproxy.Proxy, injected *atomic.Int64) (stop func())
+	// tls runs the case against a TLS broker behind a raw proxy.
+	tls bool
 	// dupsPossible: the broker may have stored a batch whose response was
 	// lost. When false the test requires zero duplicates.
 	dupsPossible bool
@@ -208,6 +304,42 @@ var writerFaults = []writerFault{
 		},
 		dupsPossible: true, // CloseAll can land after the broker stored a batch
 	},
+	{
+		name: "close during TLS handshake",
+		tls:  true,
+		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
+			// Every 2nd new connection is cut after 40 bytes of the
+			// ClientHello (the client sees io.EOF, which kafka-go itself
+			// does not retry); every 30 ms all connections die so that
+			// the writer has to re-dial.
+			var conns atomic.Int64
+			p.OnConnect(func(uint64) kproxy.ConnAction {
+				if conns.Add(1)%2 == 0 && n.Load() < 30 {
+					n.Add(1)
+					return kproxy.CloseAfterBytes(40)
+				}
+				return kproxy.Passthrough
+			})
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tick := time.NewTicker(30 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+						p.CloseAll()
+					}
+				}
+			}()
+			return func() { close(done); wg.Wait(); p.OnConnect(nil) }
+		},
+		dupsPossible: true, // CloseAll can land after the broker stored a batch
+	},
 }
 
 // TestWriterDeliversThroughFaults writes through each fault, synchronously
@@ -218,7 +350,11 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 			name := fault.name + map[bool]string{false: "/sync", true: "/async"}[async]
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				rig := newFaultRig(t, "faults", 3)
+				start := newFaultRig
+				if fault.tls {
+					start = newTLSFaultRig
+				}
+				rig := start(t, "faults", 3)
 				var injected atomic.Int64
 				stop := fault.inject(rig.proxy, &injected)
 
@@ -234,6 +370,9 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 					BatchTimeout: 2 * time.Millisecond,
 					WriteTimeout: 5 * time.Second,
 					Async:        async,
+				}
+				if rig.tls != nil {
+					kw.Transport = &kafka.Transport{TLS: rig.tls}
 				}
 				if async {
 					kw.Completion = func(msgs []kafka.Message, err error) {
@@ -276,7 +415,7 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 				stop()
 				st := w.Stats()
 
-				lost, dups := lostAndDuplicated(sent, consumeAll(t, rig.broker.Addrs()[0], rig.topic, rig.parts))
+				lost, dups := lostAndDuplicated(sent, consumeAll(t, rig.readDialer(), rig.readAddr(), rig.topic, rig.parts))
 				t.Logf("faults injected=%d messages=%d lost=%d duplicates=%d retries=%d resent=%d",
 					injected.Load(), len(sent), lost, dups, st.SDK.Retries, st.SDK.MessagesResent)
 				if injected.Load() == 0 {
@@ -307,4 +446,51 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRawWriterFailsThroughTLSHandshakeClose is the control for the TLS
+// case above: kafka-go's own Writer, with its default 10 attempts, does not
+// retry the io.EOF of a handshake cut short, so the same fault reaches the
+// caller (or, seen too, the call hangs until ctx's deadline). If this ever
+// passes without errors, the fault no longer bites and the SDK case proves
+// nothing.
+func TestRawWriterFailsThroughTLSHandshakeClose(t *testing.T) {
+	t.Parallel()
+	rig := newTLSFaultRig(t, "control", 3)
+	var injected atomic.Int64
+	stop := faultByName(t, "close during TLS handshake").inject(rig.proxy, &injected)
+	defer stop()
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(rig.proxy.Addr()),
+		Topic:        rig.topic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: 2 * time.Millisecond,
+		Transport:    &kafka.Transport{TLS: rig.tls},
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	msgs := payloads("c", 400)
+	for off := 0; off < len(msgs); off += 20 {
+		err := w.WriteMessages(ctx, msgs[off:off+20]...)
+		if err == nil {
+			continue
+		}
+		// Seen: per-message io.EOF (WriteErrors), a whole-call io.EOF from
+		// the metadata request, or a hang until ctx's deadline.
+		t.Logf("faults injected=%d; call %d failed: %v", injected.Load(), off/20, err)
+		return
+	}
+	t.Fatalf("kafka.Writer surfaced no error through %d handshake closes", injected.Load())
+}
+
+func faultByName(t testing.TB, name string) writerFault {
+	for _, f := range writerFaults {
+		if f.name == name {
+			return f
+		}
+	}
+	t.Fatalf("no fault %q", name)
+	return writerFault{}
 }
