@@ -1,0 +1,355 @@
+package azsim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Producer is what a Story writes with; *kafka.Writer fits, and so does
+// any drop-in replacement with the same method.
+type Producer interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+	Close() error
+}
+
+// Consumer is what a Story reads with; *kafka.Reader fits.
+type Consumer interface {
+	ReadMessage(ctx context.Context) (kafka.Message, error)
+	Close() error
+}
+
+// Story is the end-to-end convergence scenario: a producer and a consumer
+// in LocalAZ start while agents exist only in RemoteAZ; after Before, an
+// agent appears in LocalAZ; the clients run for After; with RemoveLocal the
+// local agent is then removed and they run for After again. Finally the
+// producer stops and the consumer drains.
+type Story struct {
+	// Backend is the broker's host:port; Topic must exist on it.
+	Backend string
+	Topic   string
+	// LocalAZ is where the clients are; RemoteAZ is where the first agent
+	// is. Defaults: "az-b" and "az-a".
+	LocalAZ, RemoteAZ string
+	// Interval is the load-balancing interval. Default: 200ms.
+	Interval time.Duration
+	// Before and After are phase lengths. Defaults: 1s and 2s.
+	Before, After time.Duration
+	// RemoveLocal removes the local agent after the After phase (story b).
+	RemoveLocal bool
+	// WriteEvery is the pause between two synchronous single-message
+	// writes. Default: 2ms.
+	WriteEvery time.Duration
+	// Drain bounds the wait for the consumer to see every acknowledged
+	// message at the end. Default: 20s.
+	Drain time.Duration
+	// NewProducer and NewConsumer build the clients from a bootstrap list
+	// (the agents' addresses when they start).
+	NewProducer func(bootstrap []string) (Producer, error)
+	NewConsumer func(bootstrap []string) (Consumer, error)
+	// Locate tells the simulator the AZ of clients whose ID names none
+	// (plain kafka-go clients), for accounting; see the Locate option.
+	Locate func(clientID string) string
+	// Logger receives simulator logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// StoryReport is what a Story measured.
+type StoryReport struct {
+	// Cross-AZ traffic (client AZ != agent AZ) per phase: before the local
+	// agent appeared, after it did (from its start to the end of After),
+	// in the second half of After (the "stays zero" window), and after the
+	// local agent was removed (RemoveLocal only).
+	CrossBefore, CrossAfter, CrossSettled, CrossAfterRemoval Traffic
+	// Local is the traffic between the clients' AZ and its own agent.
+	Local Traffic
+	// Convergence is the time from the local agent's start to the last
+	// cross-AZ Produce or Fetch byte in the After phase; 0 if none crossed
+	// after it started. Converged is false if cross-AZ Produce or Fetch
+	// bytes still flowed in the settled window.
+	Convergence time.Duration
+	Converged   bool
+	// Produce latencies of successful writes: in steady state (the Before
+	// phase and the settled window) and during the switch (from the local
+	// agent's start to Convergence plus one Interval).
+	SteadyP50, SteadyP99, SwitchP50, SwitchP99 time.Duration
+	SwitchWrites                               int
+	// Message accounting. Acked writes returned nil; Failed returned an
+	// error (the message may still have been stored: FailedButStored).
+	Produced, Acked, Failed, Consumed, Lost, Duplicates, FailedButStored int
+	// WriteErrors holds up to 5 distinct producer error texts.
+	WriteErrors []string
+	// LBCloses is the number of connections closed by load balancing.
+	LBCloses int64
+	// Stats is the final accounting snapshot.
+	Stats Stats
+}
+
+func (s *Story) defaults() {
+	if s.LocalAZ == "" {
+		s.LocalAZ = "az-b"
+	}
+	if s.RemoteAZ == "" {
+		s.RemoteAZ = "az-a"
+	}
+	if s.Interval <= 0 {
+		s.Interval = 200 * time.Millisecond
+	}
+	if s.Before <= 0 {
+		s.Before = time.Second
+	}
+	if s.After <= 0 {
+		s.After = 2 * time.Second
+	}
+	if s.WriteEvery <= 0 {
+		s.WriteEvery = 2 * time.Millisecond
+	}
+	if s.Drain <= 0 {
+		s.Drain = 20 * time.Second
+	}
+}
+
+type write struct {
+	start time.Time
+	took  time.Duration
+	err   error
+}
+
+// Run plays the story. It returns an error only when the setup fails or
+// ctx ends; what went wrong with the data is in the report.
+func (s Story) Run(ctx context.Context) (StoryReport, error) {
+	s.defaults()
+	var rep StoryReport
+	opts := []Option{Interval(s.Interval), Logger(s.Logger)}
+	if s.Locate != nil {
+		opts = append(opts, Locate(s.Locate))
+	}
+	sim, err := Start(s.Backend, opts...)
+	if err != nil {
+		return rep, err
+	}
+	defer sim.Close()
+	if _, err := sim.AddAgent(s.RemoteAZ); err != nil {
+		return rep, err
+	}
+	bootstrap := sim.Addrs()
+	prod, err := s.NewProducer(bootstrap)
+	if err != nil {
+		return rep, fmt.Errorf("story: producer: %w", err)
+	}
+	cons, err := s.NewConsumer(bootstrap)
+	if err != nil {
+		_ = prod.Close()
+		return rep, fmt.Errorf("story: consumer: %w", err)
+	}
+
+	var (
+		mu     sync.Mutex
+		writes []write
+		acked  = map[string]bool{}
+		failed = map[string]bool{}
+		seen   = map[string]int{}
+	)
+	consCtx, stopCons := context.WithCancel(ctx)
+	consDone := make(chan struct{})
+	go func() {
+		defer close(consDone)
+		for {
+			m, err := cons.ReadMessage(consCtx)
+			if err != nil {
+				if consCtx.Err() != nil {
+					return
+				}
+				continue // a plain reader may surface transient errors
+			}
+			mu.Lock()
+			seen[string(m.Value)]++
+			mu.Unlock()
+		}
+	}()
+	prodCtx, stopProd := context.WithCancel(ctx)
+	prodDone := make(chan struct{})
+	go func() {
+		defer close(prodDone)
+		for seq := 0; prodCtx.Err() == nil; seq++ {
+			v := strconv.Itoa(seq)
+			start := time.Now()
+			err := prod.WriteMessages(prodCtx, kafka.Message{Key: []byte(v), Value: []byte(v)})
+			if err != nil && prodCtx.Err() != nil {
+				return // stopped mid-write: neither acked nor failed
+			}
+			mu.Lock()
+			writes = append(writes, write{start, time.Since(start), err})
+			if err == nil {
+				acked[v] = true
+			} else {
+				failed[v] = true
+			}
+			mu.Unlock()
+			select {
+			case <-prodCtx.Done():
+			case <-time.After(s.WriteEvery):
+			}
+		}
+	}()
+	stop := func() {
+		stopProd()
+		<-prodDone
+		stopCons()
+		<-consDone
+		_ = prod.Close()
+		_ = cons.Close()
+	}
+
+	sleep := func(d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			stop()
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
+	}
+	t0 := time.Now()
+	if err := sleep(s.Before); err != nil {
+		return rep, err
+	}
+	stBefore := sim.Stats()
+	tAdd := time.Now()
+	local, err := sim.AddAgent(s.LocalAZ)
+	if err != nil {
+		stop()
+		return rep, err
+	}
+	if err := sleep(s.After / 2); err != nil {
+		return rep, err
+	}
+	stMid := sim.Stats()
+	tMid := time.Now()
+	if err := sleep(s.After - s.After/2); err != nil {
+		return rep, err
+	}
+	stAfter := sim.Stats()
+	tEnd := time.Now()
+	if s.RemoveLocal {
+		if err := sim.RemoveAgent(local); err != nil {
+			stop()
+			return rep, err
+		}
+		if err := sleep(s.After); err != nil {
+			return rep, err
+		}
+	}
+	stopProd()
+	<-prodDone
+
+	// Drain: wait until every acknowledged message was consumed.
+	deadline := time.Now().Add(s.Drain)
+	for {
+		mu.Lock()
+		missing := 0
+		for v := range acked {
+			if seen[v] == 0 {
+				missing++
+			}
+		}
+		mu.Unlock()
+		if missing == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopCons()
+	<-consDone
+	_ = prod.Close()
+	_ = cons.Close()
+	stEnd := sim.Stats()
+
+	rep.Stats = stEnd
+	rep.CrossBefore = stBefore.CrossAZ()
+	rep.CrossAfter = stAfter.CrossAZ().Sub(stBefore.CrossAZ())
+	rep.CrossSettled = stAfter.CrossAZ().Sub(stMid.CrossAZ())
+	if s.RemoveLocal {
+		rep.CrossAfterRemoval = stEnd.CrossAZ().Sub(stAfter.CrossAZ())
+	}
+	rep.Local = stEnd.Pairs[Pair{s.LocalAZ, s.LocalAZ}]
+	rep.LBCloses = stEnd.CrossAZ().LBCloses
+	rep.Converged = rep.CrossSettled.ProduceBytes == 0 && rep.CrossSettled.FetchBytes == 0
+	if last := stAfter.LastCrossAZ; last.After(tAdd) {
+		rep.Convergence = last.Sub(tAdd)
+	}
+
+	var steady, switching []time.Duration
+	switchEnd := tAdd.Add(rep.Convergence + s.Interval)
+	for _, w := range writes {
+		if w.err != nil {
+			continue
+		}
+		switch {
+		case w.start.After(t0.Add(s.Before/4)) && w.start.Before(tAdd):
+			steady = append(steady, w.took) // warm-up excluded
+		case !w.start.Before(tAdd) && w.start.Before(switchEnd):
+			switching = append(switching, w.took)
+		case w.start.After(tMid) && w.start.Before(tEnd) && w.start.After(switchEnd):
+			steady = append(steady, w.took)
+		}
+	}
+	rep.SteadyP50, rep.SteadyP99 = percentile(steady, 50), percentile(steady, 99)
+	rep.SwitchP50, rep.SwitchP99 = percentile(switching, 50), percentile(switching, 99)
+	rep.SwitchWrites = len(switching)
+
+	errTexts := map[string]bool{}
+	for _, w := range writes {
+		if w.err != nil && len(rep.WriteErrors) < 5 && !errTexts[w.err.Error()] {
+			errTexts[w.err.Error()] = true
+			rep.WriteErrors = append(rep.WriteErrors, w.err.Error())
+		}
+	}
+	rep.Produced = len(writes)
+	rep.Acked = len(acked)
+	rep.Failed = len(failed)
+	for v, n := range seen {
+		rep.Consumed++
+		rep.Duplicates += n - 1
+		if failed[v] {
+			rep.FailedButStored++
+		}
+	}
+	for v := range acked {
+		if seen[v] == 0 {
+			rep.Lost++
+		}
+	}
+	if ctx.Err() != nil {
+		return rep, ctx.Err()
+	}
+	return rep, nil
+}
+
+// percentile returns the p-th percentile (nearest rank) of ds, 0 if empty.
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
+
+// String renders the report's headline figures.
+func (r StoryReport) String() string {
+	return fmt.Sprintf("cross-AZ produce+fetch bytes: before=%d after=%d settled=%d after-removal=%d; local=%d; converged=%v in %v; "+
+		"produce p50/p99 steady=%v/%v switch=%v/%v (%d writes); produced=%d acked=%d failed=%d consumed=%d lost=%d duplicates=%d failed-but-stored=%d; lb-closes=%d",
+		pf(r.CrossBefore), pf(r.CrossAfter), pf(r.CrossSettled), pf(r.CrossAfterRemoval), pf(r.Local), r.Converged, r.Convergence.Round(time.Millisecond),
+		r.SteadyP50.Round(10*time.Microsecond), r.SteadyP99.Round(10*time.Microsecond), r.SwitchP50.Round(10*time.Microsecond), r.SwitchP99.Round(10*time.Microsecond), r.SwitchWrites,
+		r.Produced, r.Acked, r.Failed, r.Consumed, r.Lost, r.Duplicates, r.FailedButStored, r.LBCloses)
+}
+
+func pf(t Traffic) int64 { return t.ProduceBytes + t.FetchBytes }
