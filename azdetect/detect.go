@@ -61,14 +61,14 @@ func (d *Detector) explicit() (pr ProviderResult, ok bool) {
 		pr = ProviderResult{Name: SourceOption}
 		pr.AZ, pr.Err = validateAZ(d.cfg.AZ)
 		if pr.Err != nil {
-			pr.Err = fmt.Errorf("%s Config.AZ=%s: %w", SourceOption, quote(d.cfg.AZ), pr.Err)
+			pr.Err = fmt.Errorf("Config.AZ=%s: %w", quote(d.cfg.AZ), pr.Err)
 		}
 		return pr, true
 	case d.cfg.enabled(SourceEnv) && d.cfg.EnvAZ != "":
 		pr = ProviderResult{Name: SourceEnv}
 		pr.AZ, pr.Err = validateAZ(d.cfg.EnvAZ)
 		if pr.Err != nil {
-			pr.Err = fmt.Errorf("%s %s=%s: %w", SourceEnv, d.cfg.EnvAZVariable, quote(d.cfg.EnvAZ), pr.Err)
+			pr.Err = fmt.Errorf("%s=%s: %w", d.cfg.EnvAZVariable, quote(d.cfg.EnvAZ), pr.Err)
 		}
 		return pr, true
 	}
@@ -143,7 +143,7 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 			if err == nil {
 				pr.AZ, err = validateAZ(raw)
 				if err != nil {
-					err = fmt.Errorf("%s %s=%s: %w", p.name, where, quote(raw), err)
+					err = fmt.Errorf("%s=%s: %w", where, quote(raw), err)
 				}
 			}
 			if err != nil && stop.Err() != nil {

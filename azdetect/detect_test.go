@@ -249,9 +249,9 @@ func TestExplicit(t *testing.T) {
 		{name: "env ignored when not enabled", cfg: Config{EnvAZ: "b2", Providers: []string{SourceEC2}, EC2Disabled: true},
 			wantErrIn: "ec2: not configured"},
 		{name: "invalid option", cfg: Config{AZ: "us-east-1a,warpstream_interzone_lb=false"},
-			wantErrIn: `option Config.AZ="us-east-1a,warpstream_interzone_lb=false": invalid AZ: byte "," at offset 10`},
+			wantErrIn: `option: Config.AZ="us-east-1a,warpstream_interzone_lb=false": invalid AZ: byte "," at offset 10`},
 		{name: "invalid env", cfg: Config{EnvAZ: "US-EAST-1A"},
-			wantErrIn: `env AZKAFKA_AZ="US-EAST-1A": invalid AZ`},
+			wantErrIn: `env: AZKAFKA_AZ="US-EAST-1A": invalid AZ`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

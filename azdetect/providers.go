@@ -283,7 +283,7 @@ func (d *Detector) azureFetch(ctx context.Context) (string, string, error) {
 	// Validate each part, so an error quotes the part that is wrong.
 	for _, part := range [][2]string{{"compute/location", location}, {"compute/zone", zone}} {
 		if _, err := validateAZ(part[1]); err != nil {
-			return "", "", fmt.Errorf("%s %s=%s: %w", SourceAzure, part[0], quote(part[1]), err)
+			return "", "", fmt.Errorf("%s=%s: %w", part[0], quote(part[1]), err)
 		}
 	}
 	if d.cfg.Format == FormatID {
