@@ -469,7 +469,7 @@ func TestRawWriterFailsThroughTLSHandshakeClose(t *testing.T) {
 		Transport:    &kafka.Transport{TLS: rig.tls},
 	}
 	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	msgs := payloads("c", 400)
 	for off := 0; off < len(msgs); off += 20 {

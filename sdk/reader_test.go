@@ -1,0 +1,343 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// Kafka API keys the reader faults aim at.
+const (
+	keyFetch        = 1
+	keyOffsetCommit = 8
+	keyHeartbeat    = 12
+)
+
+// produceDirect writes msgs straight to the broker, with no fault.
+func produceDirect(t testing.TB, rig *faultRig, msgs []kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(rig.readAddr()),
+		Topic:        rig.topic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    10, // small record batches, so that reads take many fetches
+		BatchTimeout: time.Millisecond,
+		Transport:    &kafka.Transport{TLS: rig.tls},
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("producing test messages: %v", err)
+	}
+}
+
+// keyedFault applies act to every nth request whose key is in keys, at
+// most limit times.
+func keyedFault(n, limit int64, act kproxy.Action, injected *atomic.Int64, keys ...int16) func(kproxy.Request) kproxy.Action {
+	var seen atomic.Int64
+	return func(r kproxy.Request) kproxy.Action {
+		hit := false
+		for _, k := range keys {
+			hit = hit || r.Key == k
+		}
+		if !hit || seen.Add(1)%n != 0 || injected.Load() >= limit {
+			return kproxy.Forward
+		}
+		injected.Add(1)
+		return act
+	}
+}
+
+type readerFault struct {
+	name   string
+	inject func(p *kproxy.Proxy, injected *atomic.Int64) (stop func())
+}
+
+func requestFault(act kproxy.Action, keys ...int16) func(*kproxy.Proxy, *atomic.Int64) func() {
+	return func(p *kproxy.Proxy, n *atomic.Int64) func() {
+		p.OnRequest(keyedFault(3, 12, act, n, keys...))
+		return func() { p.OnRequest(nil) }
+	}
+}
+
+var readerFaults = []readerFault{
+	{"close before fetch or commit", requestFault(kproxy.CloseBefore, keyFetch, keyOffsetCommit, keyHeartbeat)},
+	{"close after fetch or commit", requestFault(kproxy.CloseAfter, keyFetch, keyOffsetCommit, keyHeartbeat)},
+	{"reset before fetch or commit", requestFault(kproxy.Reset, keyFetch, keyOffsetCommit, keyHeartbeat)},
+	{"refuse connects for 400ms", func(p *kproxy.Proxy, n *atomic.Int64) func() {
+		// Long enough for kafka-go's partition reader to exhaust its 3
+		// dial attempts and surface the error.
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2; i++ {
+				select {
+				case <-done:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				p.SetRefusing(true)
+				p.CloseAll()
+				n.Add(1)
+				time.Sleep(400 * time.Millisecond)
+				p.SetRefusing(false)
+			}
+		}()
+		return func() { close(done); wg.Wait(); p.SetRefusing(false) }
+	}},
+}
+
+// groupTestConfig is a consumer group config tuned for quick rebalances on
+// the embedded broker.
+func groupTestConfig(rig *faultRig, group string) kafka.ReaderConfig {
+	return kafka.ReaderConfig{
+		Brokers:           []string{rig.proxy.Addr()},
+		GroupID:           group,
+		Topic:             rig.topic,
+		MaxWait:           50 * time.Millisecond,
+		MaxBytes:          1024,
+		HeartbeatInterval: 100 * time.Millisecond,
+		SessionTimeout:    2 * time.Second,
+		RebalanceTimeout:  2 * time.Second,
+		JoinGroupBackoff:  100 * time.Millisecond,
+		ReadBackoffMin:    10 * time.Millisecond,
+		ReadBackoffMax:    100 * time.Millisecond,
+		StartOffset:       kafka.FirstOffset,
+		Dialer:            &kafka.Dialer{Timeout: 5 * time.Second, TLS: rig.tls},
+	}
+}
+
+// TestReaderThroughFaults reads a topic through each fault, as a partition
+// reader and as a consumer group member committing every message, and
+// requires that the caller sees no error, no message is lost and, for the
+// group, the committed offsets reach the end of every partition.
+func TestReaderThroughFaults(t *testing.T) {
+	const n = 600
+	for _, fault := range readerFaults {
+		for _, group := range []bool{false, true} {
+			name := fault.name + map[bool]string{false: "/partition", true: "/group"}[group]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				parts := 1
+				if group {
+					parts = 3
+				}
+				rig := newFaultRig(t, "rfaults", parts)
+				sent := payloads("r", n)
+				produceDirect(t, rig, sent)
+
+				cfg := kafka.ReaderConfig{
+					Brokers:        []string{rig.proxy.Addr()},
+					Topic:          rig.topic,
+					Partition:      0,
+					MaxWait:        50 * time.Millisecond,
+					MaxBytes:       1024,
+					ReadBackoffMin: 10 * time.Millisecond,
+					ReadBackoffMax: 100 * time.Millisecond,
+				}
+				if group {
+					cfg = groupTestConfig(rig, "g-"+t.Name())
+				}
+				r, err := sdk.NewReader(cfg, testOptions(t)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var injected atomic.Int64
+				stop := fault.inject(rig.proxy, &injected)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				counts := map[string]int{}
+				for len(counts) < n {
+					m, err := r.FetchMessage(ctx)
+					if err != nil {
+						t.Fatalf("FetchMessage after %d distinct messages: %v", len(counts), err)
+					}
+					counts[string(m.Value)]++
+					if group {
+						if err := r.CommitMessages(ctx, m); err != nil {
+							t.Fatalf("CommitMessages at %d/%d: %v", m.Partition, m.Offset, err)
+						}
+					}
+					// Slow down a little so faults land mid-stream.
+					if len(counts)%50 == 0 {
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
+				stop()
+				st := r.Stats()
+				if err := r.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+				if _, err := r.FetchMessage(ctx); err != io.EOF {
+					t.Errorf("FetchMessage after Close = %v, want io.EOF", err)
+				}
+				lost, dups := lostAndDuplicated(sent, counts)
+				t.Logf("faults injected=%d lost=%d duplicates=%d absorbed=%d", injected.Load(), lost, dups, st.SDK.TransientErrors)
+				if injected.Load() == 0 {
+					t.Fatal("no fault was injected: the test proves nothing")
+				}
+				if lost != 0 {
+					t.Errorf("%d of %d messages never read", lost, n)
+				}
+				if group {
+					requireCommittedToEnd(t, rig, cfg.GroupID)
+				}
+			})
+		}
+	}
+}
+
+// requireCommittedToEnd checks that the group's committed offset of every
+// partition is the partition's end offset.
+func requireCommittedToEnd(t testing.TB, rig *faultRig, group string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := &kafka.Client{Addr: kafka.TCP(rig.readAddr()), Timeout: 5 * time.Second}
+	var parts []int
+	var reqs []kafka.OffsetRequest
+	for p := 0; p < rig.parts; p++ {
+		parts = append(parts, p)
+		reqs = append(reqs, kafka.LastOffsetOf(p))
+	}
+	ends, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{rig.topic: reqs}})
+	if err != nil {
+		t.Fatalf("ListOffsets: %v", err)
+	}
+	committed, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{rig.topic: parts}})
+	if err != nil {
+		t.Fatalf("OffsetFetch: %v", err)
+	}
+	end := map[int]int64{}
+	for _, po := range ends.Topics[rig.topic] {
+		end[po.Partition] = po.LastOffset
+	}
+	for _, po := range committed.Topics[rig.topic] {
+		if po.CommittedOffset != end[po.Partition] {
+			t.Errorf("partition %d: committed offset %d, end offset %d", po.Partition, po.CommittedOffset, end[po.Partition])
+		}
+	}
+}
+
+// TestReaderReturnsNonTransientErrorsAndEOF checks the errors that must
+// reach the caller: ctx's error, io.EOF after Close, and an invalid config
+// as an error rather than kafka-go's panic.
+func TestReaderReturnsNonTransientErrorsAndEOF(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "rerrors", 1)
+	for _, tc := range []struct {
+		name string
+		cfg  kafka.ReaderConfig
+	}{
+		{"no brokers", kafka.ReaderConfig{Topic: "t"}},
+		{"group and partition", kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: "t", GroupID: "g", Partition: 2}},
+		{"negative heartbeat", kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: "t", GroupID: "g", HeartbeatInterval: -time.Second}},
+	} {
+		if r, err := sdk.NewReader(tc.cfg, testOptions(t)...); err == nil {
+			r.Close()
+			t.Errorf("%s: NewReader accepted an invalid config", tc.name)
+		}
+	}
+
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: 50 * time.Millisecond}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing to read and every connection refused: the caller must see
+	// only its own deadline, not the refusals.
+	rig.proxy.SetRefusing(true)
+	rig.proxy.CloseAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	_, err = r.FetchMessage(ctx)
+	cancel()
+	rig.proxy.SetRefusing(false)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("FetchMessage on an empty, unreachable topic = %v, want context.DeadlineExceeded", err)
+	}
+	if err := r.CommitMessages(context.Background(), kafka.Message{}); err == nil {
+		t.Error("CommitMessages without a group succeeded, want kafka-go's error")
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.ReadMessage(context.Background())
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	r.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("ReadMessage blocked across Close = %v, want io.EOF", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadMessage did not return after Close")
+	}
+}
+
+func ExampleNewReader() {
+	ctx := context.Background()
+	c, stop := exampleBroker("orders", 1)
+	defer stop()
+
+	w, _ := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c...), Topic: "orders", RequiredAcks: kafka.RequireAll}, sdk.WithAZ("az-a"))
+	_ = w.WriteMessages(ctx, kafka.Message{Value: []byte("order-1")})
+	w.Close()
+
+	// The one-line change: kafka.NewReader(cfg) becomes sdk.NewReader(cfg).
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c, Topic: "orders", MaxWait: 50 * time.Millisecond},
+		sdk.WithAZ("az-a"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Close()
+	m, err := r.ReadMessage(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s at offset %d; AZ %s (%s)\n", m.Value, m.Offset, r.Stats().SDK.AZ, r.Stats().SDK.AZSource)
+	// Output: order-1 at offset 0; AZ az-a (option)
+}
+
+// TestRawReaderSurfacesCommitFaults is the control for the group cases
+// above: kafka-go's own Reader returns the connection error of a failed
+// commit to the caller. If it stops doing so, the SDK cases prove less.
+func TestRawReaderSurfacesCommitFaults(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "rcontrol", 1)
+	sent := payloads("rc", 200)
+	produceDirect(t, rig, sent)
+	var injected atomic.Int64
+	rig.proxy.OnRequest(keyedFault(2, 50, kproxy.CloseBefore, &injected, keyOffsetCommit))
+	r := kafka.NewReader(groupTestConfig(rig, "control"))
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range sent {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatalf("FetchMessage %d: %v", i, err)
+		}
+		if err := r.CommitMessages(ctx, m); err != nil {
+			t.Logf("kafka.Reader.CommitMessages failed after %d faults: %v", injected.Load(), err)
+			return
+		}
+	}
+	t.Fatalf("kafka.Reader surfaced no commit error through %d commit faults", injected.Load())
+}
