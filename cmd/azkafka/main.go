@@ -30,6 +30,7 @@ type command struct {
 
 // commands lists every subcommand; each lives in a file of its own name.
 var commands = map[string]command{
+	"detect":  {"show the availability zone this process would detect", runDetect},
 	"version": {"print the azkafka version", runVersion},
 }
 
