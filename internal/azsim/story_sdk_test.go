@@ -1,0 +1,105 @@
+package azsim_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/azkafka/azkafka/internal/azsim"
+	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/sdk"
+	"github.com/segmentio/kafka-go"
+)
+
+// sdkOptions pins the AZ (no detection, no network) and ignores the
+// process environment so that the test does not depend on AZKAFKA_*.
+func sdkOptions() []sdk.Option {
+	return []sdk.Option{
+		sdk.WithAZ("az-b"),
+		sdk.WithGetenv(func(string) string { return "" }),
+		sdk.WithLogger(slog.New(slog.DiscardHandler)),
+	}
+}
+
+func sdkWriter(metadataTTL time.Duration) func([]string) (azsim.Producer, error) {
+	return func(bootstrap []string) (azsim.Producer, error) {
+		w := &kafka.Writer{Addr: kafka.TCP(bootstrap...), Topic: storyTopic, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
+		if metadataTTL > 0 {
+			w.Transport = &kafka.Transport{MetadataTTL: metadataTTL}
+		}
+		return sdk.NewWriter(w, sdkOptions()...)
+	}
+}
+
+func sdkReader(group string) func([]string) (azsim.Consumer, error) {
+	return func(bootstrap []string) (azsim.Consumer, error) {
+		return sdk.NewReader(kafka.ReaderConfig{
+			Brokers: bootstrap, Topic: storyTopic, GroupID: group,
+			StartOffset:       kafka.FirstOffset,
+			MaxWait:           100 * time.Millisecond,
+			HeartbeatInterval: 100 * time.Millisecond,
+			SessionTimeout:    time.Second,
+			RebalanceTimeout:  time.Second,
+			JoinGroupBackoff:  100 * time.Millisecond,
+			ReadBackoffMin:    10 * time.Millisecond,
+			ReadBackoffMax:    100 * time.Millisecond,
+		}, sdkOptions()...)
+	}
+}
+
+// TestStorySDK runs stories a and b with the sdk's Writer and Reader.
+func TestStorySDK(t *testing.T) {
+	cases := []struct {
+		name        string
+		removeLocal bool
+		metadataTTL time.Duration
+		// produceConverges is "any" where it depends on when kafka-go's
+		// Transport refreshes its metadata: after an interzone close it
+		// redials the leader it has cached, on the remote agent, until a
+		// refresh (uniform in [0, MetadataTTL), default 6s) names the
+		// local one. The fetch path rediscovers on every reconnect.
+		produceConverges string
+	}{
+		{"a/default-metadata-ttl", false, 0, "any"},
+		{"a/metadata-ttl-300ms", false, 300 * time.Millisecond, "yes"},
+		{"b/remove-local", true, 300 * time.Millisecond, "yes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := embedded.StartT(t, embedded.Topic(storyTopic, 3))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			rep, err := azsim.Story{
+				Backend:     c.Addrs()[0],
+				Topic:       storyTopic,
+				RemoveLocal: tc.removeLocal,
+				NewProducer: sdkWriter(tc.metadataTTL),
+				NewConsumer: sdkReader("g-" + tc.name),
+			}.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %s", tc.name, rep)
+			t.Logf("final accounting:\n%s", rep.Stats)
+			if rep.CrossBefore.ProduceBytes == 0 || rep.CrossBefore.FetchBytes == 0 {
+				t.Fatalf("before the local agent: cross-AZ %+v, want produce and fetch bytes", rep.CrossBefore)
+			}
+			if rep.CrossSettled.FetchBytes != 0 {
+				t.Errorf("fetch did not converge: settled-window cross-AZ %+v", rep.CrossSettled)
+			}
+			if tc.produceConverges == "yes" && rep.CrossSettled.ProduceBytes != 0 {
+				t.Errorf("produce did not converge: settled-window cross-AZ %+v", rep.CrossSettled)
+			}
+			if rep.Lost != 0 || rep.Failed != 0 {
+				t.Errorf("lost %d acknowledged messages, %d writes failed (%q)", rep.Lost, rep.Failed, rep.WriteErrors)
+			}
+			if rep.Acked == 0 || rep.Consumed < rep.Acked {
+				t.Errorf("acked %d, consumed %d", rep.Acked, rep.Consumed)
+			}
+			if tc.removeLocal && (rep.CrossAfterRemoval.ProduceBytes == 0 || rep.CrossAfterRemoval.FetchBytes == 0) {
+				t.Errorf("after removing the local agent: cross-AZ %+v, want the clients back on %s", rep.CrossAfterRemoval, "az-a")
+			}
+		})
+	}
+}
