@@ -1,0 +1,205 @@
+package sdk_test
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+var churnMessages = flag.Int("churn.messages", 0,
+	"messages in TestChurn (default 50000, 10000 with -short; the issue's full figure, 100000, runs in conformance)")
+
+// churner kills proxied connections at random, about every 200 ms: it
+// closes a random live connection, or arms a one-shot CloseAfter (the
+// broker handles the request, the client never sees the answer) or Reset
+// on the next request of any kind.
+type churner struct {
+	p      *kproxy.Proxy
+	armed  atomic.Int32 // a kproxy.Action to apply once, or -1
+	kills  atomic.Int64
+	byKind [3]atomic.Int64
+	stop   chan struct{}
+	done   sync.WaitGroup
+}
+
+func startChurn(p *kproxy.Proxy, seed uint64) *churner {
+	c := &churner{p: p, stop: make(chan struct{})}
+	c.armed.Store(-1)
+	p.OnRequest(func(kproxy.Request) kproxy.Action {
+		if a := c.armed.Swap(-1); a >= 0 {
+			c.kills.Add(1)
+			return kproxy.Action(a)
+		}
+		return kproxy.Forward
+	})
+	rnd := rand.New(rand.NewPCG(seed, seed))
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-time.After(time.Duration(100+rnd.IntN(200)) * time.Millisecond):
+			}
+			switch kind := rnd.IntN(3); kind {
+			case 0:
+				if conns := p.Conns(); len(conns) > 0 && p.CloseConn(conns[rnd.IntN(len(conns))].ID) {
+					c.kills.Add(1)
+					c.byKind[0].Add(1)
+				}
+			case 1:
+				c.armed.Store(int32(kproxy.CloseAfter))
+				c.byKind[1].Add(1)
+			case 2:
+				c.armed.Store(int32(kproxy.Reset))
+				c.byKind[2].Add(1)
+			}
+		}
+	}()
+	return c
+}
+
+func (c *churner) Stop() {
+	close(c.stop)
+	c.done.Wait()
+	c.p.OnRequest(nil)
+}
+
+// TestChurn produces messages with an sdk.Writer while a consumer-group
+// sdk.Reader consumes and commits them, both through a proxy that kills
+// connections at random about every 200 ms. Zero messages may be lost, on
+// the broker or for the consumer, the caller may see no error, and the
+// group's commits must reach the end of every partition. Duplicates are
+// counted and logged (-v).
+func TestChurn(t *testing.T) {
+	n := 50000
+	if testing.Short() {
+		n = 10000
+	}
+	if *churnMessages > 0 {
+		n = *churnMessages
+	}
+	rig := newFaultRig(t, "churn", 3)
+	runChurn(t, rig, n)
+}
+
+func runChurn(t *testing.T, rig *faultRig, n int) {
+	sent := payloads("churn", n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	w, err := sdk.NewWriter(&kafka.Writer{
+		Addr:         kafka.TCP(rig.proxy.Addr()),
+		Topic:        rig.topic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    100,
+		BatchTimeout: 5 * time.Millisecond,
+		WriteTimeout: 5 * time.Second,
+		ReadTimeout:  5 * time.Second,
+	}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := groupTestConfig(rig, "churn-group")
+	cfg.MaxBytes = 1 << 20
+	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	churn := startChurn(rig.proxy, uint64(time.Now().UnixNano()))
+	start := time.Now()
+
+	// Consumer: fetch, count, commit every 500 messages and at the end.
+	seen := make(map[string]int, n)
+	consumerErr := make(chan error, 1)
+	go func() {
+		var pending []kafka.Message
+		for len(seen) < n {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				consumerErr <- err
+				return
+			}
+			seen[string(m.Value)]++
+			pending = append(pending, m)
+			if len(pending) >= 500 || len(seen) == n {
+				if err := r.CommitMessages(ctx, pending...); err != nil {
+					consumerErr <- err
+					return
+				}
+				pending = pending[:0]
+			}
+		}
+		consumerErr <- nil
+	}()
+
+	// Producer: 4 goroutines, 100 messages per call.
+	const producers, perCall = 4, 100
+	var writeErrs atomic.Int64
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for g := 0; g < producers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				off := int(next.Add(perCall)) - perCall
+				if off >= n {
+					return
+				}
+				end := min(off+perCall, n)
+				if err := w.WriteMessages(ctx, sent[off:end]...); err != nil {
+					writeErrs.Add(1)
+					t.Errorf("WriteMessages [%d:%d]: %v", off, end, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	produced := time.Since(start)
+	if err := w.Close(); err != nil {
+		t.Errorf("Writer.Close: %v", err)
+	}
+	wst := w.Stats()
+
+	if err := <-consumerErr; err != nil {
+		t.Fatalf("consumer saw an error after %d of %d messages: %v", len(seen), n, err)
+	}
+	consumed := time.Since(start)
+	churn.Stop()
+	rst := r.Stats()
+	if err := r.Close(); err != nil {
+		t.Errorf("Reader.Close: %v", err)
+	}
+
+	lostOnBroker, dupsOnBroker := lostAndDuplicated(sent, consumeAll(t, rig.readDialer(), rig.readAddr(), rig.topic, rig.parts))
+	lostForConsumer, dupsForConsumer := lostAndDuplicated(sent, seen)
+	t.Logf("churn: %d messages, produced in %v, consumed in %v; connections killed: %d (close %d, close-after armed %d, reset armed %d)",
+		n, produced.Round(time.Millisecond), consumed.Round(time.Millisecond), churn.kills.Load(),
+		churn.byKind[0].Load(), churn.byKind[1].Load(), churn.byKind[2].Load())
+	t.Logf("churn: broker: lost %d, duplicates %d; consumer: lost %d, duplicates %d",
+		lostOnBroker, dupsOnBroker, lostForConsumer, dupsForConsumer)
+	t.Logf("churn: writer retries %d, resent %d, transient errors absorbed %d, connections %d; reader transient errors absorbed %d, connections %d",
+		wst.SDK.Retries, wst.SDK.MessagesResent, wst.SDK.TransientErrors, wst.SDK.Conn.ConnectionsCreated,
+		rst.SDK.TransientErrors, rst.SDK.Conn.ConnectionsCreated)
+
+	if churn.kills.Load() == 0 {
+		t.Fatal("no connection was killed: the test proves nothing")
+	}
+	if lostOnBroker != 0 || lostForConsumer != 0 {
+		t.Errorf("lost messages: %d not on the broker, %d never consumed", lostOnBroker, lostForConsumer)
+	}
+	requireCommittedToEnd(t, rig, cfg.GroupID)
+}
