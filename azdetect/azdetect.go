@@ -34,7 +34,8 @@ type Result struct {
 	Source string
 	// Elapsed is the time the detection took.
 	Elapsed time.Duration
-	// Providers holds each enabled provider's own outcome, in precedence order.
+	// Providers holds each enabled provider's own outcome, in precedence
+	// order. A cached Result is shared by every caller: do not modify it.
 	Providers []ProviderResult
 }
 

@@ -115,10 +115,12 @@ type Config struct {
 	KubernetesTokenFile string
 	KubernetesCAFile    string
 
-	// HTTPClient, when set, carries the ECS, EC2, GCP and Azure requests.
-	// Its redirects are never followed, responses must still fit the body
-	// caps, and requests never go through an HTTP proxy unless its own
-	// Transport says so. Default: a client without proxy or keep-alive.
+	// HTTPClient, when set, carries the ECS, EC2, GCP and Azure requests:
+	// its Transport and Jar are used, its CheckRedirect and Timeout are not
+	// (redirects are never followed, the budget bounds every request), and
+	// bodies are still capped. Metadata requests must not be proxied: a
+	// Transport of your own should have no Proxy. Default: a client without
+	// proxy or keep-alive, dialing with DialContext.
 	HTTPClient *http.Client
 
 	// DialContext, when set, opens every connection of the default

@@ -75,7 +75,7 @@ func (d *Detector) explicit() (pr ProviderResult, ok bool) {
 	return pr, false
 }
 
-// errBudget is the cause given to providers stopped by the budget.
+// budgetError is the cause given to providers stopped by the budget.
 type budgetError struct{ budget time.Duration }
 
 func (e budgetError) Error() string {
@@ -111,7 +111,7 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 	ps := d.providers()
 	base := len(results)
 	results = append(results, make([]ProviderResult, len(ps))...)
-	net := results[base:]
+	fetched := results[base:]
 
 	budget, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout, budgetError{d.cfg.Timeout})
 	defer cancel()
@@ -126,10 +126,10 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 	finished := make([]bool, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
-		net[i].Name = p.name
+		fetched[i].Name = p.name
 		if p.ready != nil {
 			if err := p.ready(); err != nil {
-				net[i].Err = err
+				fetched[i].Err = err
 				finished[i] = true
 				continue
 			}
@@ -164,7 +164,7 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 			if !finished[i] {
 				return -1, false
 			}
-			if net[i].Err == nil {
+			if fetched[i].Err == nil {
 				return i, true
 			}
 		}
@@ -174,7 +174,7 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 	for !ok {
 		select {
 		case a := <-answers:
-			net[a.i], finished[a.i] = a.pr, true
+			fetched[a.i], finished[a.i] = a.pr, true
 			winner, ok = decided()
 		case <-stop.Done():
 			ok = true
@@ -188,12 +188,12 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 	wg.Wait()
 	close(answers)
 	for a := range answers { // answers that came in after the decision
-		net[a.i] = a.pr
+		fetched[a.i] = a.pr
 	}
 
 	elapsed := time.Since(start)
 	if winner < 0 {
 		return Result{}, &DetectError{Providers: results, Elapsed: elapsed}
 	}
-	return Result{AZ: net[winner].AZ, Source: net[winner].Name, Elapsed: elapsed, Providers: results}, nil
+	return Result{AZ: fetched[winner].AZ, Source: fetched[winner].Name, Elapsed: elapsed, Providers: results}, nil
 }

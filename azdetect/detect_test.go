@@ -2,8 +2,19 @@ package azdetect
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"math/big"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -552,4 +563,95 @@ func TestProcessCache(t *testing.T) {
 		!strings.Contains(err.Error(), `AZKAFKA_DETECT_TIMEOUT="soon"`) {
 		t.Fatalf("err = %v, want a config DetectError naming the variable", err)
 	}
+}
+
+// The Kubernetes provider trusts only the configured CA, and explains a 403.
+func TestKubernetesTLSAndRBAC(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(t *testing.T, f *fakeK8s, cfg *Config)
+		wantErr string
+		wantIs  error
+	}{
+		{
+			name: "another cluster's CA",
+			mutate: func(t *testing.T, f *fakeK8s, cfg *Config) {
+				cfg.KubernetesCAFile = writeOtherCA(t)
+			},
+			wantErr: "certificate",
+		},
+		{
+			name: "CA file without PEM",
+			mutate: func(t *testing.T, f *fakeK8s, cfg *Config) {
+				cfg.KubernetesCAFile = f.tokenFile
+			},
+			wantErr: "holds no PEM certificate",
+		},
+		{
+			name: "forbidden",
+			mutate: func(t *testing.T, f *fakeK8s, cfg *Config) {
+				f.handlerWrap = func(w http.ResponseWriter, r *http.Request) bool {
+					w.WriteHeader(http.StatusForbidden)
+					fmt.Fprint(w, `{"kind":"Status","status":"Failure","message":"nodes \"n1\" is forbidden: User \"system:serviceaccount:default:app\" cannot get resource \"nodes\"","reason":"Forbidden","code":403}`)
+					return true
+				}
+			},
+			wantErr: `the service account needs "get" on "nodes"`,
+			wantIs:  ErrNotThisCloud,
+		},
+		{
+			name: "answer about another node",
+			mutate: func(t *testing.T, f *fakeK8s, cfg *Config) {
+				f.handlerWrap = func(w http.ResponseWriter, r *http.Request) bool {
+					fmt.Fprintf(w, `{"kind":"Node","metadata":{"name":"n2","labels":{%q:"us-east-1a"}}}`, labelZone)
+					return true
+				}
+			},
+			wantErr: `answer names node "n2", want "n1"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeK8s(t, "n1", map[string]string{labelZone: "us-east-1a"})
+			cfg := baseConfig(t, SourceKubernetes)
+			f.configure(&cfg)
+			tt.mutate(t, f, &cfg)
+			_, err := New(cfg).Detect(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Errorf("err = %v, want it to match %v", err, tt.wantIs)
+			}
+		})
+	}
+}
+
+// writeOtherCA writes a freshly generated self-signed CA certificate, one
+// that did not sign the fake API server's certificate, and returns its path.
+func writeOtherCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(42),
+		Subject:               pkix.Name{CommonName: "other-cluster-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "other-ca.crt")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
