@@ -26,7 +26,7 @@ const (
 	FormatID Format = "id"
 )
 
-// Defaults.
+// Defaults of the Config fields left zero.
 const (
 	DefaultTimeout             = time.Second
 	DefaultEC2Endpoint         = "http://169.254.169.254"
@@ -39,22 +39,26 @@ const (
 
 // Environment variables read by ConfigFromEnv.
 const (
-	EnvAZ                = "AZKAFKA_AZ"
-	EnvWarpStreamAZ      = "WARPSTREAM_AVAILABILITY_ZONE"
-	EnvAZFormat          = "AZKAFKA_AZ_FORMAT"
-	EnvDetectProviders   = "AZKAFKA_DETECT_PROVIDERS"
-	EnvDetectTimeout     = "AZKAFKA_DETECT_TIMEOUT"
-	EnvECSMetadataURI    = "ECS_CONTAINER_METADATA_URI_V4"
-	EnvEC2Endpoint       = "AWS_EC2_METADATA_SERVICE_ENDPOINT"
-	EnvEC2EndpointMode   = "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"
-	EnvEC2Disabled       = "AWS_EC2_METADATA_DISABLED"
-	EnvGCEMetadataHost   = "GCE_METADATA_HOST"
-	EnvAzureEndpoint     = "AZKAFKA_AZURE_IMDS_ENDPOINT"
-	EnvKubernetesHost    = "KUBERNETES_SERVICE_HOST"
-	EnvKubernetesPort    = "KUBERNETES_SERVICE_PORT"
-	EnvNodeName          = "NODE_NAME"
-	EnvKubernetesToken   = "AZKAFKA_K8S_TOKEN_FILE"
-	EnvKubernetesCA      = "AZKAFKA_K8S_CA_FILE"
+	EnvAZ              = "AZKAFKA_AZ"
+	EnvWarpStreamAZ    = "WARPSTREAM_AVAILABILITY_ZONE"
+	EnvAZFormat        = "AZKAFKA_AZ_FORMAT"
+	EnvDetectProviders = "AZKAFKA_DETECT_PROVIDERS"
+	EnvDetectTimeout   = "AZKAFKA_DETECT_TIMEOUT"
+	EnvECSMetadataURI  = "ECS_CONTAINER_METADATA_URI_V4"
+	EnvEC2Endpoint     = "AWS_EC2_METADATA_SERVICE_ENDPOINT"
+	EnvEC2EndpointMode = "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"
+	EnvEC2Disabled     = "AWS_EC2_METADATA_DISABLED"
+	EnvGCEMetadataHost = "GCE_METADATA_HOST"
+	EnvAzureEndpoint   = "AZKAFKA_AZURE_IMDS_ENDPOINT"
+	EnvKubernetesHost  = "KUBERNETES_SERVICE_HOST"
+	EnvKubernetesPort  = "KUBERNETES_SERVICE_PORT"
+	EnvNodeName        = "NODE_NAME"
+	EnvKubernetesToken = "AZKAFKA_K8S_TOKEN_FILE"
+	EnvKubernetesCA    = "AZKAFKA_K8S_CA_FILE"
+)
+
+const (
+	// maxDetectTimeout bounds the budget: detection delays start-up.
 	maxDetectTimeout     = time.Minute
 	ec2IPv6Endpoint      = "http://[fd00:ec2::254]"
 	defaultEnvAZVariable = EnvAZ
