@@ -39,16 +39,20 @@ import (
 // At least once; duplicates are possible. kafka-go has no idempotent
 // producer: when a connection dies after the broker stored a batch but
 // before its response arrived, the batch is resent and stored twice.
+// With RequiredAcks RequireNone (kafka-go's default) the broker sends no
+// response, so a batch lost with its connection goes unnoticed: use
+// kafka.RequireOne or kafka.RequireAll (NewWriter logs a warning).
 //
-// Order can change on retry: a resent batch lands after batches of the same
-// partition that were sent after it and succeeded (several batches of one
-// WriteMessages call, or concurrent calls sharing the Writer), and a
-// balancer that does not hash the key (the default round-robin, LeastBytes)
-// may place a resent message in another partition. With a key-hashing
-// balancer (kafka.Hash, kafka.Murmur2Balancer) and one WriteMessages call in
-// flight per partition, resends keep the per-partition order of the
-// messages that were not lost, but a duplicate may appear after a later
-// message.
+// Order can change on retry. A resent batch lands after the batches of
+// the same partition that were sent after it and succeeded: several
+// batches of one WriteMessages call (more messages for a partition than
+// BatchSize or BatchBytes allow), concurrent calls sharing the Writer, and
+// in async mode any later message. A balancer that does not hash the key
+// (the default round-robin, LeastBytes) may also place a resent message in
+// another partition. Order is kept only with a key-hashing balancer
+// (kafka.Hash, kafka.Murmur2Balancer), synchronous calls made one at a
+// time, each fitting one batch per partition; a duplicate then directly
+// follows the batch it repeats.
 type Writer struct {
 	s          *session
 	policy     retry.Policy
@@ -108,6 +112,10 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		logRetry:   rate.Sometimes{Interval: 5 * time.Second},
 	}
 	sw.drained = sync.NewCond(&sw.mu)
+	if w.RequiredAcks == kafka.RequireNone {
+		s.logger.Warn("azkafka: kafka.Writer.RequiredAcks is RequireNone (kafka-go's default): the broker does not answer produce requests, so messages lost with a connection cannot be detected or resent; set kafka.RequireOne or kafka.RequireAll",
+			"topic", w.Topic)
+	}
 	sw.inner = cloneWriter(w, tr)
 	if sw.async || sw.completion != nil {
 		sw.inner.Completion = sw.complete
@@ -330,7 +338,11 @@ func (w *Writer) addOutstanding(n int) {
 func (w *Writer) complete(batch []kafka.Message, err error) {
 	attempts := int32(w.policy.Attempts())
 	retryable := err != nil && w.policy.Retryable(err)
-	var report, again []kafka.Message
+	// report reuses batch's array: kafka-go does not read the batch after
+	// Completion returns, and the common case (success) then allocates
+	// nothing.
+	report := batch[:0]
+	var again []kafka.Message
 	maxAttempt := int32(0)
 	for i := range batch {
 		m := batch[i]
@@ -352,6 +364,9 @@ func (w *Writer) complete(batch []kafka.Message, err error) {
 			report = append(report, m)
 		}
 	}
+	if len(again) > 0 {
+		w.resendAsync(again, maxAttempt, err)
+	}
 	if len(report) > 0 {
 		if w.completion != nil {
 			w.completion(report, err)
@@ -359,9 +374,6 @@ func (w *Writer) complete(batch []kafka.Message, err error) {
 		if w.async {
 			w.addOutstanding(-len(report))
 		}
-	}
-	if len(again) > 0 {
-		w.resendAsync(again, maxAttempt, err)
 	}
 }
 

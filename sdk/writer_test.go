@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/internal/embedded"
@@ -346,9 +349,9 @@ var writerFaults = []writerFault{
 // and asynchronously, and counts what reached the broker.
 func TestWriterDeliversThroughFaults(t *testing.T) {
 	for _, fault := range writerFaults {
-		for _, async := range []bool{false, true} {
-			name := fault.name + map[bool]string{false: "/sync", true: "/async"}[async]
-			t.Run(name, func(t *testing.T) {
+		for _, mode := range []string{"sync", "sync-completion", "async"} {
+			async, completion := mode == "async", mode != "sync"
+			t.Run(fault.name+"/"+mode, func(t *testing.T) {
 				t.Parallel()
 				start := newFaultRig
 				if fault.tls {
@@ -374,7 +377,7 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 				if rig.tls != nil {
 					kw.Transport = &kafka.Transport{TLS: rig.tls}
 				}
-				if async {
+				if completion {
 					kw.Completion = func(msgs []kafka.Message, err error) {
 						if err != nil {
 							completionErrs.Add(int64(len(msgs)))
@@ -431,7 +434,7 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 					t.Errorf("stats show no retries (%d) or resent messages (%d) despite %d faults",
 						st.SDK.Retries, st.SDK.MessagesResent, injected.Load())
 				}
-				if async {
+				if completion {
 					for _, m := range sent {
 						v, ok := completed.Load(string(m.Value))
 						if !ok {
@@ -493,4 +496,179 @@ func faultByName(t testing.TB, name string) writerFault {
 	}
 	t.Fatalf("no fault %q", name)
 	return writerFault{}
+}
+
+// failPartitions rewrites Produce responses so that the given partitions
+// answer with code (the broker still stored the records).
+func failPartitions(t testing.TB, p *kproxy.Proxy, code int16, parts ...int32) {
+	p.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != 0 {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			t.Errorf("decoding produce response: %v", err)
+			return resp
+		}
+		pr := r.(*kmsg.ProduceResponse)
+		for i := range pr.Topics {
+			for j := range pr.Topics[i].Partitions {
+				if slices.Contains(parts, pr.Topics[i].Partitions[j].Partition) {
+					pr.Topics[i].Partitions[j].ErrorCode = code
+				}
+			}
+		}
+		return kproxy.EncodeResponse(req, pr)
+	})
+}
+
+// TestWriterErrors checks what WriteMessages returns when delivery fails:
+// a kafka.WriteErrors aligned with the input, permanent errors returned
+// without resending, the attempt bound and ctx honoured, and errors.Is/As
+// reaching the cause.
+func TestWriterErrors(t *testing.T) {
+	const topicAuthorizationFailed = 29 // not retriable
+	partitionOf := func(m kafka.Message) int { return (&kafka.Hash{}).Balance(m, 0, 1, 2) }
+	type result struct {
+		err      error
+		produces int64 // Produce requests the proxy saw
+		st       sdk.WriterStats
+		elapsed  time.Duration
+	}
+	for _, tc := range []struct {
+		name string
+		// produce decides the fate of the nth Produce request (1-based).
+		produce func(n int64) kproxy.Action
+		// failParts answer every Produce with TopicAuthorizationFailed.
+		failParts []int32
+		retry     sdk.Option
+		timeout   time.Duration
+		check     func(t *testing.T, msgs []kafka.Message, r result)
+	}{
+		{
+			name:      "permanent error on every partition is not resent",
+			failParts: []int32{0, 1, 2},
+			check: func(t *testing.T, msgs []kafka.Message, r result) {
+				werrs := requireWriteErrors(t, r.err, len(msgs))
+				for i, e := range werrs {
+					if !errors.Is(e, kafka.TopicAuthorizationFailed) {
+						t.Errorf("message %d: error %v, want kafka.TopicAuthorizationFailed", i, e)
+					}
+				}
+				if r.produces != 3 || r.st.SDK.Retries != 0 {
+					t.Errorf("%d produce requests and %d retries, want 3 (one per partition) and 0", r.produces, r.st.SDK.Retries)
+				}
+			},
+		},
+		{
+			name: "transient close on the first produces, permanent error on partition 1",
+			produce: func(n int64) kproxy.Action {
+				if n <= 2 {
+					return kproxy.CloseBefore
+				}
+				return kproxy.Forward
+			},
+			failParts: []int32{1},
+			check: func(t *testing.T, msgs []kafka.Message, r result) {
+				werrs := requireWriteErrors(t, r.err, len(msgs))
+				for i, e := range werrs {
+					if wantErr := partitionOf(msgs[i]) == 1; wantErr != errors.Is(e, kafka.TopicAuthorizationFailed) || !wantErr && e != nil {
+						t.Errorf("message %d (partition %d): error %v", i, partitionOf(msgs[i]), e)
+					}
+				}
+				if r.st.SDK.Retries == 0 {
+					t.Error("no retry after the transient closes")
+				}
+			},
+		},
+		{
+			name:    "attempts run out",
+			produce: func(int64) kproxy.Action { return kproxy.CloseBefore },
+			retry:   sdk.WithRetry(3, time.Millisecond, 5*time.Millisecond),
+			check: func(t *testing.T, msgs []kafka.Message, r result) {
+				werrs := requireWriteErrors(t, r.err, len(msgs))
+				for i, e := range werrs {
+					if !retry.IsTransient(e) || !strings.Contains(fmt.Sprint(e), "gave up after 3 attempts") {
+						t.Errorf("message %d: error %v, want a transient error after 3 attempts", i, e)
+					}
+				}
+				if r.produces != 9 || r.st.SDK.Retries != 2 {
+					t.Errorf("%d produce requests and %d retries, want 9 (3 attempts × 3 partitions) and 2", r.produces, r.st.SDK.Retries)
+				}
+			},
+		},
+		{
+			name:    "ctx ends during retries",
+			produce: func(int64) kproxy.Action { return kproxy.CloseBefore },
+			retry:   sdk.WithRetry(1000, 20*time.Millisecond, 50*time.Millisecond),
+			timeout: 300 * time.Millisecond,
+			check: func(t *testing.T, msgs []kafka.Message, r result) {
+				werrs := requireWriteErrors(t, r.err, len(msgs))
+				for i, e := range werrs {
+					if !errors.Is(e, context.DeadlineExceeded) {
+						t.Errorf("message %d: error %v, want one wrapping context.DeadlineExceeded", i, e)
+					}
+				}
+				if r.elapsed > 2*time.Second {
+					t.Errorf("WriteMessages returned %v after a 300ms deadline", r.elapsed)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newFaultRig(t, "errors", 3)
+			opts := testOptions(t)
+			if tc.retry != nil {
+				opts = append(opts, tc.retry)
+			}
+			w, err := sdk.NewWriter(&kafka.Writer{
+				Addr:         kafka.TCP(rig.proxy.Addr()),
+				Topic:        rig.topic,
+				Balancer:     &kafka.Hash{},
+				RequiredAcks: kafka.RequireAll,
+				BatchTimeout: time.Millisecond,
+			}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			msgs := payloads("e", 30)
+			timeout := tc.timeout
+			if timeout == 0 {
+				timeout = 20 * time.Second
+			}
+			var produces atomic.Int64
+			rig.proxy.OnRequest(func(r kproxy.Request) kproxy.Action {
+				if r.Key != 0 {
+					return kproxy.Forward
+				}
+				n := produces.Add(1)
+				if tc.produce == nil {
+					return kproxy.Forward
+				}
+				return tc.produce(n)
+			})
+			if tc.failParts != nil {
+				failPartitions(t, rig.proxy, topicAuthorizationFailed, tc.failParts...)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			start := time.Now()
+			err = w.WriteMessages(ctx, msgs...)
+			tc.check(t, msgs, result{err: err, produces: produces.Load(), st: w.Stats(), elapsed: time.Since(start)})
+		})
+	}
+}
+
+func requireWriteErrors(t *testing.T, err error, n int) kafka.WriteErrors {
+	t.Helper()
+	var werrs kafka.WriteErrors
+	if !errors.As(err, &werrs) {
+		t.Fatalf("WriteMessages returned %v (%T), want kafka.WriteErrors", err, err)
+	}
+	if len(werrs) != n {
+		t.Fatalf("kafka.WriteErrors has %d entries for %d messages", len(werrs), n)
+	}
+	return werrs
 }
