@@ -1,0 +1,591 @@
+//go:build conformance
+
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/azkafka/azkafka/iq"
+	"github.com/segmentio/kafka-go"
+)
+
+const (
+	iqStore      = "counts"
+	iqPartitions = 6
+	iqInstances  = 3
+	iqKeyCount   = 2000
+	iqMainClass  = "azkafka.conformance.StreamsFixture"
+	iqMetaPath   = "/azkafka/iq/metadata"
+)
+
+// iqApp is the Kafka Streams 4.3.1 fixture run as iqInstances JVMs.
+type iqApp struct {
+	t         *testing.T
+	bootstrap string
+	appID     string
+	topic     string
+	ports     []int
+	stateDirs []string
+	logs      []string
+	cmds      []*exec.Cmd
+	cancels   []context.CancelFunc
+}
+
+func (a *iqApp) url(i int, path string) string {
+	return "http://127.0.0.1:" + strconv.Itoa(a.ports[i]) + path
+}
+
+func (a *iqApp) host(i int) string { return "127.0.0.1:" + strconv.Itoa(a.ports[i]) }
+
+// start launches instance i; the JVM is killed at the end of the test, also
+// on failure (javaCommand's cleanup and the context cancelled below).
+func (a *iqApp) start(i int) {
+	a.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a.t.Cleanup(cancel)
+	cmd := javaCommand(a.t, ctx, "streams", iqMainClass,
+		a.bootstrap, a.appID, strconv.Itoa(a.ports[i]), a.stateDirs[i], "az-"+string(rune('a'+i)), a.topic)
+	f, err := os.OpenFile(a.logs[i], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.t.Cleanup(func() { f.Close() })
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	go cmd.Wait() //nolint:errcheck // the exit is expected (kill) or seen through HTTP
+	a.cmds[i], a.cancels[i] = cmd, cancel
+}
+
+// kill ends instance i with SIGKILL: no leave-group, no clean shutdown.
+func (a *iqApp) kill(i int) {
+	a.cancels[i]()
+}
+
+func (a *iqApp) dumpLogs() {
+	for i, p := range a.logs {
+		b, _ := os.ReadFile(p)
+		a.t.Logf("instance %d (%s) log tail:\n%s", i, a.host(i), tail(b, 3000))
+	}
+}
+
+func freeLoopbackPorts(t *testing.T, n int) []int {
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+func iqKeys() ([]string, map[string]int64) {
+	keys := make([]string, iqKeyCount)
+	want := make(map[string]int64, iqKeyCount)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("iq-key-%04d", i)
+		want[keys[i]] = int64(i%5 + 1)
+	}
+	return keys, want
+}
+
+// javaKeyMeta is one line of the fixture's /keymeta answer:
+// KafkaStreams.queryMetadataForKey.
+type javaKeyMeta struct {
+	Key       string   `json:"key"`
+	Partition int      `json:"partition"`
+	Active    string   `json:"active"`
+	Standbys  []string `json:"standbys"`
+	Null      bool     `json:"null"`
+}
+
+func queryJavaKeyMeta(ctx context.Context, instanceURL string, keys []string) (map[string]javaKeyMeta, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, instanceURL+"/keymeta/"+iqStore, strings.NewReader(strings.Join(keys, "\n")))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("keymeta: HTTP %d: %s", resp.StatusCode, b)
+	}
+	out := make(map[string]javaKeyMeta, len(keys))
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var m javaKeyMeta
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			return nil, fmt.Errorf("keymeta line %q: %w", sc.Text(), err)
+		}
+		out[m.Key] = m
+	}
+	return out, sc.Err()
+}
+
+// goKeyMeta renders an iq Route the way the fixture renders Java's answer.
+func goKeyMeta(r iq.Route, err error) javaKeyMeta {
+	m := javaKeyMeta{Partition: r.Partition, Active: "unavailable:-1", Standbys: []string{}}
+	if errors.Is(err, iq.ErrUnknownStore) {
+		return javaKeyMeta{Null: true}
+	}
+	if r.Active != nil {
+		m.Active = r.Active.HostInfo.String()
+	}
+	for _, s := range r.Standbys {
+		m.Standbys = append(m.Standbys, s.HostInfo.String())
+	}
+	slices.Sort(m.Standbys)
+	return m
+}
+
+// valueAnswer is the fixture's /store answer.
+type valueAnswer struct {
+	Value     int64 `json:"value"`
+	Found     bool  `json:"found"`
+	Active    bool  `json:"active"`
+	Partition int   `json:"partition"`
+	Lag       int64 `json:"lag"`
+}
+
+// valueQuery is the QueryFunc a Go service would write for the fixture: it
+// fills into and served on success.
+func valueQuery(hc *http.Client, key string, stale bool, into *valueAnswer, served *iq.Replica) iq.QueryFunc {
+	return func(ctx context.Context, r iq.Replica) error {
+		u := "http://" + r.HostInfo.String() + "/store/" + iqStore + "/" + url.PathEscape(key) + "?stale=" + strconv.FormatBool(stale)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte(`"not_active"`)) {
+			return fmt.Errorf("%s: %w", bytes.TrimSpace(body), iq.ErrNotActive)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return &iq.StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(body))}
+		}
+		if err := json.Unmarshal(body, into); err != nil {
+			return fmt.Errorf("value answer %q: %w", body, err)
+		}
+		*served = r
+		return nil
+	}
+}
+
+// TestIQRoutesLikeKafkaStreams runs the Kafka Streams 4.3.1 fixture as three
+// instances (count store over a 6-partition topic, one standby) and checks
+// that iq routes 2,000 keys exactly as queryMetadataForKey does, keeps
+// answering from standbys while an active instance is killed, gives clear
+// errors in active-only mode until the tasks move, and matches again after
+// the instance comes back.
+func TestIQRoutesLikeKafkaStreams(t *testing.T) {
+	addrs := brokers(t)
+	javaProject(t, "streams") // skip (or fail under CI) before starting anything
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	dir := t.TempDir()
+	app := &iqApp{
+		t: t, bootstrap: strings.Join(addrs, ","),
+		appID: "azkafka-iq-" + suffix, topic: "azkafka-iq-input-" + suffix,
+		ports: freeLoopbackPorts(t, iqInstances),
+		cmds:  make([]*exec.Cmd, iqInstances), cancels: make([]context.CancelFunc, iqInstances),
+	}
+	for i := range iqInstances {
+		app.stateDirs = append(app.stateDirs, filepath.Join(dir, fmt.Sprintf("state-%d", i)))
+		app.logs = append(app.logs, filepath.Join(dir, fmt.Sprintf("instance-%d.log", i)))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			app.dumpLogs()
+		}
+	})
+
+	createTopic(t, ctx, addrs, app.topic, iqPartitions)
+	keys, want := iqKeys()
+	produceCounts(t, ctx, addrs, app.topic, keys, want)
+	start := time.Now()
+	for i := range iqInstances {
+		app.start(i)
+	}
+	waitStable(t, ctx, app, []int{0, 1, 2})
+	t.Logf("3 instances RUNNING with caught-up standbys after %v", time.Since(start).Round(time.Millisecond))
+
+	quiet := slog.New(slog.DiscardHandler)
+	src, err := iq.NewHTTPSource([]string{app.url(0, iqMetaPath)}, iq.WithPollInterval(250*time.Millisecond),
+		iq.WithPollTimeout(time.Second), iq.WithHTTPLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Start()
+	t.Cleanup(func() { src.Close() })
+	hc := &http.Client{}
+	t.Cleanup(hc.CloseIdleConnections)
+	activeOnly, err := iq.NewClient(src, iq.WithAllowStandby(false), iq.WithAZ("az-a"),
+		iq.WithAttemptTimeout(time.Second), iq.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := iq.NewClient(src, iq.WithAllowStandby(true), iq.WithMaxLag(iq.DefaultMaxLag), iq.WithAZ("az-a"),
+		iq.WithAttemptTimeout(time.Second), iq.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("routes match queryMetadataForKey", func(t *testing.T) {
+		matchRoutes(t, ctx, app, src, keys, []int{0, 1, 2})
+		checkValues(t, ctx, hc, activeOnly, keys, want)
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Kill an instance other than the seed that is active for some keys.
+	snap := src.Snapshot()
+	victim, affected := -1, []string(nil)
+	for _, v := range []int{1, 2} {
+		affected = affected[:0]
+		for _, k := range keys {
+			if r, err := snap.Route(iqStore, []byte(k)); err == nil && r.Active.HostInfo.String() == app.host(v) {
+				affected = append(affected, k)
+			}
+		}
+		if len(affected) > 0 {
+			victim = v
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatal("neither instance 1 nor 2 is active for any key")
+	}
+
+	t.Run("failover while the active instance is dead", func(t *testing.T) {
+		failover(t, ctx, hc, app, src, victim, affected, want, stale, activeOnly)
+	})
+
+	t.Run("routes match again after recovery", func(t *testing.T) {
+		start := time.Now()
+		app.start(victim)
+		waitStable(t, ctx, app, []int{0, 1, 2})
+		t.Logf("instance %d back, all RUNNING and caught up after %v", victim, time.Since(start).Round(time.Millisecond))
+		matchRoutes(t, ctx, app, src, keys, []int{0, 1, 2})
+		checkValues(t, ctx, hc, activeOnly, keys, want)
+	})
+}
+
+// produceCounts writes key i want[key] times, partitioned as Java's default
+// partitioner does (kafka-go's Murmur2Balancer{Consistent: true}).
+func produceCounts(t *testing.T, ctx context.Context, addrs []string, topic string, keys []string, want map[string]int64) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: kafka.Murmur2Balancer{Consistent: true},
+		BatchSize: 1000, BatchTimeout: 10 * time.Millisecond, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	var msgs []kafka.Message
+	for _, k := range keys {
+		for range want[k] {
+			msgs = append(msgs, kafka.Message{Key: []byte(k), Value: []byte("x")})
+		}
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("producing %d records: %v", len(msgs), err)
+	}
+}
+
+// waitStable waits until every listed instance serves a valid metadata
+// document in state RUNNING, all agree on the assignment, every partition
+// has an active and (with two or more instances) a standby, all local lags
+// are 0, and that holds on two polls 500 ms apart.
+func waitStable(t *testing.T, ctx context.Context, app *iqApp, instances []int) {
+	t.Helper()
+	deadline := time.Now().Add(150 * time.Second)
+	var why string
+	var prev string
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		why, prev = stableView(ctx, app, instances, prev)
+		if why == "" {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("instances %v not stable within 150s: %s", instances, why)
+}
+
+// stableView returns "" when the view is stable and equal to prev (the
+// previous call's view, returned as the second result), else why not.
+func stableView(ctx context.Context, app *iqApp, instances []int, prev string) (string, string) {
+	var view string
+	for _, i := range instances {
+		u := app.url(i, iqMetaPath)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err.Error(), ""
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		d, err := iq.ParseDocument(u, body)
+		if err != nil {
+			return err.Error(), ""
+		}
+		if d.State != "RUNNING" {
+			return fmt.Sprintf("instance %d state %s", i, d.State), ""
+		}
+		if len(d.Instances) != len(instances) {
+			return fmt.Sprintf("instance %d sees %d instances", i, len(d.Instances)), ""
+		}
+		active, standby := map[int]bool{}, map[int]bool{}
+		for _, in := range d.Instances {
+			for _, p := range in.ActivePartitions[app.topic] {
+				active[p] = true
+			}
+			for _, p := range in.StandbyPartitions[app.topic] {
+				standby[p] = true
+			}
+		}
+		if len(active) != iqPartitions || (len(instances) > 1 && len(standby) != iqPartitions) {
+			return fmt.Sprintf("instance %d: %d partitions active, %d standby", i, len(active), len(standby)), ""
+		}
+		for p, l := range d.Lags[iqStore] {
+			if l.Lag != 0 {
+				return fmt.Sprintf("instance %d partition %s lag %d", i, p, l.Lag), ""
+			}
+		}
+		b, _ := json.Marshal(d.Instances)
+		if view == "" {
+			view = string(b)
+		} else if view != string(b) {
+			return fmt.Sprintf("instance %d disagrees on the assignment", i), ""
+		}
+	}
+	if view != prev {
+		return "assignment just changed", view
+	}
+	return "", view
+}
+
+// matchRoutes compares iq's Route with every instance's queryMetadataForKey
+// for all keys; a round is retried if Java's answer changed meanwhile.
+func matchRoutes(t *testing.T, ctx context.Context, app *iqApp, src *iq.HTTPSource, keys []string, instances []int) {
+	t.Helper()
+	for round := 1; ; round++ {
+		before := map[int]map[string]javaKeyMeta{}
+		for _, i := range instances {
+			m, err := queryJavaKeyMeta(ctx, app.url(i, ""), keys)
+			if err != nil {
+				t.Fatalf("instance %d: %v", i, err)
+			}
+			before[i] = m
+		}
+		for range 2 { // the second poll sees the peers discovered by the first
+			if err := src.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		snap := src.Snapshot()
+		changed := false
+		for _, i := range instances {
+			after, err := queryJavaKeyMeta(ctx, app.url(i, ""), keys)
+			if err != nil {
+				t.Fatalf("instance %d: %v", i, err)
+			}
+			for _, k := range keys {
+				if fmt.Sprint(after[k]) != fmt.Sprint(before[i][k]) {
+					changed = true
+				}
+			}
+		}
+		if changed && round < 5 {
+			t.Logf("round %d: Java's answer changed while comparing (rebalance); again", round)
+			time.Sleep(time.Second)
+			continue
+		}
+		compared, matched := 0, 0
+		var diffs []string
+		for _, i := range instances {
+			for _, k := range keys {
+				j := before[i][k]
+				g := goKeyMeta(snap.Route(iqStore, []byte(k)))
+				g.Key = k
+				compared++
+				if fmt.Sprint(g) == fmt.Sprint(j) {
+					matched++
+				} else if len(diffs) < 5 {
+					diffs = append(diffs, fmt.Sprintf("key %q: Java (instance %d) %+v, iq %+v", k, i, j, g))
+				}
+			}
+		}
+		t.Logf("Route vs queryMetadataForKey: %d/%d match (%.2f%%) over %d keys x %d instances",
+			matched, compared, 100*float64(matched)/float64(compared), len(keys), len(instances))
+		if matched != compared {
+			t.Errorf("mismatches:\n%s", strings.Join(diffs, "\n"))
+		}
+		return
+	}
+}
+
+// checkValues queries every key active-only and checks its count.
+func checkValues(t *testing.T, ctx context.Context, hc *http.Client, c *iq.Client, keys []string, want map[string]int64) {
+	t.Helper()
+	bad := 0
+	for _, k := range keys {
+		var v valueAnswer
+		var served iq.Replica
+		err := c.Query(ctx, iqStore, []byte(k), valueQuery(hc, k, false, &v, &served))
+		if err != nil || v.Value != want[k] || !v.Active {
+			if bad < 5 {
+				t.Errorf("key %q: value %+v from %s, err %v; want %d from the active", k, v, served.HostInfo, err, want[k])
+			}
+			bad++
+		}
+	}
+	t.Logf("active-only Query: %d/%d keys answered with the right count", len(keys)-bad, len(keys))
+}
+
+// failover kills victim and queries its keys with both clients until the
+// active-only client succeeds again (tasks reassigned), then reports.
+func failover(t *testing.T, ctx context.Context, hc *http.Client, app *iqApp, src *iq.HTTPSource, victim int,
+	affected []string, want map[string]int64, stale, activeOnly *iq.Client) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var (
+		staleOK, staleFail, staleFromStandby, staleWrong int
+		maxServedLag                                     int64
+		activeOK, activeFail                             int
+		unclear                                          int
+		reasons                                          = map[string]int{}
+		example                                          string
+		reassignedAfter                                  time.Duration
+		okRounds                                         int
+	)
+	const batch = 30
+	killedAt := time.Now()
+	app.kill(victim)
+	t.Logf("killed instance %d (%s), active for %d of the %d keys", victim, app.host(victim), len(affected), iqKeyCount)
+	deadline := killedAt.Add(120 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		roundActiveFail := 0
+		for range batch {
+			k := affected[rng.IntN(len(affected))]
+			var v valueAnswer
+			var served iq.Replica
+			if err := stale.Query(ctx, iqStore, []byte(k), valueQuery(hc, k, true, &v, &served)); err != nil {
+				staleFail++
+				reasons["stale: "+classify(err)]++
+			} else {
+				staleOK++
+				if !served.Active {
+					staleFromStandby++
+				}
+				if !v.Found || v.Value != want[k] {
+					staleWrong++
+				}
+				maxServedLag = max(maxServedLag, v.Lag)
+			}
+			v = valueAnswer{}
+			err := activeOnly.Query(ctx, iqStore, []byte(k), valueQuery(hc, k, false, &v, &served))
+			if err != nil {
+				activeFail++
+				roundActiveFail++
+				reasons["active-only: "+classify(err)]++
+				if example == "" {
+					example = err.Error()
+				}
+				var qe *iq.QueryError
+				if !errors.As(err, &qe) || (len(qe.Attempts) == 0 && !errors.Is(err, iq.ErrNotAvailable)) {
+					unclear++
+				}
+			} else {
+				activeOK++
+				if v.Value != want[k] {
+					t.Errorf("active-only read of %q returned %d, want %d", k, v.Value, want[k])
+				}
+			}
+		}
+		if roundActiveFail == 0 && activeFail > 0 {
+			if reassignedAfter == 0 {
+				reassignedAfter = time.Since(killedAt)
+			}
+			if okRounds++; okRounds == 3 {
+				break
+			}
+		} else {
+			okRounds = 0
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	staleTotal := staleOK + staleFail
+	t.Logf("during the rebalance (%v observed): standby-allowed Query %d/%d succeeded (%.1f%%), %d served by a standby, %d wrong or missing counts, max lag reported by a serving replica %d offsets",
+		time.Since(killedAt).Round(time.Millisecond), staleOK, staleTotal, 100*float64(staleOK)/float64(staleTotal), staleFromStandby, staleWrong, maxServedLag)
+	t.Logf("active-only Query: %d/%d succeeded; tasks reassigned (active-only answering again) %v after the kill", activeOK, activeOK+activeFail, reassignedAfter.Round(time.Millisecond))
+	t.Logf("failure reasons: %v", reasons)
+	t.Logf("example active-only error: %s", example)
+	if reassignedAfter == 0 {
+		t.Fatalf("active-only queries never recovered within 120s (failures %d)", activeFail)
+	}
+	if activeFail == 0 {
+		t.Error("active-only mode never failed although the active instance was killed")
+	}
+	if unclear > 0 {
+		t.Errorf("%d active-only errors were not a *iq.QueryError naming a host", unclear)
+	}
+	if rate := float64(staleOK) / float64(staleTotal); rate < 0.95 {
+		t.Errorf("standby-allowed success rate %.1f%% < 95%%", 100*rate)
+	}
+	if staleWrong > 0 {
+		t.Errorf("%d stale reads returned a wrong count although every standby was caught up", staleWrong)
+	}
+}
+
+// classify names the cause of a Query error for the report.
+func classify(err error) string {
+	var qe *iq.QueryError
+	switch {
+	case errors.Is(err, iq.ErrNoReplica):
+		return "no eligible replica"
+	case errors.Is(err, iq.ErrNotAvailable):
+		return "not available"
+	case errors.As(err, &qe) && len(qe.Attempts) > 0:
+		last := qe.Attempts[len(qe.Attempts)-1].Err
+		switch {
+		case errors.Is(last, iq.ErrNotActive):
+			return "host not active"
+		case strings.Contains(last.Error(), "connection refused"):
+			return "connection refused"
+		case errors.Is(last, context.DeadlineExceeded):
+			return "timeout"
+		}
+		return "other: " + last.Error()
+	}
+	return "other: " + err.Error()
+}

@@ -1,0 +1,179 @@
+package azkafka.conformance;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeSet;
+import java.util.concurrent.Executors;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyQueryMetadata;
+import org.apache.kafka.streams.StoreQueryParameters;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.errors.InvalidStateStoreException;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.state.HostInfo;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.QueryableStoreTypes;
+import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
+
+/**
+ * One instance of the iq conformance application: counts records per key of
+ * the input topic in the store "counts" (num.standby.replicas=1) and serves,
+ * on its application.server port:
+ *
+ * <pre>
+ * GET  /azkafka/iq/metadata            the iq metadata document (IqMetadataHandler)
+ * GET  /store/counts/{key}?stale=bool  the count of key; 503 {"error":"not_active"} when this
+ *                                      instance cannot serve it (not active, or stale=false and
+ *                                      only a standby, or rebalancing)
+ * POST /keymeta/counts                 body: keys, one per line; answer: one JSON object per
+ *                                      line, KafkaStreams.queryMetadataForKey for each key
+ * </pre>
+ *
+ * Arguments: bootstrap application-id port state-dir az input-topic.
+ */
+public final class StreamsFixture {
+    static final String STORE = "counts";
+
+    public static void main(String[] args) throws Exception {
+        quietLogs();
+        String bootstrap = args[0], appId = args[1], stateDir = args[3], az = args[4], input = args[5];
+        int port = Integer.parseInt(args[2]);
+
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+            .groupByKey()
+            .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as(STORE));
+        Topology topology = builder.build();
+
+        Properties p = new Properties();
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(StreamsConfig.APPLICATION_SERVER_CONFIG, "127.0.0.1:" + port);
+        p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+        p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, 1);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
+        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        // Fail over within seconds of a killed instance rather than 45s.
+        p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 6000);
+        p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), 1000);
+
+        KafkaStreams streams = new KafkaStreams(topology, p);
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Admin admin = Admin.create(ap);
+
+        HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
+        server.setExecutor(Executors.newFixedThreadPool(8));
+        server.createContext("/azkafka/iq/metadata",
+            new IqMetadataHandler(streams, topology, admin, appId, new HostInfo("127.0.0.1", port), az));
+        server.createContext("/store/", ex -> serveValue(streams, port, ex));
+        server.createContext("/keymeta/", ex -> serveKeyMetadata(streams, ex));
+        server.start();
+
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            server.stop(0);
+            streams.close(Duration.ofSeconds(5));
+            admin.close(Duration.ofSeconds(1));
+        }));
+        streams.start();
+        System.out.println("READY " + port);
+    }
+
+    private static void quietLogs() {
+        Logger root = Logger.getLogger("");
+        root.setLevel(Level.WARNING);
+        for (var h : root.getHandlers()) {
+            h.setLevel(Level.WARNING);
+        }
+    }
+
+    private static void serveValue(KafkaStreams streams, int port, HttpExchange ex) throws IOException {
+        try {
+            String[] parts = ex.getRequestURI().getRawPath().split("/", 4); // "", store, counts, key
+            String key = URLDecoder.decode(parts[3], StandardCharsets.UTF_8);
+            boolean stale = "stale=true".equals(ex.getRequestURI().getRawQuery());
+            KeyQueryMetadata md = streams.queryMetadataForKey(STORE, key, new StringSerializer());
+            boolean active = md != null && md.activeHost().port() == port;
+            if (!active && !stale) {
+                send(ex, 503, "{\"error\":\"not_active\"}");
+                return;
+            }
+            StoreQueryParameters<ReadOnlyKeyValueStore<String, Long>> q =
+                StoreQueryParameters.fromNameAndType(STORE, QueryableStoreTypes.<String, Long>keyValueStore())
+                    .withPartition(md.partition());
+            if (stale) {
+                q = q.enableStaleStores();
+            }
+            Long v = streams.store(q).get(key);
+            // The serving copy's lag, for stale reads only: allLocalStorePartitionLags
+            // asks the broker for end offsets, too slow for every read.
+            long lag = 0;
+            if (!active) {
+                Map<Integer, org.apache.kafka.streams.LagInfo> lags = streams.allLocalStorePartitionLags().get(STORE);
+                lag = lags != null && lags.get(md.partition()) != null ? lags.get(md.partition()).offsetLag() : -1;
+            }
+            send(ex, 200, "{\"key\":" + IqMetadataHandler.quote(key) + ",\"value\":" + (v == null ? 0 : v)
+                + ",\"found\":" + (v != null) + ",\"active\":" + active + ",\"partition\":" + md.partition()
+                + ",\"lag\":" + lag + "}");
+        } catch (InvalidStateStoreException e) {
+            send(ex, 503, "{\"error\":\"not_active\",\"detail\":" + IqMetadataHandler.quote(String.valueOf(e.getMessage())) + "}");
+        } catch (RuntimeException e) {
+            send(ex, 500, "{\"error\":" + IqMetadataHandler.quote(e.toString()) + "}");
+        }
+    }
+
+    private static void serveKeyMetadata(KafkaStreams streams, HttpExchange ex) throws IOException {
+        String body = new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+        StringBuilder out = new StringBuilder();
+        for (String key : body.split("\n")) {
+            if (key.isEmpty()) {
+                continue;
+            }
+            KeyQueryMetadata md = streams.queryMetadataForKey(STORE, key, new StringSerializer());
+            out.append("{\"key\":").append(IqMetadataHandler.quote(key));
+            if (md == null) {
+                out.append(",\"null\":true}\n");
+                continue;
+            }
+            out.append(",\"partition\":").append(md.partition())
+               .append(",\"active\":").append(IqMetadataHandler.quote(md.activeHost().host() + ":" + md.activeHost().port()))
+               .append(",\"standbys\":[");
+            TreeSet<String> sb = new TreeSet<>();
+            md.standbyHosts().forEach(h -> sb.add(h.host() + ":" + h.port()));
+            String sep = "";
+            for (String s : sb) {
+                out.append(sep).append(IqMetadataHandler.quote(s));
+                sep = ",";
+            }
+            out.append("]}\n");
+        }
+        send(ex, 200, out.toString());
+    }
+
+    static void send(HttpExchange ex, int status, String body) throws IOException {
+        byte[] b = body.getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().set("Content-Type", "application/json");
+        ex.sendResponseHeaders(status, b.length);
+        try (OutputStream os = ex.getResponseBody()) {
+            os.write(b);
+        }
+    }
+}
