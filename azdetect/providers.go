@@ -49,7 +49,6 @@ func (d *Detector) ecsFetch(ctx context.Context) (string, string, error) {
 // document has no zone ID.
 func parseECSTask(body []byte, format Format) (string, error) {
 	var task struct {
-		TaskARN          string
 		AvailabilityZone *string
 	}
 	if err := decodeJSONObject(body, &task); err != nil {
