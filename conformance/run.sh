@@ -35,6 +35,7 @@ dependency_plugin=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 work=""
 broker_pid=""
 test_pid=""
+watchdog_pid=""
 
 log() { echo "conformance: $*"; }
 fail() {
@@ -65,6 +66,7 @@ stop_broker() {
 	wait "$broker_pid" 2>/dev/null || true
 	log "broker (pid $broker_pid) stopped"
 	broker_pid=""
+	rm -f "$work/broker.pid"
 }
 
 print_broker_log() {
@@ -80,7 +82,9 @@ print_broker_log() {
 
 cleanup() {
 	local rc=$?
-	trap - EXIT INT TERM
+	# Finish cleaning up even if Ctrl-C is pressed again.
+	trap - EXIT
+	trap '' INT TERM
 	if [ -n "$test_pid" ] && kill -0 "$test_pid" 2>/dev/null; then
 		# go test runs in its own process group: this also stops the test
 		# binary and any Java fixture it started.
@@ -88,6 +92,10 @@ cleanup() {
 		wait "$test_pid" 2>/dev/null || true
 	fi
 	stop_broker
+	if [ -n "$watchdog_pid" ]; then
+		kill "$watchdog_pid" 2>/dev/null || true
+		wait "$watchdog_pid" 2>/dev/null || true
+	fi
 	if [ -n "$work" ]; then
 		if [ "$rc" -ne 0 ]; then
 			print_broker_log
@@ -117,6 +125,19 @@ fi
 log "go $(go env GOVERSION), java $java_version ($(command -v java)), $(mvn -v 2>/dev/null | head -n 1 | sed 's/\x1b\[[0-9;]*m//g')"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/azkafka-conformance.XXXXXX")"
+
+# If this script is killed with SIGKILL its traps cannot run: a watchdog then
+# stops the broker and the tests, whose pids are in $work/*.pid.
+(
+	trap '' INT TERM
+	while kill -0 $$ 2>/dev/null; do sleep 1; done
+	[ -s "$work/test.pid" ] && kill -TERM -- "-$(cat "$work/test.pid")" 2>/dev/null
+	if [ -s "$work/broker.pid" ]; then
+		pid="$(cat "$work/broker.pid")"
+		kill -TERM "$pid" 2>/dev/null && sleep 30 && kill -KILL "$pid" 2>/dev/null
+	fi
+) </dev/null >/dev/null 2>&1 &
+watchdog_pid=$!
 (cd "$root" && go build -o "$work/brokerctl" ./conformance/cmd/brokerctl) || fail "building conformance/cmd/brokerctl"
 
 # ---- 2. Java fixtures
@@ -159,11 +180,13 @@ start_broker() { # attempt-number; sets broker_pid and brokers
 	"${jvm[@]}" -Xms512m -Xmx512m -XX:+UseG1GC kafka.Kafka "$work/server.properties" \
 		</dev/null >"$work/broker.out" 2>&1 &
 	broker_pid=$!
+	echo "$broker_pid" >"$work/broker.pid"
 	local deadline=$((SECONDS + broker_timeout))
 	until "$work/brokerctl" wait -timeout 2s "$brokers" >/dev/null 2>"$work/wait.err"; do
 		if ! kill -0 "$broker_pid" 2>/dev/null; then
 			wait "$broker_pid" 2>/dev/null || true
 			broker_pid=""
+			rm -f "$work/broker.pid"
 			return 1
 		fi
 		if ((SECONDS >= deadline)); then
@@ -207,8 +230,10 @@ t0=$(millis)
 # the Java fixtures together; `wait` lets the INT/TERM traps run at once.
 (cd "$root" && exec setsid go test -tags conformance -count=1 -timeout 40m -v "${run_flags[@]}" ./conformance/...) &
 test_pid=$!
+echo "$test_pid" >"$work/test.pid"
 rc=0
 wait "$test_pid" || rc=$?
 test_pid=""
+rm -f "$work/test.pid"
 log "go test finished in $(seconds_since "$t0") with exit status $rc"
 exit "$rc"
