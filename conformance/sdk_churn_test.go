@@ -1,0 +1,512 @@
+//go:build conformance
+
+package conformance
+
+// The sdk.Writer and sdk.Reader fault, churn and overhead tests of
+// sdk/*_test.go, against the real broker: every client talks to it through
+// internal/kproxy (which advertises itself in Metadata and FindCoordinator
+// responses, so the single real broker is only reached through the proxy),
+// and checks read straight from the broker.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/time/rate"
+
+	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/retry"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// sdkcRig is one proxy in front of the real broker, and a fresh topic.
+type sdkcRig struct {
+	addrs []string
+	proxy *kproxy.Proxy
+	topic string
+	parts int
+}
+
+func newSDKCRig(t *testing.T, name string, parts int) *sdkcRig {
+	t.Helper()
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-sdk-%s-%d", name, time.Now().UnixNano())
+	createTopic(t, ctx, addrs, topic, parts)
+	p, err := kproxy.Start(addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return &sdkcRig{addrs: addrs, proxy: p, topic: topic, parts: parts}
+}
+
+// sdkcOptions: an explicit AZ (no detection, loopback only), quick
+// retries, a private connection limiter.
+func sdkcOptions() []sdk.Option {
+	return []sdk.Option{
+		sdk.WithAZ("az-a"),
+		sdk.WithRetry(20, 5*time.Millisecond, 200*time.Millisecond),
+		sdk.WithConnLimiter(rate.NewLimiter(500, 100)),
+		sdk.WithRedialBackoff(retry.Backoff{Min: 5 * time.Millisecond, Max: 200 * time.Millisecond}),
+		sdk.WithLogger(slog.New(slog.DiscardHandler)),
+		sdk.WithGetenv(func(string) string { return "" }),
+	}
+}
+
+func sdkcMessages(prefix string, n int) []kafka.Message {
+	msgs := make([]kafka.Message, n)
+	for i := range msgs {
+		v := fmt.Sprintf("%s-%07d", prefix, i)
+		msgs[i] = kafka.Message{Key: []byte(v), Value: []byte(v)}
+	}
+	return msgs
+}
+
+func (r *sdkcRig) writerConfig(async bool) *kafka.Writer {
+	return &kafka.Writer{
+		Addr:         kafka.TCP(r.proxy.Addr()),
+		Topic:        r.topic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    100,
+		BatchTimeout: 5 * time.Millisecond,
+		WriteTimeout: 10 * time.Second,
+		Async:        async,
+	}
+}
+
+func (r *sdkcRig) groupConfig(group string) kafka.ReaderConfig {
+	return kafka.ReaderConfig{
+		Brokers:           []string{r.proxy.Addr()},
+		GroupID:           group,
+		Topic:             r.topic,
+		MaxWait:           100 * time.Millisecond,
+		HeartbeatInterval: 500 * time.Millisecond,
+		SessionTimeout:    6 * time.Second, // Kafka's group.min.session.timeout.ms
+		RebalanceTimeout:  6 * time.Second,
+		JoinGroupBackoff:  200 * time.Millisecond,
+		ReadBackoffMin:    10 * time.Millisecond,
+		ReadBackoffMax:    200 * time.Millisecond,
+		StartOffset:       kafka.FirstOffset,
+	}
+}
+
+// consumeAll counts every value of the topic, read from the broker.
+func (r *sdkcRig) consumeAll(t *testing.T) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	counts := map[string]int{}
+	for p := 0; p < r.parts; p++ {
+		conn, err := kafka.DialLeader(ctx, "tcp", r.addrs[0], r.topic, p)
+		if err != nil {
+			t.Fatalf("dial leader of partition %d: %v", p, err)
+		}
+		last, err := conn.ReadLastOffset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Seek(0, kafka.SeekAbsolute); err != nil {
+			t.Fatal(err)
+		}
+		for off := int64(0); off < last; {
+			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			batch := conn.ReadBatch(1, 16<<20)
+			for {
+				m, err := batch.ReadMessage()
+				if err != nil {
+					break
+				}
+				counts[string(m.Value)]++
+				off = m.Offset + 1
+			}
+			if err := batch.Close(); err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("reading partition %d at offset %d: %v", p, off, err)
+			}
+		}
+		conn.Close()
+	}
+	return counts
+}
+
+func sdkcLostAndDuplicated(sent []kafka.Message, counts map[string]int) (lost, dups int) {
+	for _, m := range sent {
+		switch n := counts[string(m.Value)]; {
+		case n == 0:
+			lost++
+		case n > 1:
+			dups += n - 1
+		}
+	}
+	return lost, dups
+}
+
+// requireCommittedToEnd checks that the group committed every partition
+// up to its end offset.
+func (r *sdkcRig) requireCommittedToEnd(t *testing.T, group string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := &kafka.Client{Addr: kafka.TCP(r.addrs...), Timeout: 10 * time.Second}
+	var parts []int
+	var reqs []kafka.OffsetRequest
+	for p := 0; p < r.parts; p++ {
+		parts = append(parts, p)
+		reqs = append(reqs, kafka.LastOffsetOf(p))
+	}
+	ends, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{r.topic: reqs}})
+	if err != nil {
+		t.Fatalf("ListOffsets: %v", err)
+	}
+	committed, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{r.topic: parts}})
+	if err != nil {
+		t.Fatalf("OffsetFetch: %v", err)
+	}
+	end := map[int]int64{}
+	for _, po := range ends.Topics[r.topic] {
+		end[po.Partition] = po.LastOffset
+	}
+	for _, po := range committed.Topics[r.topic] {
+		if po.CommittedOffset != end[po.Partition] {
+			t.Errorf("partition %d: committed offset %d, end offset %d", po.Partition, po.CommittedOffset, end[po.Partition])
+		}
+	}
+}
+
+// sdkcFault applies act to every 3rd request with one of keys, at most 15
+// times; refuse instead makes the port refuse connects for 400 ms twice.
+type sdkcFault struct {
+	name   string
+	act    kproxy.Action
+	refuse bool
+}
+
+var sdkcFaults = []sdkcFault{
+	{name: "close before", act: kproxy.CloseBefore},
+	{name: "close after", act: kproxy.CloseAfter},
+	{name: "reset", act: kproxy.Reset},
+	{name: "refuse", refuse: true},
+}
+
+func (f sdkcFault) start(p *kproxy.Proxy, injected *atomic.Int64, keys ...int16) (stop func()) {
+	if !f.refuse {
+		var seen atomic.Int64
+		p.OnRequest(func(r kproxy.Request) kproxy.Action {
+			for _, k := range keys {
+				if r.Key == k {
+					if seen.Add(1)%3 == 0 && injected.Load() < 15 {
+						injected.Add(1)
+						return f.act
+					}
+					break
+				}
+			}
+			return kproxy.Forward
+		})
+		return func() { p.OnRequest(nil) }
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 2; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			p.SetRefusing(true)
+			p.CloseAll()
+			injected.Add(1)
+			time.Sleep(400 * time.Millisecond)
+			p.SetRefusing(false)
+		}
+	}()
+	return func() { close(done); wg.Wait(); p.SetRefusing(false) }
+}
+
+// TestSDKWriterFaults: sdk.Writer delivers every message through each
+// fault on the real broker, synchronously and asynchronously.
+func TestSDKWriterFaults(t *testing.T) {
+	for _, f := range sdkcFaults {
+		for _, async := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/async=%v", f.name, async), func(t *testing.T) {
+				rig := newSDKCRig(t, "wfault", 3)
+				var injected atomic.Int64
+				stop := f.start(rig.proxy, &injected, 0) // Produce
+				sent := sdkcMessages("w", 2000)
+				var completionErrs atomic.Int64
+				kw := rig.writerConfig(async)
+				if async {
+					kw.Completion = func(msgs []kafka.Message, err error) {
+						if err != nil {
+							completionErrs.Add(int64(len(msgs)))
+						}
+					}
+				}
+				w, err := sdk.NewWriter(kw, sdkcOptions()...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				for off := 0; off < len(sent); off += 50 {
+					if err := w.WriteMessages(ctx, sent[off:off+50]...); err != nil {
+						t.Errorf("WriteMessages: %v", err)
+					}
+					time.Sleep(5 * time.Millisecond) // spread the calls over the faults
+				}
+				if err := w.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+				stop()
+				st := w.Stats()
+				lost, dups := sdkcLostAndDuplicated(sent, rig.consumeAll(t))
+				t.Logf("faults=%d messages=%d lost=%d duplicates=%d retries=%d resent=%d",
+					injected.Load(), len(sent), lost, dups, st.SDK.Retries, st.SDK.MessagesResent)
+				if injected.Load() == 0 {
+					t.Fatal("no fault injected")
+				}
+				if lost != 0 || completionErrs.Load() != 0 {
+					t.Errorf("lost %d messages, Completion reported %d failures", lost, completionErrs.Load())
+				}
+			})
+		}
+	}
+}
+
+// TestSDKReaderFaults: a consumer-group sdk.Reader reads and commits every
+// message through each fault (on Fetch, OffsetCommit and Heartbeat
+// requests) on the real broker without surfacing an error.
+func TestSDKReaderFaults(t *testing.T) {
+	const n = 2000
+	for _, f := range sdkcFaults {
+		t.Run(f.name, func(t *testing.T) {
+			rig := newSDKCRig(t, "rfault", 3)
+			sent := sdkcMessages("r", n)
+			w := &kafka.Writer{Addr: kafka.TCP(rig.addrs...), Topic: rig.topic, Balancer: &kafka.Hash{},
+				RequiredAcks: kafka.RequireAll, BatchSize: 20, BatchTimeout: time.Millisecond}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := w.WriteMessages(ctx, sent...); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			cfg := rig.groupConfig("g-" + rig.topic)
+			cfg.MaxBytes = 2048 // many small fetches
+			r, err := sdk.NewReader(cfg, sdkcOptions()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var injected atomic.Int64
+			stop := f.start(rig.proxy, &injected, 1, 8, 12) // Fetch, OffsetCommit, Heartbeat
+			seen := map[string]int{}
+			for len(seen) < n {
+				m, err := r.FetchMessage(ctx)
+				if err != nil {
+					t.Fatalf("FetchMessage after %d messages: %v", len(seen), err)
+				}
+				seen[string(m.Value)]++
+				if err := r.CommitMessages(ctx, m); err != nil {
+					t.Fatalf("CommitMessages: %v", err)
+				}
+			}
+			stop()
+			st := r.Stats()
+			r.Close()
+			lost, dups := sdkcLostAndDuplicated(sent, seen)
+			t.Logf("faults=%d lost=%d duplicates=%d absorbed=%d", injected.Load(), lost, dups, st.SDK.TransientErrors)
+			if injected.Load() == 0 {
+				t.Fatal("no fault injected")
+			}
+			if lost != 0 {
+				t.Errorf("%d messages never read", lost)
+			}
+			rig.requireCommittedToEnd(t, cfg.GroupID)
+		})
+	}
+}
+
+// TestSDKChurn: 100,000 messages produced by an sdk.Writer and consumed by
+// a consumer-group sdk.Reader on the real broker while the proxy kills a
+// connection at random about every 200 ms.
+func TestSDKChurn(t *testing.T) {
+	const n = 100000
+	rig := newSDKCRig(t, "churn", 6)
+	sent := sdkcMessages("churn", n)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	w, err := sdk.NewWriter(rig.writerConfig(false), sdkcOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rig.groupConfig("churn-" + rig.topic)
+	r, err := sdk.NewReader(cfg, sdkcOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Churn: close a random connection, or arm a one-shot CloseAfter or
+	// Reset for the next request.
+	var armed atomic.Int32
+	armed.Store(-1)
+	var kills atomic.Int64
+	rig.proxy.OnRequest(func(kproxy.Request) kproxy.Action {
+		if a := armed.Swap(-1); a >= 0 {
+			kills.Add(1)
+			return kproxy.Action(a)
+		}
+		return kproxy.Forward
+	})
+	stopChurn := make(chan struct{})
+	var churnDone sync.WaitGroup
+	churnDone.Add(1)
+	go func() {
+		defer churnDone.Done()
+		rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+		for {
+			select {
+			case <-stopChurn:
+				return
+			case <-time.After(time.Duration(100+rnd.IntN(200)) * time.Millisecond):
+			}
+			switch rnd.IntN(3) {
+			case 0:
+				if conns := rig.proxy.Conns(); len(conns) > 0 && rig.proxy.CloseConn(conns[rnd.IntN(len(conns))].ID) {
+					kills.Add(1)
+				}
+			case 1:
+				armed.Store(int32(kproxy.CloseAfter))
+			case 2:
+				armed.Store(int32(kproxy.Reset))
+			}
+		}
+	}()
+
+	start := time.Now()
+	seen := make(map[string]int, n)
+	consumerErr := make(chan error, 1)
+	go func() {
+		var pending []kafka.Message
+		for len(seen) < n {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				consumerErr <- err
+				return
+			}
+			seen[string(m.Value)]++
+			pending = append(pending, m)
+			if len(pending) >= 500 || len(seen) == n {
+				if err := r.CommitMessages(ctx, pending...); err != nil {
+					consumerErr <- err
+					return
+				}
+				pending = pending[:0]
+			}
+		}
+		consumerErr <- nil
+	}()
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				off := int(next.Add(100)) - 100
+				if off >= n {
+					return
+				}
+				if err := w.WriteMessages(ctx, sent[off:min(off+100, n)]...); err != nil {
+					t.Errorf("WriteMessages: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	produced := time.Since(start)
+	w.Close()
+	wst := w.Stats()
+	if err := <-consumerErr; err != nil {
+		t.Fatalf("consumer error after %d messages: %v", len(seen), err)
+	}
+	close(stopChurn)
+	churnDone.Wait()
+	rig.proxy.OnRequest(nil)
+	rst := r.Stats()
+	r.Close()
+
+	lostB, dupsB := sdkcLostAndDuplicated(sent, rig.consumeAll(t))
+	lostC, dupsC := sdkcLostAndDuplicated(sent, seen)
+	t.Logf("churn on Kafka: %d messages, produced in %v, consumed in %v, connections killed %d",
+		n, produced.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), kills.Load())
+	t.Logf("churn on Kafka: broker lost %d duplicates %d; consumer lost %d duplicates %d; writer retries %d resent %d; reader absorbed %d",
+		lostB, dupsB, lostC, dupsC, wst.SDK.Retries, wst.SDK.MessagesResent, rst.SDK.TransientErrors)
+	if kills.Load() == 0 {
+		t.Fatal("no connection killed")
+	}
+	if lostB != 0 || lostC != 0 {
+		t.Errorf("lost: %d not on the broker, %d never consumed", lostB, lostC)
+	}
+	rig.requireCommittedToEnd(t, cfg.GroupID)
+}
+
+// BenchmarkSDKWriter compares sdk.Writer with a raw kafka.Writer on the
+// real broker: each op writes 100 messages (one full batch, acks=all).
+// Run it with
+//
+//	go test -tags conformance -run '^$' -bench BenchmarkSDKWriter -count 6 ./conformance
+//
+// with AZKAFKA_CONFORMANCE_BROKERS set, and compare with benchstat.
+func BenchmarkSDKWriter(b *testing.B) {
+	addrs := brokers(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-sdk-bench-%d", time.Now().UnixNano())
+	createTopic(b, ctx, addrs, topic, 1)
+	cfg := func() *kafka.Writer {
+		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: kafka.RequireAll,
+			BatchSize: 100, BatchTimeout: 50 * time.Millisecond}
+	}
+	b.Run("raw", func(b *testing.B) { sdkcBenchWrites(b, cfg()) })
+	b.Run("sdk", func(b *testing.B) {
+		w, err := sdk.NewWriter(cfg(), sdk.WithAZ("az-a"), sdk.WithGetenv(func(string) string { return "" }))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sdkcBenchWrites(b, w)
+	})
+}
+
+func sdkcBenchWrites(b *testing.B, w interface {
+	WriteMessages(context.Context, ...kafka.Message) error
+	Close() error
+}) {
+	defer w.Close()
+	msgs := sdkcMessages("bench", 100)
+	ctx := context.Background()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if err := w.WriteMessages(ctx, msgs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(msgs))/time.Since(start).Seconds(), "msgs/s")
+}
