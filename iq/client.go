@@ -235,3 +235,8 @@ func quote(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// CallerAZ returns the caller's availability zone used to order replicas:
+// the WithAZ value, else the zone detected (once) with azdetect; "" when
+// unknown.
+func (c *Client) CallerAZ(ctx context.Context) string { return c.callerAZ(ctx) }

@@ -118,12 +118,12 @@ func NewHTTPSource(urls []string, opts ...HTTPOption) (*HTTPSource, error) {
 // successful poll.
 func (s *HTTPSource) Snapshot() *Snapshot { return s.snap.Load() }
 
-// LastError returns the error of the last poll (nil if it succeeded) and the
-// time of the last successful poll.
-func (s *HTTPSource) LastError() (error, time.Time) {
+// LastPoll returns the time of the last successful poll (zero before the
+// first) and the error of the last poll (nil if it succeeded).
+func (s *HTTPSource) LastPoll() (lastOK time.Time, lastErr error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastErr, s.lastOK
+	return s.lastOK, s.lastErr
 }
 
 // Start polls once right away and then every interval in a goroutine until

@@ -201,8 +201,8 @@ func TestHTTPSourceKeepsLastGoodMetadata(t *testing.T) {
 			if src.Snapshot() != good {
 				t.Error("last good metadata dropped")
 			}
-			if last, ok := src.LastError(); last == nil || ok.IsZero() {
-				t.Errorf("LastError = %v, %v", last, ok)
+			if ok, last := src.LastPoll(); last == nil || ok.IsZero() {
+				t.Errorf("LastPoll = %v, %v", ok, last)
 			}
 		})
 	}

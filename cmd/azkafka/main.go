@@ -30,8 +30,10 @@ type command struct {
 
 // commands lists every subcommand; each lives in a file of its own name.
 var commands = map[string]command{
-	"detect":  {"show the availability zone this process would detect", runDetect},
-	"version": {"print the azkafka version", runVersion},
+	"detect":    {"show the availability zone this process would detect", runDetect},
+	"iq":        {"route interactive queries: which Kafka Streams instance holds a key", runIQ},
+	"partition": {"show where keys land on partitions and what moves when a topic grows", runPartition},
+	"version":   {"print the azkafka version", runVersion},
 }
 
 func main() {

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/azkafka/azkafka/iq"
+)
+
+const iqUsage = `Usage: azkafka iq route --metadata-url URL --store STORE [flags] KEY
+
+Shows where Kafka Streams keeps KEY of STORE and which instances an iq
+client would query, in order. It reads the application's metadata endpoint
+(the iq JSON document; see the README, section iq), also from every other
+instance it lists (lags and zones are known only by each instance), then
+computes the route as Java's KafkaStreams.queryMetadataForKey does.
+
+Prints the partition, the active instance, the standbys with their zone and
+lag (current, end and lag offsets), and the order the selection policy chose
+with the reason any replica was left out.
+
+Flags:
+  --metadata-url URL  the metadata endpoint of one instance (required)
+  --store STORE       the state store name (required)
+  --key-serde S       string (default), int32 or int64, as in the Java app
+  --allow-standby     let the policy choose standbys and restoring actives
+                      (default: AZKAFKA_IQ_ALLOW_STANDBY, else false)
+  --max-lag N         largest lag in offsets of a chosen replica
+                      (default: AZKAFKA_IQ_MAX_LAG, else 10000)
+  --az ZONE           the caller's availability zone (default: detected,
+                      as "azkafka detect" does, when --allow-standby)
+  --timeout D         budget for reading the metadata (default 5s)
+  --json              print one JSON object: {"store", "key", "partition",
+                      "active": replica|null, "standbys": [replica],
+                      "order": [replica], "allow_standby", "max_lag",
+                      "caller_az", "error"}; a replica is {"host", "az",
+                      "role": "active"|"standby", "lag": {"current", "end",
+                      "lag"}|null}
+
+Exit status: 0 a replica to query was found, 1 none (metadata unavailable,
+no active and no eligible standby), 2 usage or configuration error.
+`
+
+// iqLookupEnv is where `azkafka iq` reads its environment; tests replace it.
+var iqLookupEnv = os.LookupEnv
+
+func runIQ(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, iqUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, iqUsage)
+		return exitOK
+	case "route":
+		return runIQRoute(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "azkafka iq: unknown subcommand %q (want route)\n\n%s", args[0], iqUsage)
+	return exitUsage
+}
+
+type replicaOutput struct {
+	Host string     `json:"host"`
+	AZ   string     `json:"az"`
+	Role string     `json:"role"`
+	Lag  *lagOutput `json:"lag"`
+}
+
+type lagOutput struct {
+	Current int64 `json:"current"`
+	End     int64 `json:"end"`
+	Lag     int64 `json:"lag"`
+}
+
+type routeOutput struct {
+	Store        string          `json:"store"`
+	Key          string          `json:"key"`
+	Partition    int             `json:"partition"`
+	Active       *replicaOutput  `json:"active"`
+	Standbys     []replicaOutput `json:"standbys"`
+	Order        []replicaOutput `json:"order"`
+	AllowStandby bool            `json:"allow_standby"`
+	MaxLag       int64           `json:"max_lag"`
+	CallerAZ     string          `json:"caller_az"`
+	Error        string          `json:"error"`
+}
+
+func replicaOut(r iq.Replica) replicaOutput {
+	o := replicaOutput{Host: r.HostInfo.String(), AZ: r.AZ, Role: "standby"}
+	if r.Active {
+		o.Role = "active"
+	}
+	if r.LagKnown {
+		o.Lag = &lagOutput{r.Lag.Current, r.Lag.End, r.Lag.Lag}
+	}
+	return o
+}
+
+func runIQRoute(args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("iq route", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	metaURL := flags.String("metadata-url", "", "")
+	store := flags.String("store", "", "")
+	serde := flags.String("key-serde", "string", "")
+	allow := flags.String("allow-standby", "", "")
+	maxLag := flags.String("max-lag", "", "")
+	az := flags.String("az", "", "")
+	timeout := flags.Duration("timeout", 5*time.Second, "")
+	asJSON := flags.Bool("json", false, "")
+	// --allow-standby is a boolean that may stand alone.
+	for i, a := range args {
+		if a == "--allow-standby" || a == "-allow-standby" {
+			args[i] = "--allow-standby=true"
+		}
+	}
+	rest, err := parseInterleaved(flags, args)
+	if err == flag.ErrHelp {
+		fmt.Fprint(stdout, iqUsage)
+		return exitOK
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "azkafka iq route: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case err != nil:
+		return usageErr("%v (see azkafka help iq)", err)
+	case *metaURL == "":
+		return usageErr("--metadata-url is required")
+	case *store == "":
+		return usageErr("--store is required")
+	case len(rest) != 1:
+		return usageErr("want exactly one KEY, got %d arguments", len(rest))
+	case *timeout <= 0:
+		return usageErr("--timeout %s: must be positive", *timeout)
+	}
+	key, err := serializeKey(*serde, rest[0])
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	opts := []iq.Option{iq.WithLookupEnv(iqLookupEnv), iq.WithLogger(quiet)}
+	if *allow != "" {
+		b, err := strconv.ParseBool(*allow)
+		if err != nil {
+			return usageErr("--allow-standby=%s: not a boolean", strconv.Quote(*allow))
+		}
+		opts = append(opts, iq.WithAllowStandby(b))
+	}
+	if *maxLag != "" {
+		n, err := strconv.ParseInt(*maxLag, 10, 64)
+		if err != nil || n < 0 {
+			return usageErr("--max-lag %s: not a non-negative integer", strconv.Quote(*maxLag))
+		}
+		opts = append(opts, iq.WithMaxLag(n))
+	}
+	flags.Visit(func(f *flag.Flag) {
+		if f.Name == "az" {
+			opts = append(opts, iq.WithAZ(*az))
+		}
+	})
+	src, err := iq.NewHTTPSource([]string{*metaURL}, iq.WithPollTimeout(*timeout), iq.WithHTTPLogger(quiet))
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	defer src.Close()
+	client, err := iq.NewClient(src, opts...)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := src.Refresh(ctx); err != nil {
+		fmt.Fprintf(stderr, "azkafka iq route: %v\n", err)
+		return exitFail
+	}
+	_ = src.Refresh(ctx) // a second poll reaches the instances the first one listed; the first result stays if it fails
+
+	out := routeOutput{Store: *store, Key: rest[0], AllowStandby: client.AllowStandby(), MaxLag: client.MaxLag(),
+		Standbys: []replicaOutput{}, Order: []replicaOutput{}}
+	route, order, rerr := client.Candidates(ctx, *store, key, nil)
+	out.Partition = route.Partition
+	if route.Active != nil {
+		a := replicaOut(*route.Active)
+		out.Active = &a
+	}
+	for _, s := range route.Standbys {
+		out.Standbys = append(out.Standbys, replicaOut(s))
+	}
+	for _, r := range order {
+		out.Order = append(out.Order, replicaOut(r))
+	}
+	if client.AllowStandby() {
+		out.CallerAZ = client.CallerAZ(ctx)
+	}
+	if rerr != nil {
+		out.Error = rerr.Error()
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+	} else {
+		printRoute(stdout, out)
+	}
+	if rerr != nil || len(order) == 0 {
+		if !*asJSON {
+			fmt.Fprintf(stderr, "azkafka iq route: %v\n", rerr)
+		}
+		return exitFail
+	}
+	return exitOK
+}
+
+func printRoute(w io.Writer, o routeOutput) {
+	fmt.Fprintf(w, "store %s, key %s: partition %d\n", o.Store, strconv.Quote(o.Key), o.Partition)
+	if o.Active != nil {
+		fmt.Fprintf(w, "active:   %s\n", describeReplica(*o.Active))
+	} else {
+		fmt.Fprintln(w, "active:   none (not available: starting or rebalancing)")
+	}
+	if len(o.Standbys) == 0 {
+		fmt.Fprintln(w, "standbys: none")
+	}
+	for i, s := range o.Standbys {
+		label := "standbys:"
+		if i > 0 {
+			label = "         "
+		}
+		fmt.Fprintf(w, "%s %s\n", label, describeReplica(s))
+	}
+	policy := "active only"
+	if o.AllowStandby {
+		policy = fmt.Sprintf("standbys allowed, max lag %d", o.MaxLag)
+		if o.CallerAZ != "" {
+			policy += ", caller zone " + o.CallerAZ
+		} else {
+			policy += ", caller zone unknown"
+		}
+	}
+	fmt.Fprintf(w, "policy:   %s\n", policy)
+	if len(o.Order) == 0 {
+		fmt.Fprintln(w, "order:    none")
+	}
+	for i, r := range o.Order {
+		fmt.Fprintf(w, "order %d:  %s (%s)\n", i+1, r.Host, r.Role)
+	}
+}
+
+func describeReplica(r replicaOutput) string {
+	var b strings.Builder
+	b.WriteString(r.Host)
+	if r.AZ != "" {
+		fmt.Fprintf(&b, " az %s", r.AZ)
+	}
+	if r.Lag != nil {
+		fmt.Fprintf(&b, " lag %d (current %d, end %d)", r.Lag.Lag, r.Lag.Current, r.Lag.End)
+	} else {
+		b.WriteString(" lag unknown")
+	}
+	return b.String()
+}

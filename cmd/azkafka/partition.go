@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/azkafka/azkafka/iq"
+)
+
+const partitionUsage = `Usage: azkafka partition --partitions N[,N...] [--keys-file FILE] [--key-serde S] [--json] [KEY...]
+
+The partition lab: shows where keys land with Kafka's default partitioner
+for keyed records, toPositive(murmur2(serialized key)) % partitions, exactly
+as Java's producer (BuiltInPartitioner) and Kafka Streams compute it.
+
+Keys come from the arguments, else from --keys-file, else from standard
+input; one per line or comma-separated. Empty keys are skipped; a key given
+twice counts once. Put -- before keys that start with "-".
+
+For each partition count it prints where each key lands and the load per
+partition with its skew (the fullest partition against the ideal
+keys/partitions, and the empty partitions); for each pair of consecutive
+counts, how many and which keys move. Growing a topic moves keys: records
+of one key written before and after land on different partitions, so their
+order is lost and a Kafka Streams store sees the key on a new task.
+
+Null keys are not placed by this formula and are not spread round-robin
+either: since Kafka 2.4 (KIP-480) the sticky partitioner, the default since
+3.3 (KIP-794, built into the producer), sends every keyless record of a
+batch to one partition and switches partition when the batch is full, so
+load evens out over batches, not records.
+
+Flags:
+  --partitions N,...  partition counts to compare, e.g. 3,6,8 (required)
+  --keys-file FILE    read keys from FILE ("-" is standard input)
+  --key-serde S       how the Java application serializes keys: string
+                      (StringSerializer, UTF-8; default), int32
+                      (IntegerSerializer) or int64 (LongSerializer)
+  --json              print {"partitions": {"<n>": {"<key>": p}},
+                      "moved": {"<a>-><b>": count}, "load": {"<n>": [count
+                      per partition]}}; "moved" covers every ordered pair
+                      of the given counts
+
+Exit status: 0 success, 2 usage error (bad flag, count or key).
+`
+
+func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("partition", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	countsFlag := flags.String("partitions", "", "")
+	keysFile := flags.String("keys-file", "", "")
+	serde := flags.String("key-serde", "string", "")
+	asJSON := flags.Bool("json", false, "")
+	rest, err := parseInterleaved(flags, args)
+	if err == flag.ErrHelp {
+		fmt.Fprint(stdout, partitionUsage)
+		return exitOK
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "azkafka partition: "+format+"\n", a...)
+		return exitUsage
+	}
+	if err != nil {
+		return fail("%v (see azkafka help partition)", err)
+	}
+	counts, err := parseCounts(*countsFlag)
+	if err != nil {
+		return fail("%v", err)
+	}
+	var keys []string
+	switch {
+	case len(rest) > 0:
+		keys = splitKeys(strings.Join(rest, "\n"))
+	case *keysFile != "" && *keysFile != "-":
+		b, err := os.ReadFile(*keysFile)
+		if err != nil {
+			return fail("--keys-file: %v", err)
+		}
+		keys = splitKeys(string(b))
+	default:
+		b, err := io.ReadAll(bufio.NewReader(stdin))
+		if err != nil {
+			return fail("reading keys from standard input: %v", err)
+		}
+		keys = splitKeys(string(b))
+	}
+	if len(keys) == 0 {
+		return fail("no keys: give them as arguments, with --keys-file, or on standard input")
+	}
+	serialized := make([][]byte, len(keys))
+	for i, k := range keys {
+		if serialized[i], err = serializeKey(*serde, k); err != nil {
+			return fail("%v", err)
+		}
+	}
+
+	lab := partitionLab{keys: keys, counts: counts, placed: map[int][]int{}}
+	for _, n := range counts {
+		ps := make([]int, len(keys))
+		for i, b := range serialized {
+			ps[i] = iq.Partition(b, n)
+		}
+		lab.placed[n] = ps
+	}
+	if *asJSON {
+		return lab.printJSON(stdout, stderr)
+	}
+	lab.printText(stdout)
+	return exitOK
+}
+
+// parseInterleaved parses flags that may come before or after positional
+// arguments, and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return rest, nil
+		}
+		if args[0] == "--" {
+			return append(rest, args[1:]...), nil
+		}
+		rest = append(rest, args[0])
+		args = args[1:]
+	}
+}
+
+func parseCounts(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("--partitions is required, e.g. --partitions 3,6,8")
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || n > 1<<16 {
+			return nil, fmt.Errorf("--partitions %s: %s is not a partition count in 1..65536", strconv.Quote(s), strconv.Quote(strings.TrimSpace(f)))
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// splitKeys splits on newlines and commas, trims spaces and \r, drops empty
+// keys and duplicates (first occurrence kept).
+func splitKeys(s string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		for _, k := range strings.Split(line, ",") {
+			k = strings.TrimSpace(k)
+			if k == "" || seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func serializeKey(serde, k string) ([]byte, error) {
+	switch serde {
+	case "string":
+		return iq.AppendStringKey(nil, k), nil
+	case "int32":
+		v, err := strconv.ParseInt(k, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: not an int32 (--key-serde int32)", strconv.Quote(k))
+		}
+		return iq.AppendInt32Key(nil, int32(v)), nil
+	case "int64":
+		v, err := strconv.ParseInt(k, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: not an int64 (--key-serde int64)", strconv.Quote(k))
+		}
+		return iq.AppendInt64Key(nil, v), nil
+	}
+	return nil, fmt.Errorf("--key-serde %s: want string, int32 or int64", strconv.Quote(serde))
+}
+
+type partitionLab struct {
+	keys   []string
+	counts []int
+	placed map[int][]int // count -> partition of keys[i]
+}
+
+func (l partitionLab) load(n int) []int {
+	out := make([]int, n)
+	for _, p := range l.placed[n] {
+		out[p]++
+	}
+	return out
+}
+
+func (l partitionLab) moved(a, b int) []string {
+	var out []string
+	for i, k := range l.keys {
+		if l.placed[a][i] != l.placed[b][i] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func (l partitionLab) printJSON(stdout, stderr io.Writer) int {
+	doc := struct {
+		Partitions map[string]map[string]int `json:"partitions"`
+		Moved      map[string]int            `json:"moved"`
+		Load       map[string][]int          `json:"load"`
+	}{map[string]map[string]int{}, map[string]int{}, map[string][]int{}}
+	for _, n := range l.counts {
+		m := map[string]int{}
+		for i, k := range l.keys {
+			m[k] = l.placed[n][i]
+		}
+		doc.Partitions[strconv.Itoa(n)] = m
+		doc.Load[strconv.Itoa(n)] = l.load(n)
+		for _, b := range l.counts {
+			if b != n {
+				doc.Moved[fmt.Sprintf("%d->%d", n, b)] = len(l.moved(n, b))
+			}
+		}
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false) // keep "3->6" readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		fmt.Fprintf(stderr, "azkafka partition: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func (l partitionLab) printText(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "key")
+	for _, n := range l.counts {
+		fmt.Fprintf(tw, "\t%d partitions", n)
+	}
+	fmt.Fprintln(tw)
+	for i, k := range l.keys {
+		fmt.Fprint(tw, k)
+		for _, n := range l.counts {
+			fmt.Fprintf(tw, "\t%d", l.placed[n][i])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for i := 1; i < len(l.counts); i++ {
+		a, b := l.counts[i-1], l.counts[i]
+		mv := l.moved(a, b)
+		fmt.Fprintf(w, "%d -> %d partitions: %d of %d keys move", a, b, len(mv), len(l.keys))
+		if len(mv) > 0 {
+			const show = 20
+			list := strings.Join(mv[:min(len(mv), show)], ", ")
+			if len(mv) > show {
+				list += fmt.Sprintf(", ... (%d more)", len(mv)-show)
+			}
+			fmt.Fprintf(w, ": %s", list)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(l.counts) > 1 {
+		fmt.Fprintln(w)
+	}
+	for _, n := range l.counts {
+		load := l.load(n)
+		mx, empty := 0, 0
+		for _, c := range load {
+			mx = max(mx, c)
+			if c == 0 {
+				empty++
+			}
+		}
+		ideal := float64(len(l.keys)) / float64(n)
+		fmt.Fprintf(w, "%d partitions: load %v; max %d vs ideal %.2f (skew %.2fx); %d empty\n",
+			n, load, mx, ideal, float64(mx)/ideal, empty)
+	}
+}
