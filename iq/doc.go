@@ -1,5 +1,33 @@
 // Package iq routes Kafka Streams interactive queries from Go: it maps a key
 // to its partition exactly as Java's Kafka Streams does (murmur2), finds the
-// active and standby hosts for that partition, and orders them by a policy
-// that may allow fresh-enough standby replicas (KIP-535).
+// active and standby instances for that partition as
+// KafkaStreams.queryMetadataForKey does, orders them by a policy that may
+// allow fresh-enough standby replicas (KIP-535), preferring the caller's
+// availability zone, and fails over between them.
+//
+// The shortest use polls the metadata endpoint the Streams application
+// serves (the JSON document described in the README, section iq) and queries
+// a key, moving on to the next replica on retriable failures:
+//
+//	src, err := iq.NewHTTPSource([]string{"http://streams-0:7070/azkafka/iq/metadata"})
+//	if err != nil { ... }
+//	src.Start()
+//	defer src.Close()
+//	client, err := iq.NewClient(src, iq.WithAllowStandby(true))
+//	if err != nil { ... }
+//	err = client.Query(ctx, "counts", []byte("alice"), func(ctx context.Context, r iq.Replica) error {
+//		return getFromInstance(ctx, r.HostInfo.String(), "alice") // return iq.ErrNotActive if it says so
+//	})
+//
+// Keys are routed in their serialized form: pass the bytes the Java
+// application's key serde produces (AppendStringKey, AppendInt32Key and
+// AppendInt64Key match Kafka's built-in serializers). An application with a
+// custom StreamPartitioner supplies the same logic with WithPartitioner.
+//
+// Routing needs the metadata of the whole application; until it is known,
+// or while no instance is active for a key's partition, Route and Query
+// return errors that satisfy errors.Is(err, ErrNotAvailable).
+//
+// Configuration: AZKAFKA_IQ_ALLOW_STANDBY (default false) and
+// AZKAFKA_IQ_MAX_LAG (default 10000 offsets), overridden by options.
 package iq

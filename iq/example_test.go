@@ -1,0 +1,98 @@
+package iq_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/azkafka/azkafka/iq"
+)
+
+func ExamplePartition() {
+	for _, key := range []string{"KH01", "KH07", "KH32"} {
+		fmt.Println(key, iq.Partition([]byte(key), 3), iq.PartitionString(key, 8))
+	}
+	// Output:
+	// KH01 0 6
+	// KH07 2 6
+	// KH32 1 1
+}
+
+// Two instances; a is active for partition 0 of "orders" (3 partitions), b
+// for 1 and 2, and each is the other's standby.
+func exampleMetadata() iq.Metadata {
+	return iq.Metadata{
+		StoreSourceTopics: map[string][]string{"counts": {"orders"}},
+		TopicPartitions:   map[string]int{"orders": 3},
+		Instances: []iq.Instance{
+			{HostInfo: iq.HostInfo{Host: "10.0.0.1", Port: 7070}, AZ: "us-east-1a",
+				ActiveStores: []string{"counts"}, ActivePartitions: []iq.TopicPartition{{Topic: "orders", Partition: 0}},
+				StandbyStores: []string{"counts"}, StandbyPartitions: []iq.TopicPartition{{Topic: "orders", Partition: 1}, {Topic: "orders", Partition: 2}},
+				Lags: map[string]map[int]iq.Lag{"counts": {0: {}, 1: {Current: 90, End: 100, Lag: 10}, 2: {Current: 5, End: 50005, Lag: 50000}}}},
+			{HostInfo: iq.HostInfo{Host: "10.0.0.2", Port: 7070}, AZ: "us-east-1b",
+				ActiveStores: []string{"counts"}, ActivePartitions: []iq.TopicPartition{{Topic: "orders", Partition: 1}, {Topic: "orders", Partition: 2}},
+				StandbyStores: []string{"counts"}, StandbyPartitions: []iq.TopicPartition{{Topic: "orders", Partition: 0}},
+				Lags: map[string]map[int]iq.Lag{"counts": {0: {Current: 7, End: 7}, 1: {}, 2: {}}}},
+		},
+	}
+}
+
+func ExampleNewSnapshot() {
+	snap, err := iq.NewSnapshot(exampleMetadata())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := snap.Route("counts", iq.AppendStringKey(nil, "KH07"))
+	fmt.Println(r.Partition, r.Active.HostInfo, r.Standbys[0].HostInfo, r.Standbys[0].Lag.Lag, err)
+	// Output: 2 10.0.0.2:7070 10.0.0.1:7070 50000 <nil>
+}
+
+func ExampleNewClient() {
+	snap, _ := iq.NewSnapshot(exampleMetadata())
+	client, err := iq.NewClient(snap, iq.WithAllowStandby(true), iq.WithAZ("us-east-1a"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = client.Query(context.Background(), "counts", []byte("KH32"), func(ctx context.Context, r iq.Replica) error {
+		if r.Active {
+			return fmt.Errorf("%s is restarting: %w", r.HostInfo, iq.ErrNotActive) // as a host would answer
+		}
+		fmt.Println("served by standby", r.HostInfo, "lag", r.Lag.Lag)
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// served by standby 10.0.0.1:7070 lag 10
+	// <nil>
+}
+
+func ExampleNewHTTPSource() {
+	// A Streams instance serving its metadata document (see the README).
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, port, _ := strings.Cut(srv.Listener.Addr().String(), ":")
+		fmt.Fprintf(w, `{"version":1,"self":{"host":%q,"port":%s},"az":"us-east-1a","state":"RUNNING",
+			"stores":{"counts":["orders"]},"topics":{"orders":1},
+			"instances":[{"host":%q,"port":%s,"activeStores":["counts"],"activePartitions":{"orders":[0]}}],
+			"lags":{"counts":{"0":{"current":42,"end":42,"lag":0}}}}`, host, port, host, port)
+	}))
+	defer srv.Close()
+
+	src, err := iq.NewHTTPSource([]string{srv.URL + "/azkafka/iq/metadata"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer src.Close()
+	if err := src.Refresh(context.Background()); err != nil { // or src.Start() to poll every 5s
+		fmt.Println(err)
+		return
+	}
+	r, err := src.Snapshot().Route("counts", []byte("any key"))
+	fmt.Println(r.Partition, r.Active.HostInfo.String() == srv.Listener.Addr().String(), r.Active.AZ, err)
+	// Output: 0 true us-east-1a <nil>
+}
