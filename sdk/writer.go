@@ -58,6 +58,7 @@ type Writer struct {
 	policy     retry.Policy
 	inner      *kafka.Writer
 	resender   *kafka.Writer // async mode: resends failed batches
+	transport  *kafka.Transport
 	async      bool
 	completion func(messages []kafka.Message, err error)
 	counters   counters
@@ -106,6 +107,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	tr := s.transport()
 	sw := &Writer{
 		s:          s,
+		transport:  tr,
 		policy:     s.retry,
 		async:      w.Async,
 		completion: w.Completion,
@@ -188,14 +190,24 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	if w.completion != nil {
 		msgs, slots = track(msgs, 1)
 	}
-	err := w.inner.WriteMessages(ctx, msgs...)
-	if err != nil {
-		err = w.resend(ctx, msgs, slots, err)
+	first := w.inner.WriteMessages(ctx, msgs...)
+	if first == nil {
+		return nil
 	}
-	if slots != nil {
+	err := w.resend(ctx, msgs, slots, first)
+	if slots != nil && handedOff(first, w.policy) {
 		w.completeLeftovers(msgs, slots, err)
 	}
 	return err
+}
+
+// handedOff reports whether the messages of a call that failed first with
+// err reached kafka-go's batches: not when kafka-go rejected the call
+// up front (validation, message too large), which, as in kafka-go, is
+// reported to the caller only, not to Completion.
+func handedOff(err error, p retry.Policy) bool {
+	_, perMessage := asWriteErrors(err, -1)
+	return perMessage || p.Retryable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // resend runs the retry loop of a synchronous write whose first attempt
@@ -243,6 +255,9 @@ func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSl
 			}
 			break
 		}
+		if !perMessage {
+			w.rediscover() // the metadata lookup failed, not a produce
+		}
 		resent := make([]kafka.Message, len(next))
 		for j, i := range next {
 			resent[j] = msgs[i]
@@ -269,6 +284,16 @@ func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSl
 	return final
 }
 
+// rediscover drops the Transport's connection pools after a write failed
+// in its metadata lookup rather than in a produce. kafka-go keeps a pool's
+// metadata across failed refreshes, except when the pool never had any:
+// then it caches the error, and every write fails with it at once, until
+// the next refresh (up to MetadataTTL, default 6s, later). Requests in
+// flight finish on the old pool; the next one builds a new pool that
+// fetches metadata first. Pools that have metadata are not dropped on
+// produce errors: they would lose it.
+func (w *Writer) rediscover() { w.transport.CloseIdleConnections() }
+
 func (w *Writer) logResend(n, attempt, attempts int, cause error) {
 	w.logRetry.Do(func() {
 		w.s.logger.Info("azkafka: resending messages after a transient error",
@@ -277,10 +302,10 @@ func (w *Writer) logResend(n, attempt, attempts int, cause error) {
 }
 
 // asWriteErrors returns err as per-message errors when it is a
-// kafka.WriteErrors aligned with n messages.
+// kafka.WriteErrors aligned with n messages (any length when n < 0).
 func asWriteErrors(err error, n int) (kafka.WriteErrors, bool) {
 	var we kafka.WriteErrors
-	if errors.As(err, &we) && len(we) == n {
+	if errors.As(err, &we) && (len(we) == n || n < 0) {
 		return we, true
 	}
 	return nil, false
@@ -314,9 +339,20 @@ func (w *Writer) writeAsync(ctx context.Context, msgs []kafka.Message) error {
 	}
 	tracked, _ := track(msgs, 1)
 	w.addOutstanding(len(tracked))
-	// kafka-go validates every message before queueing any, so an error
-	// here means none of them was queued.
-	if err := w.inner.WriteMessages(ctx, tracked...); err != nil {
+	// kafka-go validates every message and looks the topic's partitions up
+	// before queueing any, so an error here means none of them was queued.
+	// The lookup can fail on a closed connection: that is retried here,
+	// blocking the caller for the backoff.
+	err := w.policy.Do(ctx, func(ctx context.Context) error {
+		err := w.inner.WriteMessages(ctx, tracked...)
+		if err != nil && w.policy.Retryable(err) {
+			w.counters.transient.Add(1)
+			w.counters.retries.Add(1)
+			w.rediscover()
+		}
+		return err
+	})
+	if err != nil {
 		w.addOutstanding(-len(tracked))
 		return err
 	}
@@ -394,9 +430,23 @@ func (w *Writer) resendAsync(msgs []kafka.Message, attempt int32, cause error) {
 	w.resends.Add(1)
 	go func() {
 		defer w.resends.Done()
-		_ = w.policy.Sleep(context.Background(), int(attempt)-1)
-		if err := w.resender.WriteMessages(context.Background(), msgs...); err != nil {
-			w.finish(msgs, fmt.Errorf("sdk: resending: %w", err))
+		ctx := context.Background()
+		_ = w.policy.Sleep(ctx, int(attempt)-1)
+		// Queueing fails only up front (see writeAsync); a transient
+		// failure there, such as a closed connection during the partition
+		// lookup, costs an attempt too.
+		for a := attempt + 1; ; a++ {
+			err := w.resender.WriteMessages(ctx, msgs...)
+			if err == nil {
+				return
+			}
+			if !w.policy.Retryable(err) || int(a) >= w.policy.Attempts() {
+				w.finish(msgs, fmt.Errorf("sdk: resending: %w", err))
+				return
+			}
+			w.counters.transient.Add(1)
+			_ = w.policy.Sleep(ctx, int(a)-1)
+			w.rediscover()
 		}
 	}()
 }
