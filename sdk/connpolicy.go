@@ -186,7 +186,11 @@ func (p *connPolicy) waitBackoff(ctx context.Context, st *addrState) error {
 	if f == 0 && !peer {
 		return nil
 	}
-	d := p.backoff.Delay(int(f))
+	attempt := 0 // a peer close of a healthy connection: one short window
+	if f > 0 {
+		attempt = int(f) - 1 // the first re-dial after a failure waits up to Min
+	}
+	d := p.backoff.Delay(attempt)
 	if d <= 0 {
 		return nil
 	}
