@@ -316,7 +316,10 @@ func TestPolicyWaitsRespectContext(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
 			called := false
-			inner := func(context.Context, string, string) (net.Conn, error) { called = true; return nil, errors.New("dialed") }
+			inner := func(context.Context, string, string) (net.Conn, error) {
+				called = true
+				return nil, errors.New("dialed")
+			}
 			start := time.Now()
 			_, err := p.wrap(inner, false)(ctx, "tcp", "127.0.0.1:9")
 			if !errors.Is(err, context.DeadlineExceeded) || called {
