@@ -1,0 +1,311 @@
+package sdk_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/sdk"
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// hermetic are the options every test passes: an explicit AZ and an empty
+// environment, so that nothing here can reach a metadata service.
+func hermetic(az string) []sdk.Option {
+	return []sdk.Option{sdk.WithAZ(az), sdk.WithGetenv(func(string) string { return "" })}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// recordClientIDs makes p remember the client ID of every request it relays.
+func recordClientIDs(p *kproxy.Proxy) func() map[string]int {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	p.OnRequest(func(r kproxy.Request) kproxy.Action {
+		mu.Lock()
+		seen[r.ClientID]++
+		mu.Unlock()
+		return kproxy.Forward
+	})
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]int{}
+		for k, v := range seen {
+			out[k] = v
+		}
+		return out
+	}
+}
+
+func startProxy(t *testing.T, c *embedded.Cluster) *kproxy.Proxy {
+	p, err := kproxy.Start(c.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// onlyClientID fails unless every request carried want.
+func onlyClientID(t *testing.T, seen map[string]int, want string) {
+	t.Helper()
+	if len(seen) != 1 || seen[want] == 0 {
+		t.Fatalf("the broker saw client IDs %v, want only %q", seen, want)
+	}
+	p, err := sdk.ParseClientID(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UserID != "billing" || p.AZ != "us-east-1a" || !p.InterzoneLB || p.SessionID == "" {
+		t.Fatalf("client ID parts %+v", p)
+	}
+}
+
+func TestTransportStampsClientID(t *testing.T) {
+	c := embedded.StartT(t, embedded.Topic("events", 1))
+	p := startProxy(t, c)
+	seen := recordClientIDs(p)
+	tr, err := sdk.NewTransport(&kafka.Transport{ClientID: "billing"}, hermetic("us-east-1a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(p.Addr()), Topic: "events", Transport: tr, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	onlyClientID(t, seen(), tr.ClientID)
+}
+
+// TestDialerStampsClientIDSeenByBroker checks the client ID from the
+// broker's side: a consumer group member's client ID, as DescribeGroups
+// reports it, is the one the Dialer stamped.
+func TestDialerStampsClientIDSeenByBroker(t *testing.T) {
+	c := embedded.StartT(t, embedded.Topic("events", 1))
+	p := startProxy(t, c)
+	seen := recordClientIDs(p)
+	d, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 5 * time.Second}, append(hermetic("us-east-1a"), sdk.WithClientID("billing"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	conn, err := d.DialLeader(ctx, "tcp", p.Addr(), "events", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.WriteMessages(kafka.Message{Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: []string{p.Addr()}, Topic: "events", GroupID: "g1", Dialer: d,
+		MaxWait: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
+		SessionTimeout: time.Second, RebalanceTimeout: time.Second,
+	})
+	defer r.Close()
+	if _, err := r.FetchMessage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := &kafka.Client{Addr: kafka.TCP(c.Addrs()...)}
+	resp, err := cl.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{"g1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Groups) != 1 || len(resp.Groups[0].Members) != 1 {
+		t.Fatalf("groups %+v", resp.Groups)
+	}
+	if got := resp.Groups[0].Members[0].ClientID; got != d.ClientID {
+		t.Fatalf("the broker has member client ID %q, want %q", got, d.ClientID)
+	}
+	onlyClientID(t, seen(), d.ClientID)
+}
+
+func TestDialerKeepsBaseSettings(t *testing.T) {
+	resolver := &countingResolver{}
+	var baseDials atomic.Int32
+	base := &kafka.Dialer{
+		ClientID:        "billing",
+		Timeout:         7 * time.Second,
+		Deadline:        time.Unix(4_000_000_000, 0),
+		Resolver:        resolver,
+		TLS:             &tls.Config{ServerName: "x"},
+		SASLMechanism:   plain.Mechanism{Username: "u", Password: "p"},
+		TransactionalID: "tx",
+		DialFunc: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			baseDials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}
+	d, err := sdk.NewAZAwareDialer(base, hermetic("us-east-1a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d == base || d.Timeout != base.Timeout || d.Deadline != base.Deadline || d.Resolver != base.Resolver ||
+		d.TLS != base.TLS || d.SASLMechanism != base.SASLMechanism || d.TransactionalID != base.TransactionalID {
+		t.Fatalf("settings not kept: %+v", d)
+	}
+	if base.ClientID != "billing" || !strings.HasPrefix(d.ClientID, "billing,warpstream_session_id=") {
+		t.Fatalf("base ClientID %q, new %q", base.ClientID, d.ClientID)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	conn, err := d.DialFunc(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if baseDials.Load() != 1 {
+		t.Fatalf("base DialFunc called %d times, want 1", baseDials.Load())
+	}
+}
+
+type countingResolver struct{ n atomic.Int32 }
+
+func (r *countingResolver) LookupHost(_ context.Context, host string) ([]string, error) {
+	r.n.Add(1)
+	return []string{host}, nil
+}
+
+// TestTLSAndSASLThroughPolicy runs the Dialer and the Transport against a
+// broker that requires TLS and SASL/PLAIN: kafka-go layers both on top of
+// the policy's connection.
+func TestTLSAndSASLThroughPolicy(t *testing.T) {
+	serverTLS, clientTLS := tlsConfigPair(t)
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"), kfake.TLS(serverTLS),
+		kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	addr := k.ListenAddrs()[0]
+	mech := plain.Mechanism{Username: "admin", Password: "secret"}
+	ctx := testCtx(t)
+
+	// The broker resolves by name: the resolver maps it to the address.
+	resolver := &mapResolver{name: "broker.test", addr: addr}
+	d, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 5 * time.Second, TLS: clientTLS, SASLMechanism: mech, Resolver: resolver},
+		hermetic("us-east-1a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := d.DialContext(ctx, "tcp", "broker.test:"+portOf(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ReadPartitions("events"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if resolver.n.Load() == 0 {
+		t.Fatal("the base Resolver was not used")
+	}
+
+	tr, err := sdk.NewTransport(&kafka.Transport{TLS: clientTLS, SASL: mech}, hermetic("us-east-1a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(addr), Transport: tr}
+	if _, err := cl.Metadata(ctx, &kafka.MetadataRequest{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// And without credentials, the broker refuses: SASL really ran above.
+	bad, err := sdk.NewTransport(&kafka.Transport{TLS: clientTLS, SASL: plain.Mechanism{Username: "admin", Password: "wrong"}}, hermetic("us-east-1a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.CloseIdleConnections()
+	if _, err := (&kafka.Client{Addr: kafka.TCP(addr), Transport: bad}).Metadata(ctx, &kafka.MetadataRequest{}); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+}
+
+type mapResolver struct {
+	name, addr string
+	n          atomic.Int32
+}
+
+func (r *mapResolver) LookupHost(_ context.Context, host string) ([]string, error) {
+	r.n.Add(1)
+	if host == r.name {
+		h, _, _ := net.SplitHostPort(r.addr)
+		return []string{h}, nil
+	}
+	return []string{host}, nil
+}
+
+func portOf(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
+
+func tlsConfigPair(t *testing.T) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "broker.test"},
+		DNSNames:     []string{"broker.test"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
+		&tls.Config{RootCAs: pool}
+}
+
+func TestConstructorsRejectInvalidConfiguration(t *testing.T) {
+	getenv := sdk.WithGetenv(func(k string) string {
+		if k == "AZKAFKA_MAX_CONN_RATE" {
+			return "fast"
+		}
+		return ""
+	})
+	if _, err := sdk.NewAZAwareDialer(nil, sdk.WithAZ("a"), getenv); err == nil || !strings.Contains(err.Error(), `AZKAFKA_MAX_CONN_RATE="fast"`) {
+		t.Fatalf("NewAZAwareDialer: %v", err)
+	}
+	if _, err := sdk.NewTransport(nil, sdk.WithAZ("a"), getenv); err == nil || !strings.Contains(err.Error(), `AZKAFKA_MAX_CONN_RATE="fast"`) {
+		t.Fatalf("NewTransport: %v", err)
+	}
+	if _, err := sdk.NewAZAwareDialer(&kafka.Dialer{ClientID: "a,,b"}, hermetic("a")...); err == nil {
+		t.Fatal("an invalid base ClientID was accepted")
+	}
+}
