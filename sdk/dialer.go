@@ -2,6 +2,9 @@ package sdk
 
 import (
 	"context"
+	"runtime"
+	"sync"
+	"weak"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -35,7 +38,9 @@ func NewAZAwareDialer(base *kafka.Dialer, opts ...Option) (*kafka.Dialer, error)
 	if err != nil {
 		return nil, err
 	}
-	return s.dialer(), nil
+	d := s.dialer()
+	registerDialer(d, s.policy)
+	return d, nil
 }
 
 // NewTransport returns a kafka.Transport for kafka.Writer.Transport and
@@ -56,9 +61,48 @@ func NewTransport(base *kafka.Transport, opts ...Option) (*kafka.Transport, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.transport(), nil
+	t := s.transport()
+	registerTransport(t, s.policy)
+	return t, nil
 }
 
-// withFallbackUserID sets the user client ID used when neither WithClientID
-// nor... it is lower precedence than WithClientID, higher than the env.
+// withFallbackUserID sets the user client ID taken from a base Dialer or
+// Transport: below WithClientID, above $AZKAFKA_CLIENT_ID.
 func withFallbackUserID(id string) Option { return func(o *options) { o.fallbackUserID = id } }
+
+// Connection policies of the Dialers and Transports made by this package,
+// found by pointer. Weak keys: a Dialer or Transport the program drops is
+// collected, and its entry removed.
+var policies sync.Map // weak.Pointer[kafka.Dialer] or weak.Pointer[kafka.Transport] -> *connPolicy
+
+func registerDialer(d *kafka.Dialer, p *connPolicy) {
+	k := weak.Make(d)
+	policies.Store(k, p)
+	runtime.AddCleanup(d, func(k weak.Pointer[kafka.Dialer]) { policies.Delete(k) }, k)
+}
+
+func registerTransport(t *kafka.Transport, p *connPolicy) {
+	k := weak.Make(t)
+	policies.Store(k, p)
+	runtime.AddCleanup(t, func(k weak.Pointer[kafka.Transport]) { policies.Delete(k) }, k)
+}
+
+// DialerConnStats returns the connection counters of a Dialer made by
+// NewAZAwareDialer; ok is false for any other Dialer (a copy included).
+// Safe for concurrent use.
+func DialerConnStats(d *kafka.Dialer) (stats ConnStats, ok bool) {
+	if p, found := policies.Load(weak.Make(d)); found {
+		return p.(*connPolicy).stats.snapshot(), true
+	}
+	return ConnStats{}, false
+}
+
+// TransportConnStats returns the connection counters of a Transport made
+// by NewTransport; ok is false for any other Transport. Safe for
+// concurrent use.
+func TransportConnStats(t *kafka.Transport) (stats ConnStats, ok bool) {
+	if p, found := policies.Load(weak.Make(t)); found {
+		return p.(*connPolicy).stats.snapshot(), true
+	}
+	return ConnStats{}, false
+}
