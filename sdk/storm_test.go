@@ -76,7 +76,7 @@ func runStorm(t *testing.T, n int, newTransport func() *kafka.Transport) stormRe
 		_, err := clients[i].ApiVersions(ctx, &kafka.ApiVersionsRequest{})
 		return err
 	}
-	each(metadata) // connect
+	each(metadata)          // connect
 	time.Sleep(time.Second) // let the connection-rate limiter refill
 
 	mu.Lock()
