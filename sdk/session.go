@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -149,13 +148,42 @@ func (s *session) closeIdle() {
 // connStats returns the connection policy's counters.
 func (s *session) connStats() ConnStats { return s.policy.stats.snapshot() }
 
-// azUnknown reports whether the AZ could not be determined, and why.
-func (s *session) azUnknown() (bool, error) {
-	if s.az != "" {
-		return false, nil
+// Identity is what a client instance configured with the same options and
+// environment sends to the cluster.
+type Identity struct {
+	// ClientID is the full client ID.
+	ClientID string
+	// SessionID is the instance's session ID.
+	SessionID string
+	// AZ is the availability zone; "" when unknown (then ClientID has no
+	// warpstream_az pair).
+	AZ string
+	// AZSource names where AZ came from: "option", "env", or the detecting
+	// provider ("ec2", "gcp", ...); "" when unknown.
+	AZSource string
+	// AZError says why AZ is unknown; nil otherwise.
+	AZError error
+	// InterzoneLB reports whether ClientID asks for interzone load balancing.
+	InterzoneLB bool
+}
+
+// ResolveIdentity resolves opts and the AZKAFKA_* environment as a new
+// client instance would, and returns what it would send: each call makes a
+// new session ID unless WithSessionID or AZKAFKA_SESSION_ID fixes it. It
+// detects the AZ (once per process) unless WithAZ or AZKAFKA_AZ gives it,
+// within ctx. Invalid configuration is an error naming the variable or
+// option and the value. Safe for concurrent use.
+func ResolveIdentity(ctx context.Context, opts ...Option) (Identity, error) {
+	s, err := newSession(ctx, opts)
+	if err != nil {
+		return Identity{}, err
 	}
-	if s.azErr == nil {
-		return true, errors.New("no AZ")
-	}
-	return true, s.azErr
+	return Identity{
+		ClientID:    s.clientID,
+		SessionID:   s.sessionID,
+		AZ:          s.az,
+		AZSource:    s.azSource,
+		AZError:     s.azErr,
+		InterzoneLB: s.interzoneLB,
+	}, nil
 }

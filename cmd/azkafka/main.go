@@ -30,6 +30,7 @@ type command struct {
 
 // commands lists every subcommand; each lives in a file of its own name.
 var commands = map[string]command{
+	"clientid":  {"print the Kafka client ID this process would send", runClientID},
 	"detect":    {"show the availability zone this process would detect", runDetect},
 	"iq":        {"route interactive queries: which Kafka Streams instance holds a key", runIQ},
 	"partition": {"show where keys land on partitions and what moves when a topic grows", runPartition},

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// withClientIDEnv makes `azkafka clientid` see only env, and fails the test
+// if it tries to detect the zone when want is false.
+func withClientIDEnv(t *testing.T, env map[string]string, detect func(context.Context) (azdetect.Result, error)) {
+	t.Helper()
+	oldGetenv, oldDetect := clientIDGetenv, clientIDDetect
+	t.Cleanup(func() { clientIDGetenv, clientIDDetect = oldGetenv, oldDetect })
+	clientIDGetenv = func(k string) string { return env[k] }
+	if detect == nil {
+		detect = func(context.Context) (azdetect.Result, error) {
+			t.Error("detection ran although AZKAFKA_AZ was set")
+			return azdetect.Result{}, azdetect.ErrNoAZ
+		}
+	}
+	clientIDDetect = detect
+}
+
+const cliSession = "6f1c2a4e-8b3d-4e5f-a6b7-c8d9e0f1a2b3"
+
+func TestClientIDCommand(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		detect     func(context.Context) (azdetect.Result, error)
+		wantStatus int
+		wantOut    string
+		wantErr    string
+	}{
+		{name: "plain", env: map[string]string{"AZKAFKA_AZ": "us-east-1a", "AZKAFKA_SESSION_ID": cliSession, "AZKAFKA_CLIENT_ID": "billing"},
+			wantOut: "billing,warpstream_session_id=" + cliSession + ",warpstream_az=us-east-1a,warpstream_interzone_lb=true\n"},
+		{name: "interzone off", env: map[string]string{"AZKAFKA_AZ": "use1-az4", "AZKAFKA_SESSION_ID": cliSession, "AZKAFKA_INTERZONE_LB": "false"},
+			wantOut: "warpstream_session_id=" + cliSession + ",warpstream_az=use1-az4\n"},
+		{name: "unknown AZ", env: map[string]string{"AZKAFKA_SESSION_ID": cliSession},
+			detect: func(context.Context) (azdetect.Result, error) {
+				return azdetect.Result{}, errors.Join(azdetect.ErrNoAZ, errors.New("no provider configured"))
+			},
+			wantOut: "warpstream_session_id=" + cliSession + ",warpstream_interzone_lb=true\n", wantErr: "availability zone unknown"},
+		{name: "invalid rate", env: map[string]string{"AZKAFKA_AZ": "a", "AZKAFKA_MAX_CONN_RATE": "abc"},
+			wantStatus: exitUsage, wantErr: `invalid configuration: sdk: AZKAFKA_MAX_CONN_RATE="abc": not a number`},
+		{name: "invalid AZ", env: map[string]string{"AZKAFKA_AZ": "us-east-1a,warpstream_az=x"},
+			wantStatus: exitUsage, wantErr: `AZKAFKA_AZ="us-east-1a,warpstream_az=x"`},
+		{name: "invalid session", env: map[string]string{"AZKAFKA_AZ": "a", "AZKAFKA_SESSION_ID": "abc"},
+			wantStatus: exitUsage, wantErr: `AZKAFKA_SESSION_ID="abc": not a UUID`},
+		{name: "unknown flag", args: []string{"--yaml"}, env: map[string]string{"AZKAFKA_AZ": "a"},
+			wantStatus: exitUsage, wantErr: "flag provided but not defined: -yaml"},
+		{name: "extra argument", args: []string{"x"}, env: map[string]string{"AZKAFKA_AZ": "a"},
+			wantStatus: exitUsage, wantErr: `unexpected argument "x"`},
+		{name: "help", args: []string{"-h"}, wantOut: "Usage: azkafka clientid [--json]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			withClientIDEnv(t, tt.env, tt.detect)
+			var out, errOut bytes.Buffer
+			got := run(append([]string{"clientid"}, tt.args...), strings.NewReader(""), &out, &errOut)
+			if got != tt.wantStatus {
+				t.Errorf("status = %d, want %d (stderr %q)", got, tt.wantStatus, errOut.String())
+			}
+			if tt.wantStatus == exitOK && !strings.Contains(out.String(), tt.wantOut) || tt.wantStatus != exitOK && out.Len() != 0 {
+				t.Errorf("stdout = %q, want %q", out.String(), tt.wantOut)
+			}
+			if !strings.Contains(errOut.String(), tt.wantErr) || tt.wantErr == "" && errOut.Len() != 0 {
+				t.Errorf("stderr = %q, want it to contain %q", errOut.String(), tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestClientIDCommandJSON(t *testing.T) {
+	withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "eu-west-1b", "AZKAFKA_CLIENT_ID": "app,team=pay"}, nil)
+	var out, errOut bytes.Buffer
+	if got := run([]string{"clientid", "--json"}, strings.NewReader(""), &out, &errOut); got != exitOK {
+		t.Fatalf("status %d, stderr %q", got, errOut.String())
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	for _, k := range []string{"client_id", "session_id", "az", "az_source", "interzone_lb"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("key %q missing from %s", k, out.String())
+		}
+	}
+	if len(doc) != 5 {
+		t.Errorf("keys %v, want exactly five", doc)
+	}
+	parts, err := sdk.ParseClientID(doc["client_id"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sdk.ClientIDParts{UserID: "app,team=pay", SessionID: doc["session_id"].(string), AZ: "eu-west-1b", InterzoneLB: true}
+	if parts != want {
+		t.Fatalf("client ID parts %+v, want %+v", parts, want)
+	}
+	if doc["az"] != "eu-west-1b" || doc["az_source"] != "env" || doc["interzone_lb"] != true {
+		t.Fatalf("doc %v", doc)
+	}
+}
