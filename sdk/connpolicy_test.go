@@ -426,3 +426,44 @@ func BenchmarkConnRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDial compares a loopback dial (and close) through the policy,
+// with and without a limiter that never makes it wait, with a bare one:
+// the policy's own cost per new connection.
+func BenchmarkDial(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	cases := []struct {
+		name string
+		dial dialFunc
+	}{
+		{"bare", netDial},
+		{"policy", (&connPolicy{clock: realClock()}).wrap(netDial, false)},
+		{"policy+limiter", (&connPolicy{clock: realClock(), limiter: rate.NewLimiter(1e9, 1e6)}).wrap(netDial, false)},
+	}
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c, err := bc.dial(context.Background(), "tcp", addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
+	}
+}
