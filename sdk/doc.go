@@ -2,8 +2,42 @@
 // multi-AZ Kafka-compatible clusters.
 //
 // It stamps the WarpStream client ID
-// (warpstream_session_id=<uuid>,warpstream_az=<az>,warpstream_interzone_lb=true),
+//
+//	[<user id>,]warpstream_session_id=<uuid>,warpstream_az=<az>,warpstream_interzone_lb=true
+//
 // wraps kafka.Writer and kafka.Reader so that the connection closes caused by
 // interzone load balancing are retried instead of surfacing to the caller, and
 // dials through a connection policy that limits and jitters reconnects.
+//
+// The change to an existing program is one constructor per client:
+//
+//	dialer, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 10 * time.Second})
+//	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "events", Dialer: dialer})
+//
+//	transport, err := sdk.NewTransport(nil)
+//	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport}
+//
+// # Configuration
+//
+// Options (WithAZ, WithClientID, WithMaxConnRate, WithRetry, ...) win over
+// the AZKAFKA_* environment variables (the Env* constants), which are all
+// read in one place when a client is built. An invalid option or variable
+// is an error naming it and quoting the value. The AZ is detected with
+// azdetect (once per process) unless WithAZ or AZKAFKA_AZ gives it; an
+// unknown AZ is not an error: the warpstream_az pair is left out and a
+// warning is logged once per process.
+//
+// # Connection policy
+//
+// Each new connection takes a token from a rate limiter shared by every
+// client of the process (DefaultMaxConnRate per second, bursts of
+// DefaultMaxConnBurst); brokers limit connection creation too (KIP-612),
+// and a client that ignores it gets its connections accepted and closed
+// unanswered. A re-dial of an address whose last connection failed or
+// closed before serving a request waits a full-jitter delay that doubles
+// from 50ms up to 1s, reset once a connection to that address served a
+// request; after the peer closes a healthy connection, the next dial waits
+// a random 0-50ms so that clients dropped together do not return in
+// lock-step. Waits respect the dial's context. DialerConnStats and
+// TransportConnStats report the counters.
 package sdk
