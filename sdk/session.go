@@ -93,9 +93,9 @@ func (s *session) dialer() *kafka.Dialer {
 	if inner == nil {
 		// kafka-go ignores these fields once DialFunc is set, so the
 		// policy applies them itself.
+		// (DualStack is a no-op since Go 1.12: fast fallback is always on.)
 		inner = (&net.Dialer{
 			LocalAddr:     base.LocalAddr,
-			DualStack:     base.DualStack,
 			FallbackDelay: base.FallbackDelay,
 			KeepAlive:     base.KeepAlive,
 		}).DialContext
@@ -124,7 +124,7 @@ func (s *session) transport() *kafka.Transport {
 	}
 	if inner == nil {
 		// kafka-go's own default for a Transport without Dial.
-		inner = (&net.Dialer{Timeout: 3 * time.Second, DualStack: true}).DialContext
+		inner = (&net.Dialer{Timeout: 3 * time.Second}).DialContext
 	}
 	t.ClientID = s.clientID
 	t.Dial = s.policy.wrap(inner, t.TLS != nil)
