@@ -216,6 +216,12 @@ func (p *connPolicy) waitLimiter(ctx context.Context) error {
 	if d <= 0 {
 		return nil
 	}
+	if dl, ok := ctx.Deadline(); ok && now.Add(d).After(dl) {
+		// The slot comes after the dial's deadline: give the token back
+		// and fail now instead of sleeping until the deadline.
+		r.CancelAt(now)
+		return fmt.Errorf("sdk: the connection rate limit has no slot for %v, after the dial deadline: %w", d, context.DeadlineExceeded)
+	}
 	err := p.clock.sleep(ctx, d)
 	end := p.clock.now()
 	p.stats.limiterWait.Add(int64(end.Sub(now)))

@@ -313,8 +313,10 @@ func TestPolicyWaitsRespectContext(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &connPolicy{clock: realClock()}
 			tc.setup(p, "127.0.0.1:9")
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			// No deadline: the wait itself must end when ctx is canceled.
+			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			time.AfterFunc(50*time.Millisecond, cancel)
 			called := false
 			inner := func(context.Context, string, string) (net.Conn, error) {
 				called = true
@@ -322,7 +324,7 @@ func TestPolicyWaitsRespectContext(t *testing.T) {
 			}
 			start := time.Now()
 			_, err := p.wrap(inner, false)(ctx, "tcp", "127.0.0.1:9")
-			if !errors.Is(err, context.DeadlineExceeded) || called {
+			if !errors.Is(err, context.Canceled) || called {
 				t.Fatalf("err %v, dialed %v; want ctx's error and no dial", err, called)
 			}
 			if el := time.Since(start); el > 2*time.Second {
@@ -332,6 +334,24 @@ func TestPolicyWaitsRespectContext(t *testing.T) {
 				t.Errorf("the canceled reservation was not returned: tokens %v", p.limiter.Tokens())
 			}
 		})
+	}
+}
+
+func TestPolicyLimiterFailsFastPastDeadline(t *testing.T) {
+	p := &connPolicy{clock: realClock(), limiter: rate.NewLimiter(rate.Every(time.Minute), 1)}
+	p.limiter.Allow() // the next slot is a minute away
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := p.wrap(netDial, false)(ctx, "tcp", "127.0.0.1:9")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want a deadline error", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("waited %v for a slot past the deadline", el)
+	}
+	if tok := p.limiter.Tokens(); tok < -0.01 {
+		t.Fatalf("token not returned: %v", tok)
 	}
 }
 
