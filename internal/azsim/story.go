@@ -83,6 +83,12 @@ type StoryReport struct {
 	// Message accounting. Acked writes returned nil; Failed returned an
 	// error (the message may still have been stored: FailedButStored).
 	Produced, Acked, Failed, Consumed, Lost, Duplicates, FailedButStored int
+	// LostStored counts the lost messages found on the broker by reading
+	// every partition directly after the story: stored but never consumed
+	// (a consumer-side skip). Lost - LostStored were acknowledged to the
+	// producer but are not on the broker. LostSample names a few.
+	LostStored int
+	LostSample []string
 	// WriteErrors holds up to 5 distinct producer error texts.
 	WriteErrors []string
 	// LBCloses is the number of connections closed by load balancing.
@@ -321,9 +327,24 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 			rep.FailedButStored++
 		}
 	}
+	var lost []string
 	for v := range acked {
 		if seen[v] == 0 {
-			rep.Lost++
+			lost = append(lost, v)
+		}
+	}
+	rep.Lost = len(lost)
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		rep.LostSample = lost[:min(len(lost), 5)]
+		stored, err := readAll(ctx, s.Backend, s.Topic)
+		if err != nil {
+			return rep, fmt.Errorf("story: reading the topic back after losing %d messages: %w", len(lost), err)
+		}
+		for _, v := range lost {
+			if stored[v] {
+				rep.LostStored++
+			}
 		}
 	}
 	if ctx.Err() != nil {
@@ -346,10 +367,57 @@ func percentile(ds []time.Duration, p int) time.Duration {
 // String renders the report's headline figures.
 func (r StoryReport) String() string {
 	return fmt.Sprintf("cross-AZ produce+fetch bytes: before=%d after=%d settled=%d after-removal=%d; local=%d; converged=%v in %v; "+
-		"produce p50/p99 steady=%v/%v switch=%v/%v (%d writes); produced=%d acked=%d failed=%d consumed=%d lost=%d duplicates=%d failed-but-stored=%d; lb-closes=%d",
+		"produce p50/p99 steady=%v/%v switch=%v/%v (%d writes); produced=%d acked=%d failed=%d consumed=%d lost=%d (stored %d, e.g. %q) duplicates=%d failed-but-stored=%d; lb-closes=%d",
 		pf(r.CrossBefore), pf(r.CrossAfter), pf(r.CrossSettled), pf(r.CrossAfterRemoval), pf(r.Local), r.Converged, r.Convergence.Round(time.Millisecond),
 		r.SteadyP50.Round(10*time.Microsecond), r.SteadyP99.Round(10*time.Microsecond), r.SwitchP50.Round(10*time.Microsecond), r.SwitchP99.Round(10*time.Microsecond), r.SwitchWrites,
-		r.Produced, r.Acked, r.Failed, r.Consumed, r.Lost, r.Duplicates, r.FailedButStored, r.LBCloses)
+		r.Produced, r.Acked, r.Failed, r.Consumed, r.Lost, r.LostStored, r.LostSample, r.Duplicates, r.FailedButStored, r.LBCloses)
 }
 
 func pf(t Traffic) int64 { return t.ProduceBytes + t.FetchBytes }
+
+// readAll reads every message of topic straight from the broker and
+// returns the set of values.
+func readAll(ctx context.Context, broker, topic string) (map[string]bool, error) {
+	conn, err := kafka.DialContext(ctx, "tcp", broker)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := conn.ReadPartitions(topic)
+	conn.Close()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, p := range parts {
+		pc, err := kafka.DialLeader(ctx, "tcp", broker, topic, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		first, last, err := pc.ReadOffsets()
+		pc.Close()
+		if err != nil {
+			return nil, err
+		}
+		if first == last {
+			continue
+		}
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: topic, Partition: p.ID, MaxWait: 50 * time.Millisecond})
+		if err := r.SetOffset(first); err != nil {
+			r.Close()
+			return nil, err
+		}
+		for {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				r.Close()
+				return nil, err
+			}
+			out[string(m.Value)] = true
+			if m.Offset >= last-1 {
+				break
+			}
+		}
+		r.Close()
+	}
+	return out, nil
+}

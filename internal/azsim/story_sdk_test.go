@@ -67,6 +67,7 @@ func TestStorySDK(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // the stories mostly wait for their phases to pass
 			c := embedded.StartT(t, embedded.Topic(storyTopic, 3))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
