@@ -93,7 +93,7 @@ cleanup() {
 	fi
 	stop_broker
 	if [ -n "$watchdog_pid" ]; then
-		kill "$watchdog_pid" 2>/dev/null || true
+		kill -KILL "$watchdog_pid" 2>/dev/null || true
 		wait "$watchdog_pid" 2>/dev/null || true
 	fi
 	if [ -n "$work" ]; then
@@ -129,7 +129,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/azkafka-conformance.XXXXXX")"
 # If this script is killed with SIGKILL its traps cannot run: a watchdog then
 # stops the broker and the tests, whose pids are in $work/*.pid.
 (
-	trap '' INT TERM
+	trap '' INT # Ctrl-C goes to the whole process group; the EXIT trap handles it.
 	while kill -0 $$ 2>/dev/null; do sleep 1; done
 	[ -s "$work/test.pid" ] && kill -TERM -- "-$(cat "$work/test.pid")" 2>/dev/null
 	if [ -s "$work/broker.pid" ]; then
