@@ -17,6 +17,7 @@ import (
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 )
 
 func TestParseClientID(t *testing.T) {
@@ -456,5 +457,44 @@ func TestStartErrors(t *testing.T) {
 		if _, err := sim.AddAgent(az); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", az)) {
 			t.Errorf("AddAgent(%q) = %v, want an error naming it", az, err)
 		}
+	}
+}
+
+// TestCloseLeavesNoGoroutines checks that Close stops the balancing loop
+// and every agent's relay goroutines, with clients still connected.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	c := embedded.StartT(t, embedded.Topic("leak", 1))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	sim, err := azsim.Start(c.Addrs()[0], azsim.Interval(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agents []*azsim.Agent
+	for _, az := range []string{"az-a", "az-b", "az-b"} {
+		a, err := sim.AddAgent(az)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents = append(agents, a)
+	}
+	for _, a := range agents {
+		conn, err := net.Dial("tcp", a.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("warpstream_az=az-b,warpstream_interzone_lb=true"))
+		if _, err := conn.Write(f.AppendRequest(nil, kmsg.NewPtrMetadataRequest(), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sim.RemoveAgent(agents[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.AddAgent("az-c"); err == nil {
+		t.Fatal("AddAgent after Close: no error")
 	}
 }
