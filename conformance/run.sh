@@ -99,7 +99,7 @@ cleanup() {
 	if [ -n "$work" ]; then
 		if [ "$rc" -ne 0 ]; then
 			print_broker_log
-			log "kept $work (broker config, data and logs)"
+			log "kept $work for inspection (broker config, data, logs/server.log, mvn logs)"
 		else
 			rm -rf "$work"
 		fi
@@ -110,54 +110,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# ---- 1. tools
-missing=()
-for tool in go java javac mvn; do
-	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	fail "not found on PATH: ${missing[*]}. The conformance suite needs Go, a JDK 17+ (java, javac) and Maven (mvn); on Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven (or run .ci/run)."
-fi
-java_version="$(java -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')"
-if ! [[ "$java_version" =~ ^[0-9]+$ ]] || [ "$java_version" -lt 17 ]; then
-	fail "java $(command -v java) is version \"$java_version\"; Kafka $kafka_version needs Java 17 or newer."
-fi
-log "go $(go env GOVERSION), java $java_version ($(command -v java)), $(mvn -v 2>/dev/null | head -n 1 | sed 's/\x1b\[[0-9;]*m//g')"
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/azkafka-conformance.XXXXXX")"
-
-# If this script is killed with SIGKILL its traps cannot run: a watchdog then
-# stops the broker and the tests, whose pids are in $work/*.pid.
-(
-	trap '' INT # Ctrl-C goes to the whole process group; the EXIT trap handles it.
-	while kill -0 $$ 2>/dev/null; do sleep 1; done
-	[ -s "$work/test.pid" ] && kill -TERM -- "-$(cat "$work/test.pid")" 2>/dev/null
-	if [ -s "$work/broker.pid" ]; then
-		pid="$(cat "$work/broker.pid")"
-		kill -TERM "$pid" 2>/dev/null && sleep 30 && kill -KILL "$pid" 2>/dev/null
-	fi
-) </dev/null >/dev/null 2>&1 &
-watchdog_pid=$!
-(cd "$root" && go build -o "$work/brokerctl" ./conformance/cmd/brokerctl) || fail "building conformance/cmd/brokerctl"
-
-# ---- 2. Java fixtures
-for pom in "$conf"/java/*/pom.xml; do
-	[ -e "$pom" ] || continue
-	dir="$(dirname "$pom")"
-	name="$(basename "$dir")"
-	t0=$(millis)
-	if ! (cd "$dir" && mvn "${mvn_flags[@]}" -DskipTests package \
-		"$dependency_plugin:build-classpath" -Dmdep.includeScope=runtime \
-		-Dmdep.outputFile="$dir/target/classpath.txt") >"$work/mvn-$name.log" 2>&1; then
-		tail -n 60 "$work/mvn-$name.log"
-		fail "mvn package failed for conformance/java/$name (full log: $work/mvn-$name.log)"
-	fi
-	[ -f "$dir/target/classpath.txt" ] || fail "conformance/java/$name: mvn wrote no target/classpath.txt"
-	log "built conformance/java/$name in $(seconds_since "$t0")"
-done
-
-# ---- 3. broker
-start_broker() { # attempt-number; sets broker_pid and brokers
+start_broker() { # sets broker_pid and brokers; returns 1 if the JVM exits during startup
 	local ports broker_port controller_port cluster_id
 	ports=($("$work/brokerctl" ports 2)) || fail "picking free ports"
 	broker_port=${ports[0]}
@@ -196,44 +149,98 @@ start_broker() { # attempt-number; sets broker_pid and brokers
 	log "Apache Kafka $kafka_version broker (pid $broker_pid) at $brokers, controller 127.0.0.1:$controller_port: answered Metadata $(seconds_since "$t0") after JVM start"
 }
 
-if [ -n "${AZKAFKA_CONFORMANCE_BROKERS:-}" ]; then
-	brokers="$AZKAFKA_CONFORMANCE_BROKERS"
-	log "using the broker(s) in AZKAFKA_CONFORMANCE_BROKERS=$brokers; not starting one"
-	"$work/brokerctl" wait -timeout 30s "$brokers" ||
-		fail "AZKAFKA_CONFORMANCE_BROKERS=\"$brokers\": no broker answered a Metadata request within 30s"
-else
-	t0=$(millis)
-	if ! (cd "$conf/kafka" && mvn "${mvn_flags[@]}" "$dependency_plugin:build-classpath" \
-		-Dmdep.includeScope=runtime -Dmdep.outputFile="$work/broker.classpath") >"$work/mvn-kafka.log" 2>&1; then
-		tail -n 60 "$work/mvn-kafka.log"
-		fail "resolving Apache Kafka $kafka_version from Maven Central (conformance/kafka/pom.xml) failed"
-	fi
-	log "resolved Apache Kafka $kafka_version jars in $(seconds_since "$t0")"
-	for attempt in 1 2 3; do
-		start_broker && break
-		if [ "$attempt" -lt 3 ] && grep -q 'Address already in use' "$work/logs/server.log" "$work/broker.out" 2>/dev/null; then
-			log "a port was taken before the broker bound it; retrying with new ports"
-			continue
-		fi
-		fail "the broker exited during startup"
+# The whole run is one function, so bash has parsed all of it before it
+# starts: editing this file cannot disturb a run in progress.
+main() {
+	# ---- 1. tools
+	missing=()
+	for tool in go java javac mvn; do
+		command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 	done
-fi
+	if [ ${#missing[@]} -gt 0 ]; then
+		fail "not found on PATH: ${missing[*]}. The conformance suite needs Go, a JDK 17+ (java, javac) and Maven (mvn); on Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven (or run .ci/run)."
+	fi
+	java_version="$(java -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')"
+	if ! [[ "$java_version" =~ ^[0-9]+$ ]] || [ "$java_version" -lt 17 ]; then
+		fail "java $(command -v java) is version \"$java_version\"; Kafka $kafka_version needs Java 17 or newer."
+	fi
+	log "go $(go env GOVERSION), java $java_version ($(command -v java)), $(mvn -v 2>/dev/null | head -n 1 | sed 's/\x1b\[[0-9;]*m//g')"
 
-# ---- 4. tests
-export AZKAFKA_CONFORMANCE_BROKERS="$brokers"
-export AZKAFKA_CONFORMANCE_JAVA_DIR="$conf/java"
-run_flags=()
-[ -z "${CONFORMANCE_RUN:-}" ] || run_flags=(-run "$CONFORMANCE_RUN")
-log "go test -tags conformance -count=1 -timeout 40m -v ${run_flags[*]} ./conformance/..."
-t0=$(millis)
-# A process group of its own, so cleanup can stop go test, the test binary and
-# the Java fixtures together; `wait` lets the INT/TERM traps run at once.
-(cd "$root" && exec setsid go test -tags conformance -count=1 -timeout 40m -v "${run_flags[@]}" ./conformance/...) &
-test_pid=$!
-echo "$test_pid" >"$work/test.pid"
-rc=0
-wait "$test_pid" || rc=$?
-test_pid=""
-rm -f "$work/test.pid"
-log "go test finished in $(seconds_since "$t0") with exit status $rc"
-exit "$rc"
+	work="$(mktemp -d "${TMPDIR:-/tmp}/azkafka-conformance.XXXXXX")"
+
+	# If this script is killed with SIGKILL its traps cannot run: a watchdog then
+	# stops the broker and the tests, whose pids are in $work/*.pid.
+	(
+		trap '' INT # Ctrl-C goes to the whole process group; the EXIT trap handles it.
+		while kill -0 $$ 2>/dev/null; do sleep 1; done
+		[ -s "$work/test.pid" ] && kill -TERM -- "-$(cat "$work/test.pid")" 2>/dev/null
+		if [ -s "$work/broker.pid" ]; then
+			pid="$(cat "$work/broker.pid")"
+			kill -TERM "$pid" 2>/dev/null && sleep 30 && kill -KILL "$pid" 2>/dev/null
+		fi
+	) </dev/null >/dev/null 2>&1 &
+	watchdog_pid=$!
+	(cd "$root" && go build -o "$work/brokerctl" ./conformance/cmd/brokerctl) || fail "building conformance/cmd/brokerctl"
+
+	# ---- 2. Java fixtures
+	for pom in "$conf"/java/*/pom.xml; do
+		[ -e "$pom" ] || continue
+		dir="$(dirname "$pom")"
+		name="$(basename "$dir")"
+		t0=$(millis)
+		if ! (cd "$dir" && mvn "${mvn_flags[@]}" -DskipTests package \
+			"$dependency_plugin:build-classpath" -Dmdep.includeScope=runtime \
+			-Dmdep.outputFile="$dir/target/classpath.txt") >"$work/mvn-$name.log" 2>&1; then
+			tail -n 60 "$work/mvn-$name.log"
+			fail "mvn package failed for conformance/java/$name (full log: $work/mvn-$name.log)"
+		fi
+		[ -f "$dir/target/classpath.txt" ] || fail "conformance/java/$name: mvn wrote no target/classpath.txt"
+		log "built conformance/java/$name in $(seconds_since "$t0")"
+	done
+
+	# ---- 3. broker
+
+	if [ -n "${AZKAFKA_CONFORMANCE_BROKERS:-}" ]; then
+		brokers="$AZKAFKA_CONFORMANCE_BROKERS"
+		log "using the broker(s) in AZKAFKA_CONFORMANCE_BROKERS=$brokers; not starting one"
+		"$work/brokerctl" wait -timeout 30s "$brokers" ||
+			fail "AZKAFKA_CONFORMANCE_BROKERS=\"$brokers\": no broker answered a Metadata request within 30s"
+	else
+		t0=$(millis)
+		if ! (cd "$conf/kafka" && mvn "${mvn_flags[@]}" "$dependency_plugin:build-classpath" \
+			-Dmdep.includeScope=runtime -Dmdep.outputFile="$work/broker.classpath") >"$work/mvn-kafka.log" 2>&1; then
+			tail -n 60 "$work/mvn-kafka.log"
+			fail "resolving Apache Kafka $kafka_version from Maven Central (conformance/kafka/pom.xml) failed"
+		fi
+		log "resolved Apache Kafka $kafka_version jars in $(seconds_since "$t0")"
+		for attempt in 1 2 3; do
+			start_broker && break
+			if [ "$attempt" -lt 3 ] && grep -q 'Address already in use' "$work/logs/server.log" "$work/broker.out" 2>/dev/null; then
+				log "a port was taken before the broker bound it; retrying with new ports"
+				continue
+			fi
+			fail "the broker exited during startup"
+		done
+	fi
+
+	# ---- 4. tests
+	export AZKAFKA_CONFORMANCE_BROKERS="$brokers"
+	export AZKAFKA_CONFORMANCE_JAVA_DIR="$conf/java"
+	run_flags=()
+	[ -z "${CONFORMANCE_RUN:-}" ] || run_flags=(-run "$CONFORMANCE_RUN")
+	log "go test -tags conformance -count=1 -timeout 40m -v ${run_flags[*]} ./conformance/..."
+	t0=$(millis)
+	# A process group of its own, so cleanup can stop go test, the test binary and
+	# the Java fixtures together; `wait` lets the INT/TERM traps run at once.
+	(cd "$root" && exec setsid go test -tags conformance -count=1 -timeout 40m -v "${run_flags[@]}" ./conformance/...) &
+	test_pid=$!
+	echo "$test_pid" >"$work/test.pid"
+	rc=0
+	wait "$test_pid" || rc=$?
+	test_pid=""
+	rm -f "$work/test.pid"
+	log "go test finished in $(seconds_since "$t0") with exit status $rc"
+	exit "$rc"
+}
+
+main "$@"
