@@ -20,7 +20,8 @@ import (
 //
 // AZSIM_CONVERGENCE_CLIENT picks the clients: sdk-ttl300ms (default),
 // sdk-default (kafka-go's 6s metadata TTL; each run lasts ~10s) or
-// plain-flag-ttl300ms (raw kafka-go with a hand-stamped client ID).
+// plain-flag-ttl300ms (raw kafka-go with a hand-stamped client ID) or
+// plain-no-flags (story c: raw kafka-go, no AZ, no flag).
 func TestConvergenceFigures(t *testing.T) {
 	runs, _ := strconv.Atoi(os.Getenv("AZSIM_CONVERGENCE_RUNS"))
 	if runs <= 0 {
@@ -41,8 +42,11 @@ func TestConvergenceFigures(t *testing.T) {
 		after = 14 * time.Second // the settled window (second half) starts after the 6s TTL
 	case "plain-flag-ttl300ms":
 		story.NewProducer = plainWriter(withFlag, 300*time.Millisecond)
+	case "plain-no-flags": // story c
+		story.NewProducer = plainWriter("plain-app", 0)
+		story.Locate = func(string) string { return "az-b" }
 	default:
-		t.Fatalf("AZSIM_CONVERGENCE_CLIENT=%q: want sdk-ttl300ms, sdk-default or plain-flag-ttl300ms", kind)
+		t.Fatalf("AZSIM_CONVERGENCE_CLIENT=%q: want sdk-ttl300ms, sdk-default, plain-flag-ttl300ms or plain-no-flags", kind)
 	}
 	var conv, swP99, stP99 []time.Duration
 	var before, afterB, settled []int64
@@ -52,9 +56,12 @@ func TestConvergenceFigures(t *testing.T) {
 		s := story
 		s.Backend, s.Topic = c.Addrs()[0], storyTopic
 		s.Before, s.After = 800*time.Millisecond, after
-		if kind == "plain-flag-ttl300ms" {
+		switch kind {
+		case "plain-flag-ttl300ms":
 			s.NewConsumer = plainReader(withFlag, fmt.Sprintf("g%d", i))
-		} else {
+		case "plain-no-flags":
+			s.NewConsumer = plainReader("plain-app", fmt.Sprintf("g%d", i))
+		default:
 			s.NewConsumer = sdkReader(fmt.Sprintf("g%d", i))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
