@@ -21,10 +21,12 @@ import (
 // Deadline, Resolver and TransactionalID are kept as they are: kafka-go
 // resolves the address before DialFunc and runs TLS and SASL on the
 // connection DialFunc returns. Because kafka-go ignores LocalAddr,
-// DualStack, FallbackDelay and KeepAlive once DialFunc is set, the policy
-// dials with them itself; a base DialFunc is called by the policy.
-// A non-empty base.ClientID is the user client ID unless WithClientID is
-// given. Waits of the policy count against the Dialer's Timeout.
+// FallbackDelay and KeepAlive once DialFunc is set, the policy dials with
+// them itself (DualStack has been a no-op since Go 1.12); a base DialFunc
+// is called by the policy. A non-empty base.ClientID is the user client ID
+// unless WithClientID is given. Waits of the policy count against the
+// Dialer's Timeout: a rate-limit slot later than the dial's deadline fails
+// the dial at once with an error matching context.DeadlineExceeded.
 //
 // Each call is one client instance: one session ID, one set of ConnStats.
 // The AZ is detected (once per process) unless WithAZ or AZKAFKA_AZ gives
