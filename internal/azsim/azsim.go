@@ -56,6 +56,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/azkafka/azkafka/internal/kproxy"
@@ -144,13 +145,14 @@ type Sim struct {
 	done chan struct{}
 }
 
-// Agent is one simulated agent.
+// Agent is one simulated agent. Its methods are safe for concurrent use.
 type Agent struct {
 	id    int32
 	az    string
 	proxy *kproxy.Proxy
 	host  string
 	port  int32
+	fault atomic.Pointer[func(kproxy.Request) kproxy.Action]
 }
 
 // ID returns the agent's node ID, as advertised in Metadata.
@@ -162,9 +164,20 @@ func (a *Agent) AZ() string { return a.az }
 // Addr returns the agent's host:port.
 func (a *Agent) Addr() string { return a.proxy.Addr() }
 
-// Proxy returns the agent's proxy, for fault injection (OnRequest,
-// CloseAll, ...). Its response hook belongs to the simulator.
+// Proxy returns the agent's proxy, for its connection controls (Conns,
+// CloseAll, ResetAll, SetRefusing, OnConnect). Its OnRequest and OnResponse
+// hooks belong to the simulator: inject request faults with SetFault.
 func (a *Agent) Proxy() *kproxy.Proxy { return a.proxy }
+
+// SetFault sets a per-request fault hook, called after the request is
+// accounted; nil removes it. See kproxy.Action.
+func (a *Agent) SetFault(f func(kproxy.Request) kproxy.Action) {
+	if f == nil {
+		a.fault.Store(nil)
+		return
+	}
+	a.fault.Store(&f)
+}
 
 // Start starts a simulator with no agents in front of backend (host:port).
 func Start(backend string, opts ...Option) (*Sim, error) {
@@ -235,6 +248,9 @@ func (s *Sim) AddAgent(az string) (*Agent, error) {
 	s.mu.Unlock()
 	p.OnRequest(func(r kproxy.Request) kproxy.Action {
 		s.stats.request(s.clientAZ(r.ClientID), a.az, r.ClientID, r.Key, r.Size, s.cfg.now)
+		if f := a.fault.Load(); f != nil {
+			return (*f)(r)
+		}
 		return kproxy.Forward
 	})
 	p.OnResponse(func(r kproxy.Request, resp []byte) []byte {

@@ -10,11 +10,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/azkafka/azkafka/internal/azsim"
 	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
@@ -497,4 +499,42 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if _, err := sim.AddAgent("az-c"); err == nil {
 		t.Fatal("AddAgent after Close: no error")
 	}
+}
+
+// TestSetFault drops the response to the first Produce through an agent:
+// the broker stores the message, the client sees the connection close, and
+// the request is still accounted.
+func TestSetFault(t *testing.T) {
+	const topic = "fault"
+	sim, agents, backend := newSim(t, topic, 1, 0, "az-a")
+	var produces atomic.Int32
+	agents[0].SetFault(func(r kproxy.Request) kproxy.Action {
+		if r.Key == 0 && produces.Add(1) == 1 {
+			return kproxy.CloseAfter
+		}
+		return kproxy.Forward
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := (&kafka.Dialer{ClientID: "warpstream_az=az-a"}).DialLeader(ctx, "tcp", agents[0].Addr(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.WriteMessages(kafka.Message{Value: []byte("v")}); err == nil {
+		t.Fatal("write succeeded although its response was dropped")
+	}
+	bc, err := kafka.DialLeader(ctx, "tcp", backend, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	if last, err := bc.ReadLastOffset(); err != nil || last != 1 {
+		t.Fatalf("broker end offset %d (%v), want 1: the broker should have the message", last, err)
+	}
+	if got := sim.Stats().Pairs[azsim.Pair{ClientAZ: "az-a", AgentAZ: "az-a"}]; got.ProduceBytes == 0 {
+		t.Fatalf("faulted produce not accounted: %+v", got)
+	}
+	agents[0].SetFault(nil)
 }
