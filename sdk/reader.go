@@ -109,6 +109,11 @@ func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
 		if err == nil {
 			return m, nil
 		}
+		if r.closed.Load() {
+			// kafka-go may still hand out an error its partition reader
+			// queued before Close; after Close the answer is io.EOF.
+			return kafka.Message{}, io.EOF
+		}
 		if !r.absorb(ctx, "fetch", err, r.policy.Retryable(err)) {
 			return m, err
 		}

@@ -273,7 +273,7 @@ var writerFaults = []writerFault{
 		name: "refuse connects and close live connections",
 		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
 			// Every 2nd new connection is accepted and closed at once, and
-			// every 30 ms all connections die and the port refuses
+			// every 100 ms all connections die and the port refuses
 			// connects for 10 ms.
 			var conns atomic.Int64
 			p.OnConnect(func(uint64) kproxy.ConnAction {
@@ -288,7 +288,7 @@ var writerFaults = []writerFault{
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tick := time.NewTicker(30 * time.Millisecond)
+				tick := time.NewTicker(100 * time.Millisecond)
 				defer tick.Stop()
 				for {
 					select {
@@ -313,7 +313,7 @@ var writerFaults = []writerFault{
 		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
 			// Every 2nd new connection is cut after 40 bytes of the
 			// ClientHello (the client sees io.EOF, which kafka-go itself
-			// does not retry); every 30 ms all connections die so that
+			// does not retry); every 100 ms all connections die so that
 			// the writer has to re-dial.
 			var conns atomic.Int64
 			p.OnConnect(func(uint64) kproxy.ConnAction {
@@ -328,7 +328,7 @@ var writerFaults = []writerFault{
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tick := time.NewTicker(30 * time.Millisecond)
+				tick := time.NewTicker(100 * time.Millisecond)
 				defer tick.Stop()
 				for {
 					select {
