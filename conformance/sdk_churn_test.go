@@ -348,12 +348,14 @@ func TestSDKChurn(t *testing.T) {
 	sent := sdkcMessages("churn", n)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	w, err := sdk.NewWriter(rig.writerConfig(false), sdkcOptions()...)
+	// The default retry policy (10 attempts, 100ms..1s).
+	opts := append(sdkcOptions(), sdk.WithRetry(10, 100*time.Millisecond, time.Second))
+	w, err := sdk.NewWriter(rig.writerConfig(false), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := rig.groupConfig("churn-" + rig.topic)
-	r, err := sdk.NewReader(cfg, sdkcOptions()...)
+	r, err := sdk.NewReader(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,10 +400,14 @@ func TestSDKChurn(t *testing.T) {
 	start := time.Now()
 	seen := make(map[string]int, n)
 	consumerErr := make(chan error, 1)
+	// The consumer gets 2 minutes after the producers finish; a lost
+	// message would otherwise keep it waiting until the test's deadline.
+	consumerCtx, stopConsumer := context.WithCancel(ctx)
+	defer stopConsumer()
 	go func() {
 		var pending []kafka.Message
 		for len(seen) < n {
-			m, err := r.FetchMessage(ctx)
+			m, err := r.FetchMessage(consumerCtx)
 			if err != nil {
 				consumerErr <- err
 				return
@@ -409,7 +415,7 @@ func TestSDKChurn(t *testing.T) {
 			seen[string(m.Value)]++
 			pending = append(pending, m)
 			if len(pending) >= 500 || len(seen) == n {
-				if err := r.CommitMessages(ctx, pending...); err != nil {
+				if err := r.CommitMessages(consumerCtx, pending...); err != nil {
 					consumerErr <- err
 					return
 				}
@@ -432,6 +438,7 @@ func TestSDKChurn(t *testing.T) {
 				if err := w.WriteMessages(ctx, sent[off:min(off+100, n)]...); err != nil {
 					t.Errorf("WriteMessages: %v", err)
 				}
+				time.Sleep(50 * time.Millisecond) // spread over ~15 s of churn
 			}
 		}()
 	}
@@ -439,6 +446,8 @@ func TestSDKChurn(t *testing.T) {
 	produced := time.Since(start)
 	w.Close()
 	wst := w.Stats()
+	consumerDeadline := time.AfterFunc(2*time.Minute, stopConsumer)
+	defer consumerDeadline.Stop()
 	if err := <-consumerErr; err != nil {
 		t.Fatalf("consumer error after %d messages: %v", len(seen), err)
 	}

@@ -93,6 +93,13 @@ func TestChurn(t *testing.T) {
 	runChurn(t, rig, n)
 }
 
+// churnOptions are testOptions with the default retry policy (10
+// attempts, 100ms..1s): the quick test policy gives up within about a
+// second, which a connection killed every 200 ms can outlast.
+func churnOptions(t testing.TB) []sdk.Option {
+	return testOptions(t, sdk.WithRetry(10, 100*time.Millisecond, time.Second))
+}
+
 func runChurn(t *testing.T, rig *faultRig, n int) {
 	sent := payloads("churn", n)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -107,13 +114,13 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 		BatchTimeout: 5 * time.Millisecond,
 		WriteTimeout: 5 * time.Second,
 		ReadTimeout:  5 * time.Second,
-	}, testOptions(t)...)
+	}, churnOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := groupTestConfig(rig, "churn-group")
 	cfg.MaxBytes = 1 << 20
-	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	r, err := sdk.NewReader(cfg, churnOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,13 +128,17 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 	churn := startChurn(rig.proxy, uint64(time.Now().UnixNano()))
 	start := time.Now()
 
-	// Consumer: fetch, count, commit every 500 messages and at the end.
+	// Consumer: fetch, count, commit every 500 messages and at the end. It
+	// gets 60 s after the producers finish: if a message was lost it would
+	// otherwise wait for it until the test's deadline.
 	seen := make(map[string]int, n)
 	consumerErr := make(chan error, 1)
+	consumerCtx, stopConsumer := context.WithCancel(ctx)
+	defer stopConsumer()
 	go func() {
 		var pending []kafka.Message
 		for len(seen) < n {
-			m, err := r.FetchMessage(ctx)
+			m, err := r.FetchMessage(consumerCtx)
 			if err != nil {
 				consumerErr <- err
 				return
@@ -135,7 +146,7 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 			seen[string(m.Value)]++
 			pending = append(pending, m)
 			if len(pending) >= 500 || len(seen) == n {
-				if err := r.CommitMessages(ctx, pending...); err != nil {
+				if err := r.CommitMessages(consumerCtx, pending...); err != nil {
 					consumerErr <- err
 					return
 				}
@@ -164,6 +175,9 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 					writeErrs.Add(1)
 					t.Errorf("WriteMessages [%d:%d]: %v", off, end, err)
 				}
+				// Spread the writes over a few seconds, so that the
+				// churn hits them many times.
+				time.Sleep(20 * time.Millisecond)
 			}
 		}()
 	}
@@ -173,6 +187,8 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 		t.Errorf("Writer.Close: %v", err)
 	}
 	wst := w.Stats()
+	consumerDeadline := time.AfterFunc(60*time.Second, stopConsumer)
+	defer consumerDeadline.Stop()
 
 	if err := <-consumerErr; err != nil {
 		t.Fatalf("consumer saw an error after %d of %d messages: %v", len(seen), n, err)
