@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/azkafka/azkafka/iq"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -31,6 +32,7 @@ const partitionKeyCount = 10_000
 // serialized key and the partition count n, and returns a partition in [0, n).
 var partitioners = map[string]func(key []byte, n int) int{
 	"kafka-go Murmur2Balancer{Consistent: true}": murmur2Balancer,
+	"iq.Partition": iq.Partition,
 }
 
 // partitionLists[n] is [0, 1, ..., n-1], the partitions a kafka-go Balancer
