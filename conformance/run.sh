@@ -154,11 +154,11 @@ start_broker() { # sets broker_pid and brokers; returns 1 if the JVM exits durin
 main() {
 	# ---- 1. tools
 	missing=()
-	for tool in go java javac mvn; do
+	for tool in go java javac mvn flock setsid; do
 		command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
-		fail "not found on PATH: ${missing[*]}. The conformance suite needs Go, a JDK 17+ (java, javac) and Maven (mvn); on Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven (or run .ci/run)."
+		fail "not found on PATH: ${missing[*]}. The conformance suite needs Go, a JDK 17+ (java, javac), Maven (mvn) and util-linux (flock, setsid); on Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven util-linux (or run .ci/run)."
 	fi
 	java_version="$(java -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')"
 	if ! [[ "$java_version" =~ ^[0-9]+$ ]] || [ "$java_version" -lt 17 ]; then
@@ -188,9 +188,12 @@ main() {
 		dir="$(dirname "$pom")"
 		name="$(basename "$dir")"
 		t0=$(millis)
-		if ! (cd "$dir" && mvn "${mvn_flags[@]}" -DskipTests package \
+		# Two runs at once (say, two checkouts' worth of terminals) take turns
+		# building a project instead of writing target/ together.
+		mkdir -p "$dir/target"
+		if ! (cd "$dir" && flock 9 && mvn "${mvn_flags[@]}" -DskipTests package \
 			"$dependency_plugin:build-classpath" -Dmdep.includeScope=runtime \
-			-Dmdep.outputFile="$dir/target/classpath.txt") >"$work/mvn-$name.log" 2>&1; then
+			-Dmdep.outputFile="$dir/target/classpath.txt") 9>"$dir/target/.build.lock" >"$work/mvn-$name.log" 2>&1; then
 			tail -n 60 "$work/mvn-$name.log"
 			fail "mvn package failed for conformance/java/$name (full log: $work/mvn-$name.log)"
 		fi
