@@ -82,6 +82,7 @@ func TestStoryPlainClients(t *testing.T) {
 			rep, err := azsim.Story{
 				Backend:     c.Addrs()[0],
 				Topic:       storyTopic,
+				Drain:       5 * time.Second, // normally done in milliseconds
 				NewProducer: plainWriter(tc.clientID, tc.metadataTTL),
 				NewConsumer: plainReader(tc.clientID, "g-"+tc.name),
 				Locate:      func(string) string { return "az-b" },
