@@ -1,0 +1,77 @@
+package sdk_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// TestWriterStats checks the SDK part of Writer.Stats: identity fields,
+// counters that match the faults injected, and kafka-go's since-last-call
+// semantics for the event counters.
+func TestWriterStats(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "stats", 1)
+	var injected atomic.Int64
+	// Exactly two Produce requests are closed before the broker sees them.
+	rig.proxy.OnRequest(func(r kproxy.Request) kproxy.Action {
+		if r.Key == 0 && injected.Load() < 2 {
+			injected.Add(1)
+			return kproxy.CloseBefore
+		}
+		return kproxy.Forward
+	})
+	w, err := sdk.NewWriter(&kafka.Writer{
+		Addr:         kafka.TCP(rig.proxy.Addr()),
+		Topic:        rig.topic,
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: time.Millisecond,
+	}, testOptions(t, sdk.WithClientID("billing"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, payloads("s", 5)...); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"SDK.Retries", st.SDK.Retries, int64(2)},
+		{"Retries (kafka-go field)", st.Retries, int64(2)},
+		{"SDK.MessagesResent", st.SDK.MessagesResent, int64(10)},
+		{"SDK.TransientErrors", st.SDK.TransientErrors, int64(2)},
+		{"SDK.AZ", st.SDK.AZ, "az-a"},
+		{"SDK.AZSource", st.SDK.AZSource, "option"},
+		{"Messages (kafka-go, all attempts)", st.Messages, int64(15)},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if !strings.HasPrefix(st.SDK.ClientID, "billing,warpstream_session_id=") || !strings.Contains(st.SDK.ClientID, "warpstream_az=az-a") {
+		t.Errorf("SDK.ClientID = %q, want the user ID first and the AZ pair", st.SDK.ClientID)
+	}
+	if st.SDK.Conn.ConnectionsCreated < 2 {
+		t.Errorf("SDK.Conn.ConnectionsCreated = %d, want at least 2 (the first connection was closed)", st.SDK.Conn.ConnectionsCreated)
+	}
+	again := w.Stats()
+	if again.SDK.Retries != 0 || again.SDK.MessagesResent != 0 || again.Messages != 0 {
+		t.Errorf("second Stats call: retries %d, resent %d, messages %d; want counters since the previous call (0)",
+			again.SDK.Retries, again.SDK.MessagesResent, again.Messages)
+	}
+	if again.SDK.Conn.ConnectionsCreated < st.SDK.Conn.ConnectionsCreated {
+		t.Errorf("connection counters went down (%d -> %d); they are cumulative", st.SDK.Conn.ConnectionsCreated, again.SDK.Conn.ConnectionsCreated)
+	}
+}
