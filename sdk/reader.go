@@ -164,7 +164,10 @@ func isGenerationChange(err error) bool {
 // ctx is not done and the reader is open. It counts and logs what it
 // absorbs.
 func (r *Reader) absorb(ctx context.Context, op string, err error, retryable bool) bool {
-	if !retryable || ctx.Err() != nil || r.closed.Load() || err == io.EOF {
+	// A bare io.EOF is not only kafka-go's "closed" marker: a consumer
+	// group that failed to join returns its coordinator connection's
+	// io.EOF as is. Only Close, recorded in r.closed, ends the reader.
+	if !retryable || ctx.Err() != nil || r.closed.Load() {
 		return false
 	}
 	r.counters.transient.Add(1)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
@@ -313,4 +315,100 @@ func TestRawReaderSurfacesCommitFaults(t *testing.T) {
 		}
 	}
 	t.Fatalf("kafka.Reader surfaced no commit error through %d commit faults", injected.Load())
+}
+
+// countingHandler counts the log records it receives.
+type countingHandler struct{ n atomic.Int64 }
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(context.Context, slog.Record) error {
+	h.n.Add(1)
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestReaderCommitErrors: a commit error that is not transient reaches the
+// caller at once, and ReadMessage still returns the message it fetched; a
+// run of transient commit errors is absorbed and logged at most once per
+// 5 s.
+func TestReaderCommitErrors(t *testing.T) {
+	t.Parallel()
+	const groupAuthorizationFailed = 30
+	for _, tc := range []struct {
+		name      string
+		transient bool
+	}{
+		{"permanent: group authorization failed", false},
+		{"transient: connection closed before every other commit", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newFaultRig(t, "rcommit", 1)
+			sent := payloads("c", 6) // each closed commit costs a group rejoin
+			produceDirect(t, rig, sent)
+			var commits atomic.Int64
+			if tc.transient {
+				rig.proxy.OnRequest(func(r kproxy.Request) kproxy.Action {
+					if r.Key == keyOffsetCommit && commits.Add(1)%2 == 1 {
+						return kproxy.CloseBefore
+					}
+					return kproxy.Forward
+				})
+			} else {
+				rig.proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+					if req.Key != keyOffsetCommit {
+						return resp
+					}
+					commits.Add(1)
+					r, err := kproxy.DecodeResponse(req, resp)
+					if err != nil {
+						t.Errorf("decoding OffsetCommit response: %v", err)
+						return resp
+					}
+					oc := r.(*kmsg.OffsetCommitResponse)
+					for i := range oc.Topics {
+						for j := range oc.Topics[i].Partitions {
+							oc.Topics[i].Partitions[j].ErrorCode = groupAuthorizationFailed
+						}
+					}
+					return kproxy.EncodeResponse(req, oc)
+				})
+			}
+			logs := &countingHandler{}
+			r, err := sdk.NewReader(groupTestConfig(rig, "commit-"+tc.name), testOptions(t, sdk.WithLogger(slog.New(logs)))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			for i := 0; i < len(sent); i++ {
+				m, err := r.ReadMessage(ctx)
+				if tc.transient {
+					if err != nil {
+						t.Fatalf("ReadMessage %d: %v", i, err)
+					}
+					continue
+				}
+				if !errors.Is(err, kafka.GroupAuthorizationFailed) {
+					t.Fatalf("ReadMessage = %v, want the commit's kafka.GroupAuthorizationFailed", err)
+				}
+				if string(m.Value) != string(sent[0].Value) {
+					t.Errorf("ReadMessage returned message %q with the commit error, want the fetched %q", m.Value, sent[0].Value)
+				}
+				return
+			}
+			st := r.Stats()
+			maxLines := 1 + int64(time.Since(start)/(5*time.Second))
+			t.Logf("commits sent %d, transient errors absorbed %d, log lines %d", commits.Load(), st.SDK.TransientErrors, logs.n.Load())
+			if st.SDK.TransientErrors < 2 {
+				t.Errorf("absorbed %d transient commit errors, want several", st.SDK.TransientErrors)
+			}
+			if logs.n.Load() > maxLines {
+				t.Errorf("%d log lines for %d absorbed errors in %v, want at most %d", logs.n.Load(), st.SDK.TransientErrors, time.Since(start), maxLines)
+			}
+		})
+	}
 }
