@@ -224,6 +224,10 @@ func TestTLSAndSASLThroughPolicy(t *testing.T) {
 	if resolver.n.Load() == 0 {
 		t.Fatal("the base Resolver was not used")
 	}
+	// A TLS connection that served requests is healthy, not an early close.
+	if st, _ := sdk.DialerConnStats(d); st.ConnectionsCreated != 1 || st.EarlyCloses != 0 {
+		t.Fatalf("dialer stats %+v", st)
+	}
 
 	tr, err := sdk.NewTransport(&kafka.Transport{TLS: clientTLS, SASL: mech}, hermetic("us-east-1a")...)
 	if err != nil {
@@ -307,5 +311,61 @@ func TestConstructorsRejectInvalidConfiguration(t *testing.T) {
 	}
 	if _, err := sdk.NewAZAwareDialer(&kafka.Dialer{ClientID: "a,,b"}, hermetic("a")...); err == nil {
 		t.Fatal("an invalid base ClientID was accepted")
+	}
+}
+
+// TestTLSCloseAfterHandshakeIsEarly: a TLS server that completes the
+// handshake, reads the first request and closes unanswered (a throttling
+// broker behind TLS). The policy sees only encrypted bytes; the handshake's
+// answers must not count as a served request, so the next dial backs off.
+func TestTLSCloseAfterHandshakeIsEarly(t *testing.T) {
+	serverTLS, clientTLS := tlsConfigPair(t)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", serverTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var handshakes atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if c.(*tls.Conn).Handshake() != nil {
+					return
+				}
+				handshakes.Add(1)
+				c.Read(make([]byte, 512)) // the ApiVersions request, never answered
+			}()
+		}
+	}()
+	d, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 5 * time.Second, TLS: clientTLS},
+		append(hermetic("us-east-1a"), sdk.WithConnLimiter(nil))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		conn, err := d.DialContext(testCtx(t), "tcp", ln.Addr().String())
+		if err == nil {
+			_, err = conn.ApiVersions()
+			conn.Close()
+		}
+		if err == nil {
+			t.Fatalf("request %d: the server never answers, yet it succeeded", i)
+		}
+	}
+	st, ok := sdk.DialerConnStats(d)
+	if !ok {
+		t.Fatal("no stats for the Dialer")
+	}
+	if handshakes.Load() != 3 || st.ConnectionsCreated != 3 || st.EarlyCloses != 3 {
+		t.Fatalf("handshakes %d, stats %+v: want 3 completed handshakes counted as 3 early closes", handshakes.Load(), st)
+	}
+	if st.BackoffWait <= 0 {
+		t.Fatalf("re-dials after early closes did not back off: %+v", st)
 	}
 }
