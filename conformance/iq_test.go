@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -46,8 +45,7 @@ type iqApp struct {
 	ports     []int
 	stateDirs []string
 	logs      []string
-	cmds      []*exec.Cmd
-	cancels   []context.CancelFunc
+	stops     []func()
 }
 
 func (a *iqApp) url(i int, path string) string {
@@ -56,30 +54,42 @@ func (a *iqApp) url(i int, path string) string {
 
 func (a *iqApp) host(i int) string { return "127.0.0.1:" + strconv.Itoa(a.ports[i]) }
 
-// start launches instance i; the JVM is killed at the end of the test, also
-// on failure (javaCommand's cleanup and the context cancelled below).
+// start launches instance i. The JVM is killed at the end of the test, also
+// on failure: the cleanup below cancels its context and waits for the exit.
 func (a *iqApp) start(i int) {
 	a.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a.t.Cleanup(cancel)
 	cmd := javaCommand(a.t, ctx, "streams", iqMainClass,
 		a.bootstrap, a.appID, strconv.Itoa(a.ports[i]), a.stateDirs[i], "az-"+string(rune('a'+i)), a.topic)
 	f, err := os.OpenFile(a.logs[i], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		cancel()
 		a.t.Fatal(err)
 	}
-	a.t.Cleanup(func() { f.Close() })
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
+		cancel()
+		f.Close()
 		a.t.Fatal(err)
 	}
-	go cmd.Wait() //nolint:errcheck // the exit is expected (kill) or seen through HTTP
-	a.cmds[i], a.cancels[i] = cmd, cancel
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the exit is expected (kill) or seen through HTTP
+		f.Close()
+		close(exited)
+	}()
+	stop := func() {
+		cancel()
+		<-exited
+	}
+	a.t.Cleanup(stop)
+	a.stops[i] = stop
 }
 
-// kill ends instance i with SIGKILL: no leave-group, no clean shutdown.
+// kill ends instance i with SIGKILL (no leave-group, no clean shutdown) and
+// waits until the process is gone.
 func (a *iqApp) kill(i int) {
-	a.cancels[i]()
+	a.stops[i]()
 }
 
 func (a *iqApp) dumpLogs() {
@@ -221,7 +231,7 @@ func TestIQRoutesLikeKafkaStreams(t *testing.T) {
 		t: t, bootstrap: strings.Join(addrs, ","),
 		appID: "azkafka-iq-" + suffix, topic: "azkafka-iq-input-" + suffix,
 		ports: freeLoopbackPorts(t, iqInstances),
-		cmds:  make([]*exec.Cmd, iqInstances), cancels: make([]context.CancelFunc, iqInstances),
+		stops: make([]func(), iqInstances),
 	}
 	for i := range iqInstances {
 		app.stateDirs = append(app.stateDirs, filepath.Join(dir, fmt.Sprintf("state-%d", i)))
