@@ -94,34 +94,52 @@ func createTopic(t testing.TB, ctx context.Context, addrs []string, name string,
 	}
 }
 
-// topicLed returns nil when the topic has exactly partitions partitions, each
-// with a leader.
+// topicLed returns nil when the topic has exactly partitions partitions and
+// each partition's leader answers ListOffsets. Metadata alone is not enough:
+// a broker lists a new leader a moment before it accepts produce requests
+// (kafka-go's Writer then sees NOT_LEADER_OR_FOLLOWER).
 func topicLed(ctx context.Context, cl *kafka.Client, name string, partitions int) error {
 	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{name}})
 	if err != nil {
 		return err
 	}
-	for _, tp := range md.Topics {
-		if tp.Name != name {
-			continue
+	var topic *kafka.Topic
+	for i := range md.Topics {
+		if md.Topics[i].Name == name {
+			topic = &md.Topics[i]
 		}
-		if tp.Error != nil {
-			return tp.Error
-		}
-		if len(tp.Partitions) != partitions {
-			return fmt.Errorf("%d of %d partitions in metadata", len(tp.Partitions), partitions)
-		}
-		for _, p := range tp.Partitions {
-			if p.Error != nil {
-				return fmt.Errorf("partition %d: %w", p.ID, p.Error)
-			}
-			if p.Leader.Host == "" {
-				return fmt.Errorf("partition %d has no leader", p.ID)
-			}
-		}
-		return nil
 	}
-	return errors.New("topic not in metadata yet")
+	switch {
+	case topic == nil:
+		return errors.New("topic not in metadata yet")
+	case topic.Error != nil:
+		return topic.Error
+	case len(topic.Partitions) != partitions:
+		return fmt.Errorf("%d of %d partitions in metadata", len(topic.Partitions), partitions)
+	}
+	req := make([]kafka.OffsetRequest, 0, partitions)
+	for _, p := range topic.Partitions {
+		if p.Error != nil {
+			return fmt.Errorf("partition %d: %w", p.ID, p.Error)
+		}
+		if p.Leader.Host == "" {
+			return fmt.Errorf("partition %d has no leader", p.ID)
+		}
+		req = append(req, kafka.LastOffsetOf(p.ID))
+	}
+	offs, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{name: req}})
+	if err != nil {
+		return err
+	}
+	if got := len(offs.Topics[name]); got != partitions {
+		return fmt.Errorf("ListOffsets answered for %d of %d partitions", got, partitions)
+	}
+	for _, po := range offs.Topics[name] {
+		if po.Error != nil {
+			return fmt.Errorf("partition %d: %w", po.Partition, po.Error)
+		}
+	}
+	return nil
 }
 
 // javaProject returns the java classpath of the Maven project
