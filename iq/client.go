@@ -137,7 +137,6 @@ type Client struct {
 
 	azOnce          sync.Once
 	az              string
-	azKnown         bool
 	azDetect        func(context.Context) (azdetect.Result, error)
 	azDetectTimeout time.Duration
 }
@@ -200,8 +199,8 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("iq: WithAttemptTimeout(%s): negative", c.attemptTimeout)
 	}
 	if cfg.az != nil {
-		c.az, c.azKnown = *cfg.az, true
-		c.azOnce.Do(func() {})
+		c.az = *cfg.az
+		c.azOnce.Do(func() {}) // never detect
 	}
 	if c.intN == nil {
 		c.intN = rand.IntN

@@ -54,9 +54,10 @@ func WithHTTPLogger(l *slog.Logger) HTTPOption { return func(s *HTTPSource) { s.
 // HTTPSource is a Source that polls the metadata endpoint of a Kafka
 // Streams application. Each poll fetches the seed URLs and (with peer
 // discovery) every known instance concurrently, validates each document and
-// merges them (MergeDocuments): the instance list comes from the first seed
-// that answers in state RUNNING (else the first that answers), each
-// instance's zone and lags from its own document. When a whole poll fails
+// merges them (MergeDocuments): the instance list comes from the first
+// document in state RUNNING, seeds before discovered instances (else from
+// the first document received), each instance's zone and lags from its own
+// document. When a whole poll fails
 // the last good metadata is kept. It is safe for concurrent use.
 type HTTPSource struct {
 	seeds     []*url.URL

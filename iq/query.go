@@ -144,7 +144,7 @@ func (c *Client) callerAZ(ctx context.Context) string {
 			c.logger.Warn("iq: availability zone unknown; replicas are not ordered by zone", "error", err)
 			return
 		}
-		c.az, c.azKnown = res.AZ, true
+		c.az = res.AZ
 	})
 	return c.az
 }
