@@ -44,7 +44,21 @@ func newFakeApp(t *testing.T, n int) *fakeApp {
 			f := a.body[i]
 			a.mu.Unlock()
 			if f != nil {
-				io.WriteString(w, f())
+				body := f()
+				if body == resetMidBody {
+					// Promise a long body, send a little, then reset the connection.
+					w.Header().Set("Content-Length", "5000")
+					w.WriteHeader(http.StatusOK)
+					io.WriteString(w, `{"version":1,"self":`)
+					w.(http.Flusher).Flush()
+					conn, _, err := w.(http.Hijacker).Hijack()
+					if err == nil {
+						conn.(*net.TCPConn).SetLinger(0)
+						conn.Close()
+					}
+					return
+				}
+				io.WriteString(w, body)
 				return
 			}
 			io.WriteString(w, a.doc(i))
@@ -72,6 +86,10 @@ func (a *fakeApp) doc(i int) string {
 	return fmt.Sprintf(`{"version":1,"self":{"host":%q,"port":%d},"az":"az%d","state":%q,"stores":{"counts":["in"]},"topics":{"in":%d},"instances":[%s],"lags":{"counts":{"%d":{"current":0,"end":0,"lag":0},"%d":{"current":1,"end":%d,"lag":%d}}}}`,
 		a.hosts[i].Host, a.hosts[i].Port, i, a.state[i], n, strings.Join(insts, ","), i, (i+1)%n, 1+100*(i+1), 100*(i+1))
 }
+
+// resetMidBody as a body override makes the instance reset the connection
+// in the middle of its answer.
+const resetMidBody = "\x00reset"
 
 func (a *fakeApp) url(i int) string { return a.servers[i].URL + "/azkafka/iq/metadata" }
 
@@ -174,6 +192,7 @@ func TestHTTPSourceKeepsLastGoodMetadata(t *testing.T) {
 		{"too large", huge, false, []string{"/azkafka/iq/metadata", "larger than 1024 bytes"}},
 		{"not JSON", "<html>oops</html>", false, []string{"invalid metadata JSON"}},
 		{"dead instance", "", true, []string{"connection refused"}},
+		{"reset mid-body", resetMidBody, false, []string{"reading body", "/azkafka/iq/metadata"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
