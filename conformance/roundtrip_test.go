@@ -26,6 +26,7 @@ func TestRoundTripKeyedMessages(t *testing.T) {
 		perKey     = 100
 		total      = keyCount * perKey
 		chunk      = 1000 // messages per WriteMessages call
+		idleBudget = 30 * time.Second
 	)
 	addrs := brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -67,9 +68,13 @@ func TestRoundTripKeyedMessages(t *testing.T) {
 	go func() {
 		var c consumed
 		for len(c.msgs) < total {
-			m, err := r.ReadMessage(ctx)
+			// Lost messages show up as silence: stop after idleBudget
+			// without a message instead of waiting for the test deadline.
+			read, stop := context.WithTimeout(ctx, idleBudget)
+			m, err := r.ReadMessage(read)
+			stop()
 			if err != nil {
-				c.err = err
+				c.err = fmt.Errorf("no message for %v: %w", idleBudget, err)
 				break
 			}
 			c.msgs = append(c.msgs, m)
@@ -216,6 +221,7 @@ func checkRoundTrip(t *testing.T, want, got []kafka.Message) {
 	const show = 10
 	var bad, dups, unknown, outOfOrder int
 	report := func(count *int, format string, args ...any) {
+		t.Helper()
 		*count++
 		if *count <= show {
 			t.Errorf(format, args...)
