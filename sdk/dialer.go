@@ -28,10 +28,12 @@ import (
 // Dialer's Timeout: a rate-limit slot later than the dial's deadline fails
 // the dial at once with an error matching context.DeadlineExceeded.
 //
-// Each call is one client instance: one session ID, one set of ConnStats.
-// The AZ is detected (once per process) unless WithAZ or AZKAFKA_AZ gives
-// it. Invalid options or AZKAFKA_* variables are errors. The returned
-// Dialer is safe for concurrent use.
+// Each call is one client instance: one session ID, one set of ConnStats
+// (see DialerConnStats). The AZ is detected unless WithAZ or AZKAFKA_AZ
+// gives it; detection runs once per process and may block the first call
+// for up to its budget (AZKAFKA_DETECT_TIMEOUT, default 1s). Invalid
+// options or AZKAFKA_* variables are errors. The returned Dialer is safe
+// for concurrent use.
 func NewAZAwareDialer(base *kafka.Dialer, opts ...Option) (*kafka.Dialer, error) {
 	if base != nil {
 		opts = append([]Option{WithBaseDialer(base), withFallbackUserID(base.ClientID)}, opts...)
