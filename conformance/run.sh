@@ -152,6 +152,9 @@ start_broker() { # sets broker_pid and brokers; returns 1 if the JVM exits durin
 # The whole run is one function, so bash has parsed all of it before it
 # starts: editing this file cannot disturb a run in progress.
 main() {
+	[[ "$broker_timeout" =~ ^[1-9][0-9]{0,4}$ ]] ||
+		fail "CONFORMANCE_BROKER_TIMEOUT=\"${broker_timeout:0:40}\": want a whole number of seconds (1-99999)"
+
 	# ---- 1. tools
 	missing=()
 	for tool in go java javac mvn flock setsid; do
