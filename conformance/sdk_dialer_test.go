@@ -166,7 +166,7 @@ func TestSDKReconnectStormRealKafka(t *testing.T) {
 	}
 	t.Logf("real Kafka, %d clients, limit %v/s burst %d: %d re-dials, busiest second %d, all served after %v\n%s",
 		clients, perSec, burst, len(ds), busiest, elapsed.Round(time.Millisecond), hist.String())
-	if busiest > int(perSec)+burst+1 {
+	if busiest > int(perSec)+burst+3 { // +3: 100 ms of wake-up and accept skew, as in sdk/storm_test.go
 		t.Errorf("%d re-dials within one second, the limit allows %d", busiest, int(perSec)+burst)
 	}
 	minSpan := time.Duration(float64(len(ds)-burst-1) / perSec * float64(time.Second))

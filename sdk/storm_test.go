@@ -181,10 +181,11 @@ func TestReconnectStorm(t *testing.T) {
 	if len(policy.redials) < clients {
 		t.Fatalf("%d re-dials for %d clients", len(policy.redials), clients)
 	}
-	// The limiter reserves a token before dialing and the proxy stamps the
-	// accept a little later; that skew can pull one more dial into a
-	// window, hence +1.
-	if got := maxInWindow(policy.redials, time.Second); got > limit+1 {
+	// The limiter grants slots, the proxy stamps accepts: a goroutine that
+	// wakes or is accepted late (the race detector, a shared CPU) shifts its
+	// stamp and can pull dials into a window. +3 allows 100 ms of such skew
+	// at 20/s; raw kafka-go, below, exceeds the limit by 20.
+	if got := maxInWindow(policy.redials, time.Second); got > limit+3 {
 		t.Errorf("%d re-dials within one second, the limit allows %d", got, limit)
 	}
 	// Beyond the burst, dials come at the rate: the storm must last at
@@ -201,7 +202,7 @@ func TestReconnectStorm(t *testing.T) {
 	}
 	// The control shows that the checks above can fail: without the
 	// policy, the re-dials break the limit.
-	if got := maxInWindow(raw.redials, time.Second); got <= limit+1 {
+	if got := maxInWindow(raw.redials, time.Second); got <= limit+3 {
 		t.Errorf("raw kafka-go re-dialed only %d times in its busiest second: the storm did not happen", got)
 	}
 }
