@@ -2,7 +2,8 @@
 # Runs the conformance suite (Go tests with build tag "conformance") against a
 # real Apache Kafka 4.3.1 broker and the Java fixtures in conformance/java/.
 #
-#   1. checks for go, java (17+), javac and mvn; any missing tool fails the run;
+#   1. checks for go, java (17+), javac, mvn, flock and setsid; any missing tool
+#      fails the run, with or without CI=true;
 #   2. builds every Maven project conformance/java/*/pom.xml (mvn package) and
 #      writes its runtime classpath to conformance/java/<name>/target/classpath.txt;
 #   3. unless AZKAFKA_CONFORMANCE_BROKERS is set: resolves the broker's jars with
@@ -13,8 +14,9 @@
 #   4. runs `go test -tags conformance -count=1 -timeout 40m -v ./conformance/...`
 #      with AZKAFKA_CONFORMANCE_BROKERS and AZKAFKA_CONFORMANCE_JAVA_DIR exported,
 #      and exits with its status.
-# The broker is stopped on exit, on failure and on Ctrl-C. On failure the tail
-# of the broker log is printed and the temp dir is kept.
+# The broker is stopped on exit, on failure and on Ctrl-C (SIGINT/SIGTERM);
+# if this script is SIGKILLed, a watchdog stops the broker and the tests. On
+# failure the tail of the broker log is printed and the temp dir is kept.
 #
 # Environment:
 #   AZKAFKA_CONFORMANCE_BROKERS  host:port[,host:port] of your own broker: no broker is started
