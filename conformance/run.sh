@@ -23,6 +23,8 @@
 #   CONFORMANCE_RUN              passed to go test -run (a regexp of test names)
 #   CONFORMANCE_MVN_FLAGS        extra flags for every mvn call, e.g. -Dmaven.repo.local=/cache/m2
 #   CONFORMANCE_BROKER_TIMEOUT   seconds to wait for the broker to answer (default 120)
+#
+# shellcheck disable=SC2317 # functions called from traps are not unreachable
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -114,7 +116,8 @@ trap 'exit 143' TERM
 
 start_broker() { # sets broker_pid and brokers; returns 1 if the JVM exits during startup
 	local ports broker_port controller_port cluster_id
-	ports=($("$work/brokerctl" ports 2)) || fail "picking free ports"
+	mapfile -t ports < <("$work/brokerctl" ports 2)
+	[ "${#ports[@]}" -eq 2 ] || fail "picking free ports"
 	broker_port=${ports[0]}
 	controller_port=${ports[1]}
 	brokers="127.0.0.1:$broker_port"
