@@ -411,26 +411,8 @@ func TestSDKChurn(t *testing.T) {
 	// message would otherwise keep it waiting until the test's deadline.
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	defer stopConsumer()
-	go func() {
-		var pending []kafka.Message
-		for len(seen) < n {
-			m, err := r.FetchMessage(consumerCtx)
-			if err != nil {
-				consumerErr <- err
-				return
-			}
-			seen[string(m.Value)]++
-			pending = append(pending, m)
-			if len(pending) >= 500 || len(seen) == n {
-				if err := r.CommitMessages(consumerCtx, pending...); err != nil {
-					consumerErr <- err
-					return
-				}
-				pending = pending[:0]
-			}
-		}
-		consumerErr <- nil
-	}()
+	ends := make(chan map[int]int64, 1)
+	go func() { consumerErr <- sdkcChurnConsume(consumerCtx, r, n, ends, seen) }()
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for g := 0; g < 4; g++ {
@@ -453,6 +435,7 @@ func TestSDKChurn(t *testing.T) {
 	produced := time.Since(start)
 	w.Close()
 	wst := w.Stats()
+	ends <- rig.endOffsets(t)
 	consumerDeadline := time.AfterFunc(2*time.Minute, stopConsumer)
 	defer consumerDeadline.Stop()
 	if err := <-consumerErr; err != nil {
@@ -533,4 +516,89 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(b), "\n"))
 	return len(b), nil
+}
+
+// sdkcChurnConsume reads with r, counting values in seen and committing every
+// 500 messages and whenever it is idle, until it has seen n distinct
+// values, read every partition up to the end offsets that arrive on ends
+// (sent once production is over) and committed all it read. Reading to the
+// end matters: a commit retried into the next group generation can land
+// after that generation started from the older committed offset, so the
+// group re-delivers messages, and committing those again moves the offset
+// back to them until the consumer has read past them once more.
+func sdkcChurnConsume(ctx context.Context, r *sdk.Reader, n int, ends <-chan map[int]int64, seen map[string]int) error {
+	var pending []kafka.Message
+	last := map[int]int64{}
+	var end map[int]int64
+	caughtUp := func() bool {
+		if end == nil || len(seen) < n {
+			return false
+		}
+		for p, e := range end {
+			if e > 0 && last[p] != e-1 {
+				return false
+			}
+		}
+		return true
+	}
+	commit := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		err := r.CommitMessages(ctx, pending...)
+		pending = pending[:0]
+		return err
+	}
+	for {
+		if end == nil {
+			select {
+			case end = <-ends:
+			default:
+			}
+		}
+		if caughtUp() && len(pending) == 0 {
+			return nil
+		}
+		fetchCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		m, err := r.FetchMessage(fetchCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				if err := commit(); err != nil { // idle: commit what was read
+					return err
+				}
+				continue
+			}
+			return err
+		}
+		seen[string(m.Value)]++
+		last[m.Partition] = m.Offset
+		pending = append(pending, m)
+		if len(pending) >= 500 || caughtUp() {
+			if err := commit(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// endOffsets returns the end offset of every partition.
+func (r *sdkcRig) endOffsets(t *testing.T) map[int]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := &kafka.Client{Addr: kafka.TCP(r.addrs...), Timeout: 10 * time.Second}
+	var reqs []kafka.OffsetRequest
+	for p := 0; p < r.parts; p++ {
+		reqs = append(reqs, kafka.LastOffsetOf(p))
+	}
+	res, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{r.topic: reqs}})
+	if err != nil {
+		t.Fatalf("ListOffsets: %v", err)
+	}
+	end := map[int]int64{}
+	for _, po := range res.Topics[r.topic] {
+		end[po.Partition] = po.LastOffset
+	}
+	return end
 }

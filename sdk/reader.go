@@ -128,8 +128,12 @@ func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
 // generation changed under the commit (RebalanceInProgress,
 // IllegalGeneration, UnknownMemberId) are retried too: kafka-go sends the
 // retry through the next generation. A retried commit can reach the broker
-// after the partition moved to another member; that can make the other
-// member re-read messages (duplicates), never skip them.
+// after the next generation started reading from the older committed
+// offset: the group then re-delivers the messages after it (duplicates),
+// and committing those again moves the offset back to them until they are
+// read past once more. Likewise, a retried commit that lands after the
+// partition moved to another member can make that member re-read
+// messages. Neither skips a message.
 func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) error {
 	for attempt := 0; ; attempt++ {
 		err := r.inner.CommitMessages(ctx, msgs...)
