@@ -42,6 +42,9 @@ type Reader struct {
 	counters     counters
 	logTransient rate.Sometimes
 	closed       atomic.Bool
+	// closing is canceled by Close, to cut a retry backoff short.
+	closing context.Context
+	close   context.CancelFunc
 }
 
 // NewReader returns a Reader for config, whose Dialer it replaces by one
@@ -71,13 +74,15 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (_ *Reader, err error)
 			err = fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %v", p)
 		}
 	}()
-	return &Reader{
+	r := &Reader{
 		s:            s,
 		inner:        kafka.NewReader(config),
 		policy:       s.retry,
 		group:        config.GroupID != "",
 		logTransient: rate.Sometimes{Interval: 5 * time.Second},
-	}, nil
+	}
+	r.closing, r.close = context.WithCancel(context.Background())
+	return r, nil
 }
 
 // ReadMessage reads the next message and, with a consumer group, commits
@@ -117,7 +122,7 @@ func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
 		if !r.absorb(ctx, "fetch", err, r.policy.Retryable(err)) {
 			return m, err
 		}
-		if werr := r.policy.Sleep(ctx, attempt); werr != nil {
+		if werr := r.backoff(ctx, attempt); werr != nil {
 			return kafka.Message{}, werr
 		}
 	}
@@ -143,7 +148,7 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 		if !r.absorb(ctx, "commit", err, r.policy.Retryable(err) || isGenerationChange(err)) {
 			return err
 		}
-		if werr := r.policy.Sleep(ctx, attempt); werr != nil {
+		if werr := r.backoff(ctx, attempt); werr != nil {
 			return fmt.Errorf("%w (commit not retried: %w)", err, werr)
 		}
 	}
@@ -182,10 +187,26 @@ func (r *Reader) absorb(ctx context.Context, op string, err error, retryable boo
 	return true
 }
 
+// backoff waits the retry policy's delay before retry number attempt,
+// returning early with ctx's error, or with io.EOF when the reader is
+// closed meanwhile.
+func (r *Reader) backoff(ctx context.Context, attempt int) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.closing, cancel)
+	defer stop()
+	err := r.policy.Sleep(sctx, attempt)
+	if err != nil && ctx.Err() == nil && r.closed.Load() {
+		return io.EOF
+	}
+	return err
+}
+
 // Close closes the reader, like kafka.Reader.Close. Pending and later
 // FetchMessage calls return io.EOF.
 func (r *Reader) Close() error {
 	r.closed.Store(true)
+	r.close()
 	return r.inner.Close()
 }
 
@@ -208,7 +229,7 @@ func (r *Reader) ReadLag(ctx context.Context) (int64, error) {
 		if err == nil || !r.absorb(ctx, "read lag", err, r.policy.Retryable(err)) {
 			return lag, err
 		}
-		if werr := r.policy.Sleep(ctx, attempt); werr != nil {
+		if werr := r.backoff(ctx, attempt); werr != nil {
 			return 0, fmt.Errorf("%w (not retried: %w)", err, werr)
 		}
 	}
@@ -225,7 +246,7 @@ func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
 		if err == nil || !r.absorb(ctx, "set offset", err, r.policy.Retryable(err)) {
 			return err
 		}
-		if werr := r.policy.Sleep(ctx, attempt); werr != nil {
+		if werr := r.backoff(ctx, attempt); werr != nil {
 			return fmt.Errorf("%w (not retried: %w)", err, werr)
 		}
 	}

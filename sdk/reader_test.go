@@ -412,3 +412,46 @@ func TestReaderCommitErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderCloseCutsBackoff: Close ends a FetchMessage that is waiting in
+// a long retry backoff at once, with io.EOF.
+func TestReaderCloseCutsBackoff(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "rclose", 1)
+	rig.proxy.SetRefusing(true)
+	r, err := sdk.NewReader(kafka.ReaderConfig{
+		Brokers:        []string{rig.proxy.Addr()},
+		Topic:          rig.topic,
+		MaxAttempts:    1, // kafka-go surfaces the first failed dial
+		ReadBackoffMin: 10 * time.Millisecond,
+		ReadBackoffMax: 20 * time.Millisecond,
+	}, testOptions(t, sdk.WithRetry(1000, 10*time.Second, 10*time.Second))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.FetchMessage(context.Background())
+		done <- err
+	}()
+	// Wait until the reader has absorbed an error, so it is in backoff.
+	for deadline := time.Now().Add(10 * time.Second); r.Stats().SDK.TransientErrors == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no transient error absorbed within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	r.Close()
+	select {
+	case err := <-done:
+		if err != io.EOF {
+			t.Errorf("FetchMessage = %v, want io.EOF", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("FetchMessage returned %v after Close, inside a 10s backoff", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("FetchMessage still blocked 5s after Close")
+	}
+}
