@@ -83,6 +83,7 @@ func (c *churner) Stop() {
 // group's commits must reach the end of every partition. Duplicates are
 // counted and logged (-v).
 func TestChurn(t *testing.T) {
+	t.Parallel()
 	n := 50000
 	if testing.Short() {
 		n = 10000
