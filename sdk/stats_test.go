@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -73,5 +74,51 @@ func TestWriterStats(t *testing.T) {
 	}
 	if again.SDK.Conn.ConnectionsCreated < st.SDK.Conn.ConnectionsCreated {
 		t.Errorf("connection counters went down (%d -> %d); they are cumulative", st.SDK.Conn.ConnectionsCreated, again.SDK.Conn.ConnectionsCreated)
+	}
+}
+
+// TestMethodSetsMatchKafkaGo: sdk.Writer and sdk.Reader have every method
+// of *kafka.Writer and *kafka.Reader, with the same parameters and
+// results, except that Stats returns the SDK's stats type embedding
+// kafka-go's.
+func TestMethodSetsMatchKafkaGo(t *testing.T) {
+	for _, tc := range []struct {
+		kafka, sdk reflect.Type
+		stats      reflect.Type // kafka-go's Stats result, embedded in ours
+	}{
+		{reflect.TypeFor[*kafka.Writer](), reflect.TypeFor[*sdk.Writer](), reflect.TypeFor[kafka.WriterStats]()},
+		{reflect.TypeFor[*kafka.Reader](), reflect.TypeFor[*sdk.Reader](), reflect.TypeFor[kafka.ReaderStats]()},
+	} {
+		for i := 0; i < tc.kafka.NumMethod(); i++ {
+			km := tc.kafka.Method(i)
+			sm, ok := tc.sdk.MethodByName(km.Name)
+			if !ok {
+				t.Errorf("%v lacks %s", tc.sdk, km.Name)
+				continue
+			}
+			kt, st := km.Type, sm.Type
+			if kt.NumIn() != st.NumIn() || kt.NumOut() != st.NumOut() || kt.IsVariadic() != st.IsVariadic() {
+				t.Errorf("%v.%s is %v, kafka-go's is %v", tc.sdk, km.Name, st, kt)
+				continue
+			}
+			for j := 1; j < kt.NumIn(); j++ { // 0 is the receiver
+				if kt.In(j) != st.In(j) {
+					t.Errorf("%v.%s parameter %d is %v, kafka-go's is %v", tc.sdk, km.Name, j, st.In(j), kt.In(j))
+				}
+			}
+			for j := 0; j < kt.NumOut(); j++ {
+				out := st.Out(j)
+				if km.Name == "Stats" {
+					f, ok := out.FieldByName(tc.stats.Name())
+					if !ok || !f.Anonymous || f.Type != tc.stats {
+						t.Errorf("%v.Stats returns %v, which does not embed %v", tc.sdk, out, tc.stats)
+					}
+					continue
+				}
+				if kt.Out(j) != out {
+					t.Errorf("%v.%s result %d is %v, kafka-go's is %v", tc.sdk, km.Name, j, out, kt.Out(j))
+				}
+			}
+		}
 	}
 }
