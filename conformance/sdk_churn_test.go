@@ -283,6 +283,9 @@ func TestSDKWriterFaults(t *testing.T) {
 				if lost != 0 || completionErrs.Load() != 0 {
 					t.Errorf("lost %d messages, Completion reported %d failures", lost, completionErrs.Load())
 				}
+				if (f.act == kproxy.CloseBefore || f.act == kproxy.Reset) && !f.refuse && dups != 0 {
+					t.Errorf("%d duplicates, but the broker never saw the failed requests", dups)
+				}
 			})
 		}
 	}
