@@ -64,6 +64,8 @@ type Writer struct {
 	counters   counters
 	logRetry   rate.Sometimes
 
+	lastRediscover atomic.Int64 // unix nanoseconds of the last rediscover
+
 	// async mode: messages handed to the writer whose Completion has not run.
 	mu          sync.Mutex
 	drained     *sync.Cond
@@ -255,9 +257,7 @@ func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSl
 			}
 			break
 		}
-		if !perMessage {
-			w.rediscover() // the metadata lookup failed, not a produce
-		}
+		w.rediscover()
 		resent := make([]kafka.Message, len(next))
 		for j, i := range next {
 			resent[j] = msgs[i]
@@ -284,15 +284,28 @@ func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSl
 	return final
 }
 
-// rediscover drops the Transport's connection pools after a write failed
-// in its metadata lookup rather than in a produce. kafka-go keeps a pool's
-// metadata across failed refreshes, except when the pool never had any:
-// then it caches the error, and every write fails with it at once, until
-// the next refresh (up to MetadataTTL, default 6s, later). Requests in
-// flight finish on the old pool; the next one builds a new pool that
-// fetches metadata first. Pools that have metadata are not dropped on
-// produce errors: they would lose it.
-func (w *Writer) rediscover() { w.transport.CloseIdleConnections() }
+// rediscover makes the next request fetch fresh metadata by dropping the
+// Transport's connection pools; requests in flight finish on the old ones.
+//
+// It runs after every transient failure, before the resend. A connection
+// closed by an agent that moves clients to their own zone, a refused
+// connect or a moved leader all mean the cached brokers may be wrong, and
+// kafka-go would keep them until its MetadataTTL (default 6s) expires:
+// resends would go back to the agent that just closed the connection.
+// kafka-go also caches a failed first metadata fetch for that long. The
+// cost is one Metadata request per rediscovery, at most one per
+// rediscoverInterval however many calls fail together.
+func (w *Writer) rediscover() {
+	now := time.Now().UnixNano()
+	last := w.lastRediscover.Load()
+	if now-last < int64(rediscoverInterval) || !w.lastRediscover.CompareAndSwap(last, now) {
+		return
+	}
+	w.transport.CloseIdleConnections()
+}
+
+// rediscoverInterval bounds how often failures drop the connection pools.
+const rediscoverInterval = 100 * time.Millisecond
 
 func (w *Writer) logResend(n, attempt, attempts int, cause error) {
 	w.logRetry.Do(func() {
@@ -432,6 +445,7 @@ func (w *Writer) resendAsync(msgs []kafka.Message, attempt int32, cause error) {
 		defer w.resends.Done()
 		ctx := context.Background()
 		_ = w.policy.Sleep(ctx, int(attempt)-1)
+		w.rediscover()
 		// Queueing fails only up front (see writeAsync); a transient
 		// failure there, such as a closed connection during the partition
 		// lookup, costs an attempt too.

@@ -41,11 +41,6 @@ const (
 	clientAZ = "az-b"
 )
 
-// metadataTTL makes kafka-go's Writer re-read cluster metadata often: after
-// an interzone close it otherwise redials the leader it has cached (on the
-// remote agent) until its next refresh, 6s by default.
-const metadataTTL = 300 * time.Millisecond
-
 func run(ctx context.Context, out io.Writer, getenv func(string) string) error {
 	if b := getenv("KAFKA_BROKERS"); b != "" {
 		return runReal(ctx, out, getenv, strings.Split(b, ","))
@@ -80,7 +75,6 @@ func runSimulated(ctx context.Context, out io.Writer) error {
 		NewProducer: func(bootstrap []string) (azsim.Producer, error) {
 			w, err := sdk.NewWriter(&kafka.Writer{
 				Addr: kafka.TCP(bootstrap...), Topic: topic, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll,
-				Transport: &kafka.Transport{MetadataTTL: metadataTTL},
 			}, opts...)
 			writer = w
 			return w, err
