@@ -70,7 +70,7 @@ func runSimulated(ctx context.Context, out io.Writer) error {
 		LocalAZ:  clientAZ,
 		RemoteAZ: "az-a",
 		Interval: 200 * time.Millisecond,
-		Before:   time.Second,
+		Before:   1100 * time.Millisecond, // not a multiple of Interval: the agent appears between two balancing passes
 		After:    2 * time.Second,
 		NewProducer: func(bootstrap []string) (azsim.Producer, error) {
 			w, err := sdk.NewWriter(&kafka.Writer{
