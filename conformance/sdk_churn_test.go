@@ -10,9 +10,7 @@ package conformance
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -24,6 +22,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/time/rate"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
@@ -65,15 +64,6 @@ func sdkcOptions() []sdk.Option {
 	}
 }
 
-func sdkcMessages(prefix string, n int) []kafka.Message {
-	msgs := make([]kafka.Message, n)
-	for i := range msgs {
-		v := fmt.Sprintf("%s-%07d", prefix, i)
-		msgs[i] = kafka.Message{Key: []byte(v), Value: []byte(v)}
-	}
-	return msgs
-}
-
 func (r *sdkcRig) writerConfig(async bool) *kafka.Writer {
 	return &kafka.Writer{
 		Addr:         kafka.TCP(r.proxy.Addr()),
@@ -103,54 +93,17 @@ func (r *sdkcRig) groupConfig(group string) kafka.ReaderConfig {
 	}
 }
 
+// checkTopic is the rig's topic as the delivery checks read it.
+func (r *sdkcRig) checkTopic() deliverytest.Topic {
+	return deliverytest.Topic{Addrs: r.addrs, Name: r.topic, Partitions: r.parts}
+}
+
 // consumeAll counts every value of the topic, read from the broker.
 func (r *sdkcRig) consumeAll(t *testing.T) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	counts := map[string]int{}
-	for p := 0; p < r.parts; p++ {
-		conn, err := kafka.DialLeader(ctx, "tcp", r.addrs[0], r.topic, p)
-		if err != nil {
-			t.Fatalf("dial leader of partition %d: %v", p, err)
-		}
-		last, err := conn.ReadLastOffset()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Seek(0, kafka.SeekAbsolute); err != nil {
-			t.Fatal(err)
-		}
-		for off := int64(0); off < last; {
-			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-			batch := conn.ReadBatch(1, 16<<20)
-			for {
-				m, err := batch.ReadMessage()
-				if err != nil {
-					break
-				}
-				counts[string(m.Value)]++
-				off = m.Offset + 1
-			}
-			if err := batch.Close(); err != nil && !errors.Is(err, io.EOF) {
-				t.Fatalf("reading partition %d at offset %d: %v", p, off, err)
-			}
-		}
-		conn.Close()
-	}
-	return counts
-}
-
-func sdkcLostAndDuplicated(sent []kafka.Message, counts map[string]int) (lost, dups int) {
-	for _, m := range sent {
-		switch n := counts[string(m.Value)]; {
-		case n == 0:
-			lost++
-		case n > 1:
-			dups += n - 1
-		}
-	}
-	return lost, dups
+	return deliverytest.ConsumeAll(ctx, t, r.checkTopic())
 }
 
 // requireCommittedToEnd checks that the group committed every partition
@@ -159,30 +112,15 @@ func (r *sdkcRig) requireCommittedToEnd(t *testing.T, group string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(r.addrs...), Timeout: 10 * time.Second}
-	var parts []int
-	var reqs []kafka.OffsetRequest
-	for p := 0; p < r.parts; p++ {
-		parts = append(parts, p)
-		reqs = append(reqs, kafka.LastOffsetOf(p))
-	}
-	ends, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{r.topic: reqs}})
-	if err != nil {
-		t.Fatalf("ListOffsets: %v", err)
-	}
-	committed, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{r.topic: parts}})
-	if err != nil {
-		t.Fatalf("OffsetFetch: %v", err)
-	}
-	end := map[int]int64{}
-	for _, po := range ends.Topics[r.topic] {
-		end[po.Partition] = po.LastOffset
-	}
-	for _, po := range committed.Topics[r.topic] {
-		if po.CommittedOffset != end[po.Partition] {
-			t.Errorf("partition %d: committed offset %d, end offset %d", po.Partition, po.CommittedOffset, end[po.Partition])
-		}
-	}
+	deliverytest.RequireCommittedToEnd(ctx, t, r.checkTopic(), group)
+}
+
+// endOffsets returns the end offset of every partition.
+func (r *sdkcRig) endOffsets(t *testing.T) map[int]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return deliverytest.EndOffsets(ctx, t, r.checkTopic())
 }
 
 // sdkcFault applies act to every 3rd request with one of keys, at most 15
@@ -247,7 +185,7 @@ func TestSDKWriterFaults(t *testing.T) {
 				rig := newSDKCRig(t, "wfault", 3)
 				var injected atomic.Int64
 				stop := f.start(rig.proxy, &injected, 0) // Produce
-				sent := sdkcMessages("w", 2000)
+				sent := deliverytest.Messages("w", 2000)
 				var completionErrs atomic.Int64
 				kw := rig.writerConfig(async)
 				if async {
@@ -274,7 +212,7 @@ func TestSDKWriterFaults(t *testing.T) {
 				}
 				stop()
 				st := w.Stats()
-				lost, dups := sdkcLostAndDuplicated(sent, rig.consumeAll(t))
+				lost, dups := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
 				t.Logf("faults=%d messages=%d lost=%d duplicates=%d retries=%d resent=%d",
 					injected.Load(), len(sent), lost, dups, st.SDK.Retries, st.SDK.MessagesResent)
 				if injected.Load() == 0 {
@@ -299,7 +237,7 @@ func TestSDKReaderFaults(t *testing.T) {
 	for _, f := range sdkcFaults {
 		t.Run(f.name, func(t *testing.T) {
 			rig := newSDKCRig(t, "rfault", 3)
-			sent := sdkcMessages("r", n)
+			sent := deliverytest.Messages("r", n)
 			w := &kafka.Writer{Addr: kafka.TCP(rig.addrs...), Topic: rig.topic, Balancer: &kafka.Hash{},
 				RequiredAcks: kafka.RequireAll, BatchSize: 20, BatchTimeout: time.Millisecond}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -330,7 +268,7 @@ func TestSDKReaderFaults(t *testing.T) {
 			stop()
 			st := r.Stats()
 			r.Close()
-			lost, dups := sdkcLostAndDuplicated(sent, seen)
+			lost, dups := deliverytest.LostAndDuplicated(sent, seen)
 			t.Logf("faults=%d lost=%d duplicates=%d absorbed=%d", injected.Load(), lost, dups, st.SDK.TransientErrors)
 			if injected.Load() == 0 {
 				t.Fatal("no fault injected")
@@ -349,7 +287,7 @@ func TestSDKReaderFaults(t *testing.T) {
 func TestSDKChurn(t *testing.T) {
 	const n = 100000
 	rig := newSDKCRig(t, "churn", 6)
-	sent := sdkcMessages("churn", n)
+	sent := deliverytest.Messages("churn", n)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	// The default retry policy (10 attempts, 100ms..1s).
@@ -415,7 +353,7 @@ func TestSDKChurn(t *testing.T) {
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	defer stopConsumer()
 	ends := make(chan map[int]int64, 1)
-	go func() { consumerErr <- sdkcChurnConsume(consumerCtx, r, n, ends, seen) }()
+	go func() { consumerErr <- deliverytest.ConsumeToEnd(consumerCtx, r, n, ends, seen) }()
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for g := 0; g < 4; g++ {
@@ -454,8 +392,8 @@ func TestSDKChurn(t *testing.T) {
 	rst := r.Stats()
 	r.Close()
 
-	lostB, dupsB := sdkcLostAndDuplicated(sent, rig.consumeAll(t))
-	lostC, dupsC := sdkcLostAndDuplicated(sent, seen)
+	lostB, dupsB := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
+	lostC, dupsC := deliverytest.LostAndDuplicated(sent, seen)
 	t.Logf("churn on Kafka: %d messages, produced in %v, consumed in %v, connections killed %d",
 		n, produced.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), kills.Load())
 	t.Logf("churn on Kafka: broker lost %d duplicates %d; consumer lost %d duplicates %d; writer retries %d resent %d; reader absorbed %d",
@@ -501,7 +439,7 @@ func sdkcBenchWrites(b *testing.B, w interface {
 	Close() error
 }) {
 	defer w.Close()
-	msgs := sdkcMessages("bench", 100)
+	msgs := deliverytest.Messages("bench", 100)
 	ctx := context.Background()
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		b.Fatal(err)
@@ -523,89 +461,4 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(b), "\n"))
 	return len(b), nil
-}
-
-// sdkcChurnConsume reads with r, counting values in seen and committing every
-// 500 messages and whenever it is idle, until it has seen n distinct
-// values, read every partition up to the end offsets that arrive on ends
-// (sent once production is over) and committed all it read. Reading to the
-// end matters: a commit retried into the next group generation can land
-// after that generation started from the older committed offset, so the
-// group re-delivers messages, and committing those again moves the offset
-// back to them until the consumer has read past them once more.
-func sdkcChurnConsume(ctx context.Context, r *sdk.Reader, n int, ends <-chan map[int]int64, seen map[string]int) error {
-	var pending []kafka.Message
-	last := map[int]int64{}
-	var end map[int]int64
-	caughtUp := func() bool {
-		if end == nil || len(seen) < n {
-			return false
-		}
-		for p, e := range end {
-			if e > 0 && last[p] != e-1 {
-				return false
-			}
-		}
-		return true
-	}
-	commit := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		err := r.CommitMessages(ctx, pending...)
-		pending = pending[:0]
-		return err
-	}
-	for {
-		if end == nil {
-			select {
-			case end = <-ends:
-			default:
-			}
-		}
-		if caughtUp() && len(pending) == 0 {
-			return nil
-		}
-		fetchCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		m, err := r.FetchMessage(fetchCtx)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				if err := commit(); err != nil { // idle: commit what was read
-					return err
-				}
-				continue
-			}
-			return err
-		}
-		seen[string(m.Value)]++
-		last[m.Partition] = m.Offset
-		pending = append(pending, m)
-		if len(pending) >= 500 || caughtUp() {
-			if err := commit(); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// endOffsets returns the end offset of every partition.
-func (r *sdkcRig) endOffsets(t *testing.T) map[int]int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(r.addrs...), Timeout: 10 * time.Second}
-	var reqs []kafka.OffsetRequest
-	for p := 0; p < r.parts; p++ {
-		reqs = append(reqs, kafka.LastOffsetOf(p))
-	}
-	res, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{r.topic: reqs}})
-	if err != nil {
-		t.Fatalf("ListOffsets: %v", err)
-	}
-	end := map[int]int64{}
-	for _, po := range res.Topics[r.topic] {
-		end[po.Partition] = po.LastOffset
-	}
-	return end
 }

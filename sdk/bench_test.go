@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -57,7 +58,7 @@ func benchKafkaWriter(addrs []string) *kafka.Writer {
 func benchWrites(b *testing.B, w writer) {
 	defer w.Close()
 	const perOp = 100
-	msgs := payloads("bench", perOp)
+	msgs := deliverytest.Messages("bench", perOp)
 	ctx := context.Background()
 	if err := w.WriteMessages(ctx, msgs...); err != nil { // connect, fetch metadata
 		b.Fatal(err)

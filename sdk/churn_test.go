@@ -2,7 +2,6 @@ package sdk_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -103,7 +103,7 @@ func churnOptions(t testing.TB) []sdk.Option {
 }
 
 func runChurn(t *testing.T, rig *faultRig, n int) {
-	sent := payloads("churn", n)
+	sent := deliverytest.Messages("churn", n)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -130,7 +130,7 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 	churn := startChurn(rig.proxy, uint64(time.Now().UnixNano()))
 	start := time.Now()
 
-	// Consumer (see churnConsume). It gets 60 s after the producers
+	// Consumer (see deliverytest.ConsumeToEnd). It gets 60 s after the producers
 	// finish: if a message was lost it would otherwise wait for it until
 	// the test's deadline.
 	seen := make(map[string]int, n)
@@ -138,7 +138,7 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	defer stopConsumer()
 	ends := make(chan map[int]int64, 1)
-	go func() { consumerErr <- churnConsume(consumerCtx, r, n, ends, seen) }()
+	go func() { consumerErr <- deliverytest.ConsumeToEnd(consumerCtx, r, n, ends, seen) }()
 
 	// Producer: 4 goroutines, 100 messages per call.
 	const producers, perCall = 4, 100
@@ -176,7 +176,7 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 		t.Errorf("Writer.Close: %v", err)
 	}
 	wst := w.Stats()
-	ends <- endOffsets(t, rig)
+	ends <- rig.endOffsets(t)
 	consumerDeadline := time.AfterFunc(60*time.Second, stopConsumer)
 	defer consumerDeadline.Stop()
 
@@ -189,8 +189,8 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 		t.Errorf("Reader.Close: %v", err)
 	}
 
-	lostOnBroker, dupsOnBroker := lostAndDuplicated(sent, consumeAll(t, rig.readDialer(), rig.readAddr(), rig.topic, rig.parts))
-	lostForConsumer, dupsForConsumer := lostAndDuplicated(sent, seen)
+	lostOnBroker, dupsOnBroker := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
+	lostForConsumer, dupsForConsumer := deliverytest.LostAndDuplicated(sent, seen)
 	t.Logf("churn: %d messages, produced in %v, consumed in %v; connections killed: %d (close %d, close-after armed %d, reset armed %d)",
 		n, produced.Round(time.Millisecond), consumed.Round(time.Millisecond), churn.kills.Load(),
 		churn.byKind[0].Load(), churn.byKind[1].Load(), churn.byKind[2].Load())
@@ -206,90 +206,5 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 	if lostOnBroker != 0 || lostForConsumer != 0 {
 		t.Errorf("lost messages: %d not on the broker, %d never consumed", lostOnBroker, lostForConsumer)
 	}
-	requireCommittedToEnd(t, rig, cfg.GroupID)
-}
-
-// churnConsume reads with r, counting values in seen and committing every
-// 500 messages and whenever it is idle, until it has seen n distinct
-// values, read every partition up to the end offsets that arrive on ends
-// (sent once production is over) and committed all it read. Reading to the
-// end matters: a commit retried into the next group generation can land
-// after that generation started from the older committed offset, so the
-// group re-delivers messages, and committing those again moves the offset
-// back to them until the consumer has read past them once more.
-func churnConsume(ctx context.Context, r *sdk.Reader, n int, ends <-chan map[int]int64, seen map[string]int) error {
-	var pending []kafka.Message
-	last := map[int]int64{}
-	var end map[int]int64
-	caughtUp := func() bool {
-		if end == nil || len(seen) < n {
-			return false
-		}
-		for p, e := range end {
-			if e > 0 && last[p] != e-1 {
-				return false
-			}
-		}
-		return true
-	}
-	commit := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		err := r.CommitMessages(ctx, pending...)
-		pending = pending[:0]
-		return err
-	}
-	for {
-		if end == nil {
-			select {
-			case end = <-ends:
-			default:
-			}
-		}
-		if caughtUp() && len(pending) == 0 {
-			return nil
-		}
-		fetchCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		m, err := r.FetchMessage(fetchCtx)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				if err := commit(); err != nil { // idle: commit what was read
-					return err
-				}
-				continue
-			}
-			return err
-		}
-		seen[string(m.Value)]++
-		last[m.Partition] = m.Offset
-		pending = append(pending, m)
-		if len(pending) >= 500 || caughtUp() {
-			if err := commit(); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// endOffsets returns the end offset of every partition, from the broker.
-func endOffsets(t testing.TB, rig *faultRig) map[int]int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(rig.readAddr()), Timeout: 5 * time.Second}
-	var reqs []kafka.OffsetRequest
-	for p := 0; p < rig.parts; p++ {
-		reqs = append(reqs, kafka.LastOffsetOf(p))
-	}
-	res, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{rig.topic: reqs}})
-	if err != nil {
-		t.Fatalf("ListOffsets: %v", err)
-	}
-	end := map[int]int64{}
-	for _, po := range res.Topics[rig.topic] {
-		end[po.Partition] = po.LastOffset
-	}
-	return end
+	rig.requireCommittedToEnd(t, cfg.GroupID)
 }

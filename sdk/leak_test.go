@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"go.uber.org/goleak"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -31,7 +32,7 @@ func TestWriterReaderCloseLeavesNoGoroutines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.WriteMessages(ctx, payloads("l", 10)...); err != nil {
+		if err := w.WriteMessages(ctx, deliverytest.Messages("l", 10)...); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Close(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -138,7 +139,7 @@ func TestReaderThroughFaults(t *testing.T) {
 					parts = 3
 				}
 				rig := newFaultRig(t, "rfaults", parts)
-				sent := payloads("r", n)
+				sent := deliverytest.Messages("r", n)
 				produceDirect(t, rig, sent)
 
 				cfg := kafka.ReaderConfig{
@@ -186,7 +187,7 @@ func TestReaderThroughFaults(t *testing.T) {
 				if _, err := r.FetchMessage(ctx); err != io.EOF {
 					t.Errorf("FetchMessage after Close = %v, want io.EOF", err)
 				}
-				lost, dups := lostAndDuplicated(sent, counts)
+				lost, dups := deliverytest.LostAndDuplicated(sent, counts)
 				t.Logf("faults injected=%d lost=%d duplicates=%d absorbed=%d", injected.Load(), lost, dups, st.SDK.TransientErrors)
 				if injected.Load() == 0 {
 					t.Fatal("no fault was injected: the test proves nothing")
@@ -195,41 +196,9 @@ func TestReaderThroughFaults(t *testing.T) {
 					t.Errorf("%d of %d messages never read", lost, n)
 				}
 				if group {
-					requireCommittedToEnd(t, rig, cfg.GroupID)
+					rig.requireCommittedToEnd(t, cfg.GroupID)
 				}
 			})
-		}
-	}
-}
-
-// requireCommittedToEnd checks that the group's committed offset of every
-// partition is the partition's end offset.
-func requireCommittedToEnd(t testing.TB, rig *faultRig, group string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(rig.readAddr()), Timeout: 5 * time.Second}
-	var parts []int
-	var reqs []kafka.OffsetRequest
-	for p := 0; p < rig.parts; p++ {
-		parts = append(parts, p)
-		reqs = append(reqs, kafka.LastOffsetOf(p))
-	}
-	ends, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{rig.topic: reqs}})
-	if err != nil {
-		t.Fatalf("ListOffsets: %v", err)
-	}
-	committed, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{rig.topic: parts}})
-	if err != nil {
-		t.Fatalf("OffsetFetch: %v", err)
-	}
-	end := map[int]int64{}
-	for _, po := range ends.Topics[rig.topic] {
-		end[po.Partition] = po.LastOffset
-	}
-	for _, po := range committed.Topics[rig.topic] {
-		if po.CommittedOffset != end[po.Partition] {
-			t.Errorf("partition %d: committed offset %d, end offset %d", po.Partition, po.CommittedOffset, end[po.Partition])
 		}
 	}
 }
@@ -296,7 +265,7 @@ func TestReaderReturnsNonTransientErrorsAndEOF(t *testing.T) {
 func TestRawReaderSurfacesCommitFaults(t *testing.T) {
 	t.Parallel()
 	rig := newFaultRig(t, "rcontrol", 1)
-	sent := payloads("rc", 200)
+	sent := deliverytest.Messages("rc", 200)
 	produceDirect(t, rig, sent)
 	var injected atomic.Int64
 	rig.proxy.OnRequest(keyedFault(2, 50, kproxy.CloseBefore, &injected, keyOffsetCommit))
@@ -345,7 +314,7 @@ func TestReaderCommitErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rig := newFaultRig(t, "rcommit", 1)
-			sent := payloads("c", 6) // each closed commit costs a group rejoin
+			sent := deliverytest.Messages("c", 6) // each closed commit costs a group rejoin
 			produceDirect(t, rig, sent)
 			var commits atomic.Int64
 			if tc.transient {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -41,7 +42,7 @@ func TestWriterStats(t *testing.T) {
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := w.WriteMessages(ctx, payloads("s", 5)...); err != nil {
+	if err := w.WriteMessages(ctx, deliverytest.Messages("s", 5)...); err != nil {
 		t.Fatal(err)
 	}
 	st := w.Stats()

@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -26,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/retry"
@@ -127,17 +127,43 @@ func selfSignedTLS(t testing.TB) (server, client *tls.Config) {
 	return server, client
 }
 
-// readDialer and readAddr are what checks read with: the broker itself, or
-// for TLS the proxy (the broker advertises it) with no fault active.
-func (r *faultRig) readDialer() *kafka.Dialer {
-	return &kafka.Dialer{Timeout: 10 * time.Second, TLS: r.tls}
-}
-
+// readAddr is what checks read from: the broker itself, or for TLS the
+// proxy (the broker advertises it) with no fault active.
 func (r *faultRig) readAddr() string {
 	if r.tls != nil {
 		return r.proxy.Addr()
 	}
 	return r.broker.Addrs()[0]
+}
+
+// checkTopic is the rig's topic as the delivery checks read it.
+func (r *faultRig) checkTopic() deliverytest.Topic {
+	return deliverytest.Topic{Addrs: []string{r.readAddr()}, TLS: r.tls, Name: r.topic, Partitions: r.parts}
+}
+
+// consumeAll counts every value of the rig's topic, read from the broker.
+func (r *faultRig) consumeAll(t testing.TB) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return deliverytest.ConsumeAll(ctx, t, r.checkTopic())
+}
+
+// endOffsets returns the end offset of every partition, from the broker.
+func (r *faultRig) endOffsets(t testing.TB) map[int]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return deliverytest.EndOffsets(ctx, t, r.checkTopic())
+}
+
+// requireCommittedToEnd checks that the group's committed offset of every
+// partition is the partition's end offset.
+func (r *faultRig) requireCommittedToEnd(t testing.TB, group string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	deliverytest.RequireCommittedToEnd(ctx, t, r.checkTopic(), group)
 }
 
 // testOptions are the options every SDK client in these tests uses: an
@@ -153,70 +179,6 @@ func testOptions(t testing.TB, extra ...sdk.Option) []sdk.Option {
 		sdk.WithGetenv(func(string) string { return "" }),
 	}
 	return append(opts, extra...)
-}
-
-// payloads returns n distinct message values.
-func payloads(prefix string, n int) []kafka.Message {
-	msgs := make([]kafka.Message, n)
-	for i := range msgs {
-		v := fmt.Sprintf("%s-%07d", prefix, i)
-		msgs[i] = kafka.Message{Key: []byte(v), Value: []byte(v)}
-	}
-	return msgs
-}
-
-// consumeAll reads every partition of topic straight from the broker up
-// to its last offset and counts each value.
-func consumeAll(t testing.TB, d *kafka.Dialer, addr, topic string, parts int) map[string]int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	counts := map[string]int{}
-	for p := 0; p < parts; p++ {
-		conn, err := d.DialLeader(ctx, "tcp", addr, topic, p)
-		if err != nil {
-			t.Fatalf("dial leader of partition %d: %v", p, err)
-		}
-		last, err := conn.ReadLastOffset()
-		if err != nil {
-			t.Fatalf("last offset of partition %d: %v", p, err)
-		}
-		if _, err := conn.Seek(0, kafka.SeekAbsolute); err != nil {
-			t.Fatal(err)
-		}
-		for off := int64(0); off < last; {
-			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			batch := conn.ReadBatch(1, 16<<20)
-			for {
-				m, err := batch.ReadMessage()
-				if err != nil {
-					break
-				}
-				counts[string(m.Value)]++
-				off = m.Offset + 1
-			}
-			if err := batch.Close(); err != nil && !errors.Is(err, io.EOF) {
-				t.Fatalf("reading partition %d at offset %d: %v", p, off, err)
-			}
-		}
-		conn.Close()
-	}
-	return counts
-}
-
-// lostAndDuplicated compares what was sent with what the broker holds.
-func lostAndDuplicated(sent []kafka.Message, counts map[string]int) (lost, dups int) {
-	want := make(map[string]bool, len(sent))
-	for _, m := range sent {
-		want[string(m.Value)] = true
-		switch n := counts[string(m.Value)]; {
-		case n == 0:
-			lost++
-		case n > 1:
-			dups += n - 1
-		}
-	}
-	return lost, dups
 }
 
 // everyNth returns a hook that applies act to every nth Produce request,
@@ -362,7 +324,7 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 				stop := fault.inject(rig.proxy, &injected)
 
 				const goroutines, calls, perCall = 2, 10, 20
-				sent := payloads("m", goroutines*calls*perCall)
+				sent := deliverytest.Messages("m", goroutines*calls*perCall)
 				var completed sync.Map // value -> times reported
 				var completionErrs atomic.Int64
 				kw := &kafka.Writer{
@@ -418,7 +380,7 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 				stop()
 				st := w.Stats()
 
-				lost, dups := lostAndDuplicated(sent, consumeAll(t, rig.readDialer(), rig.readAddr(), rig.topic, rig.parts))
+				lost, dups := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
 				t.Logf("faults injected=%d messages=%d lost=%d duplicates=%d retries=%d resent=%d",
 					injected.Load(), len(sent), lost, dups, st.SDK.Retries, st.SDK.MessagesResent)
 				if injected.Load() == 0 {
@@ -474,7 +436,7 @@ func TestRawWriterFailsThroughTLSHandshakeClose(t *testing.T) {
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	msgs := payloads("c", 400)
+	msgs := deliverytest.Messages("c", 400)
 	for off := 0; off < len(msgs); off += 20 {
 		err := w.WriteMessages(ctx, msgs[off:off+20]...)
 		if err == nil {
@@ -633,7 +595,7 @@ func TestWriterErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			msgs := payloads("e", 30)
+			msgs := deliverytest.Messages("e", 30)
 			timeout := tc.timeout
 			if timeout == 0 {
 				timeout = 20 * time.Second
