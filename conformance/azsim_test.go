@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/internal/azsim"
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/sdk"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -99,30 +100,10 @@ func TestAZSimStories(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %s", tc.name, rep)
-			t.Logf("final accounting:\n%s", rep.Stats)
-			if rep.CrossBefore.ProduceBytes == 0 || rep.CrossBefore.FetchBytes == 0 {
-				t.Fatalf("before the local agent: cross-AZ %+v, want produce and fetch bytes", rep.CrossBefore)
-			}
-			check := func(what, want string, settled int64) {
-				if want != "any" && (settled == 0) != (want == "yes") {
-					t.Errorf("%s converged = %v, want %s (settled-window cross-AZ %+v)", what, settled == 0, want, rep.CrossSettled)
-				}
-			}
-			check("fetch", tc.fetch, rep.CrossSettled.FetchBytes)
-			check("produce", tc.produce, rep.CrossSettled.ProduceBytes)
-			if rep.Lost != 0 {
-				t.Errorf("lost %d acknowledged messages", rep.Lost)
-			}
-			if tc.sdk && rep.Failed != 0 {
-				t.Errorf("%d sdk writes failed: %q", rep.Failed, rep.WriteErrors)
-			}
-			if rep.Acked == 0 || rep.Consumed < rep.Acked {
-				t.Errorf("acked %d, consumed %d", rep.Acked, rep.Consumed)
-			}
-			if tc.removeLocal && (rep.CrossAfterRemoval.ProduceBytes == 0 || rep.CrossAfterRemoval.FetchBytes == 0) {
-				t.Errorf("after removing the local agent: cross-AZ %+v, want the clients back on az-a", rep.CrossAfterRemoval)
-			}
+			deliverytest.CheckStory(t, tc.name, rep, deliverytest.StoryWant{
+				FetchConverges: tc.fetch, ProduceConverges: tc.produce,
+				RemoveLocal: tc.removeLocal, NoFailedWrites: tc.sdk,
+			})
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/internal/azsim"
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/sdk"
 	"github.com/segmentio/kafka-go"
@@ -79,26 +80,10 @@ func TestStorySDK(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %s", tc.name, rep)
-			t.Logf("final accounting:\n%s", rep.Stats)
-			if rep.CrossBefore.ProduceBytes == 0 || rep.CrossBefore.FetchBytes == 0 {
-				t.Fatalf("before the local agent: cross-AZ %+v, want produce and fetch bytes", rep.CrossBefore)
-			}
-			if rep.CrossSettled.FetchBytes != 0 {
-				t.Errorf("fetch did not converge: settled-window cross-AZ %+v", rep.CrossSettled)
-			}
-			if rep.CrossSettled.ProduceBytes != 0 {
-				t.Errorf("produce did not converge: settled-window cross-AZ %+v", rep.CrossSettled)
-			}
-			if rep.Lost != 0 || rep.Failed != 0 {
-				t.Errorf("lost %d acknowledged messages, %d writes failed (%q)", rep.Lost, rep.Failed, rep.WriteErrors)
-			}
-			if rep.Acked == 0 || rep.Consumed < rep.Acked {
-				t.Errorf("acked %d, consumed %d", rep.Acked, rep.Consumed)
-			}
-			if tc.removeLocal && (rep.CrossAfterRemoval.ProduceBytes == 0 || rep.CrossAfterRemoval.FetchBytes == 0) {
-				t.Errorf("after removing the local agent: cross-AZ %+v, want the clients back on %s", rep.CrossAfterRemoval, "az-a")
-			}
+			deliverytest.CheckStory(t, tc.name, rep, deliverytest.StoryWant{
+				FetchConverges: "yes", ProduceConverges: "yes",
+				RemoveLocal: tc.removeLocal, NoFailedWrites: true,
+			})
 		})
 	}
 }

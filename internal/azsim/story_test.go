@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/internal/azsim"
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/segmentio/kafka-go"
 )
@@ -90,32 +91,12 @@ func TestStoryPlainClients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %s", tc.name, rep)
-			t.Logf("final accounting:\n%s", rep.Stats)
-			if rep.CrossBefore.ProduceBytes == 0 || rep.CrossBefore.FetchBytes == 0 {
-				t.Fatalf("before the local agent: cross-AZ %+v, want produce and fetch bytes", rep.CrossBefore)
-			}
-			check := func(what, want string, settled int64) {
-				if want == "any" || (settled == 0) == (want == "yes") {
-					return
-				}
-				t.Errorf("%s converges = %v, want %s (settled-window cross-AZ %+v)", what, settled == 0, want, rep.CrossSettled)
-			}
-			check("fetch", tc.fetchConverges, rep.CrossSettled.FetchBytes)
-			check("produce", tc.produceConverges, rep.CrossSettled.ProduceBytes)
+			deliverytest.CheckStory(t, tc.name, rep, deliverytest.StoryWant{
+				FetchConverges: tc.fetchConverges, ProduceConverges: tc.produceConverges,
+				MaySkipStored: tc.maySkip,
+			})
 			if (rep.LBCloses > 0) != tc.wantLBCloses {
 				t.Errorf("load-balancing closes = %d, want any: %v", rep.LBCloses, tc.wantLBCloses)
-			}
-			switch {
-			case rep.Lost != rep.LostStored:
-				t.Errorf("lost %d acknowledged messages, %d of them not on the broker", rep.Lost, rep.Lost-rep.LostStored)
-			case rep.Lost != 0 && !tc.maySkip:
-				t.Errorf("the consumer skipped %d stored messages (%q)", rep.Lost, rep.LostSample)
-			case rep.Lost != 0:
-				t.Logf("plain kafka-go reader skipped %d stored messages (%q)", rep.Lost, rep.LostSample)
-			}
-			if rep.Acked == 0 || rep.Consumed+rep.Lost < rep.Acked {
-				t.Errorf("acked %d, consumed %d", rep.Acked, rep.Consumed)
 			}
 		})
 	}
