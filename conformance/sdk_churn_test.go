@@ -139,41 +139,11 @@ var sdkcFaults = []sdkcFault{
 }
 
 func (f sdkcFault) start(p *kproxy.Proxy, injected *atomic.Int64, keys ...int16) (stop func()) {
-	if !f.refuse {
-		var seen atomic.Int64
-		p.OnRequest(func(r kproxy.Request) kproxy.Action {
-			for _, k := range keys {
-				if r.Key == k {
-					if seen.Add(1)%3 == 0 && injected.Load() < 15 {
-						injected.Add(1)
-						return f.act
-					}
-					break
-				}
-			}
-			return kproxy.Forward
-		})
-		return func() { p.OnRequest(nil) }
+	if f.refuse {
+		return deliverytest.RefuseConnects(p, injected)
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < 2; i++ {
-			select {
-			case <-done:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			p.SetRefusing(true)
-			p.CloseAll()
-			injected.Add(1)
-			time.Sleep(400 * time.Millisecond)
-			p.SetRefusing(false)
-		}
-	}()
-	return func() { close(done); wg.Wait(); p.SetRefusing(false) }
+	p.OnRequest(deliverytest.EveryNth(3, 15, f.act, injected, keys...))
+	return func() { p.OnRequest(nil) }
 }
 
 // TestSDKWriterFaults: sdk.Writer delivers every message through each

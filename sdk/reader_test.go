@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,8 +17,9 @@ import (
 	"github.com/azkafka/azkafka/sdk"
 )
 
-// Kafka API keys the reader faults aim at.
+// Kafka API keys the faults aim at.
 const (
+	keyProduce      = 0
 	keyFetch        = 1
 	keyOffsetCommit = 8
 	keyHeartbeat    = 12
@@ -45,23 +45,6 @@ func produceDirect(t testing.TB, rig *faultRig, msgs []kafka.Message) {
 	}
 }
 
-// keyedFault applies act to every nth request whose key is in keys, at
-// most limit times.
-func keyedFault(n, limit int64, act kproxy.Action, injected *atomic.Int64, keys ...int16) func(kproxy.Request) kproxy.Action {
-	var seen atomic.Int64
-	return func(r kproxy.Request) kproxy.Action {
-		hit := false
-		for _, k := range keys {
-			hit = hit || r.Key == k
-		}
-		if !hit || seen.Add(1)%n != 0 || injected.Load() >= limit {
-			return kproxy.Forward
-		}
-		injected.Add(1)
-		return act
-	}
-}
-
 type readerFault struct {
 	name   string
 	inject func(p *kproxy.Proxy, injected *atomic.Int64) (stop func())
@@ -69,7 +52,7 @@ type readerFault struct {
 
 func requestFault(act kproxy.Action, keys ...int16) func(*kproxy.Proxy, *atomic.Int64) func() {
 	return func(p *kproxy.Proxy, n *atomic.Int64) func() {
-		p.OnRequest(keyedFault(3, 12, act, n, keys...))
+		p.OnRequest(deliverytest.EveryNth(3, 12, act, n, keys...))
 		return func() { p.OnRequest(nil) }
 	}
 }
@@ -78,29 +61,7 @@ var readerFaults = []readerFault{
 	{"close before fetch or commit", requestFault(kproxy.CloseBefore, keyFetch, keyOffsetCommit, keyHeartbeat)},
 	{"close after fetch or commit", requestFault(kproxy.CloseAfter, keyFetch, keyOffsetCommit, keyHeartbeat)},
 	{"reset before fetch or commit", requestFault(kproxy.Reset, keyFetch, keyOffsetCommit, keyHeartbeat)},
-	{"refuse connects for 400ms", func(p *kproxy.Proxy, n *atomic.Int64) func() {
-		// Long enough for kafka-go's partition reader to exhaust its 3
-		// dial attempts and surface the error.
-		done := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 2; i++ {
-				select {
-				case <-done:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				p.SetRefusing(true)
-				p.CloseAll()
-				n.Add(1)
-				time.Sleep(400 * time.Millisecond)
-				p.SetRefusing(false)
-			}
-		}()
-		return func() { close(done); wg.Wait(); p.SetRefusing(false) }
-	}},
+	{"refuse connects for 400ms", deliverytest.RefuseConnects},
 }
 
 // groupTestConfig is a consumer group config tuned for quick rebalances on
@@ -268,7 +229,7 @@ func TestRawReaderSurfacesCommitFaults(t *testing.T) {
 	sent := deliverytest.Messages("rc", 200)
 	produceDirect(t, rig, sent)
 	var injected atomic.Int64
-	rig.proxy.OnRequest(keyedFault(2, 50, kproxy.CloseBefore, &injected, keyOffsetCommit))
+	rig.proxy.OnRequest(deliverytest.EveryNth(2, 50, kproxy.CloseBefore, &injected, keyOffsetCommit))
 	r := kafka.NewReader(groupTestConfig(rig, "control"))
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -181,22 +181,6 @@ func testOptions(t testing.TB, extra ...sdk.Option) []sdk.Option {
 	return append(opts, extra...)
 }
 
-// everyNth returns a hook that applies act to every nth Produce request,
-// at most limit times, counting them in injected.
-func everyNth(n, limit int64, act kproxy.Action, injected *atomic.Int64) func(kproxy.Request) kproxy.Action {
-	var seen atomic.Int64
-	return func(r kproxy.Request) kproxy.Action {
-		if r.Key != 0 { // Produce
-			return kproxy.Forward
-		}
-		if seen.Add(1)%n != 0 || injected.Load() >= limit {
-			return kproxy.Forward
-		}
-		injected.Add(1)
-		return act
-	}
-}
-
 type writerFault struct {
 	name string
 	// inject starts the fault on p and returns a stop function.
@@ -212,14 +196,14 @@ var writerFaults = []writerFault{
 	{
 		name: "close before broker sees produce",
 		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
-			p.OnRequest(everyNth(3, 15, kproxy.CloseBefore, n))
+			p.OnRequest(deliverytest.EveryNth(3, 15, kproxy.CloseBefore, n, keyProduce))
 			return func() { p.OnRequest(nil) }
 		},
 	},
 	{
 		name: "close after broker handled produce",
 		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
-			p.OnRequest(everyNth(3, 15, kproxy.CloseAfter, n))
+			p.OnRequest(deliverytest.EveryNth(3, 15, kproxy.CloseAfter, n, keyProduce))
 			return func() { p.OnRequest(nil) }
 		},
 		dupsPossible: true,
@@ -227,7 +211,7 @@ var writerFaults = []writerFault{
 	{
 		name: "reset before broker sees produce",
 		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
-			p.OnRequest(everyNth(3, 15, kproxy.Reset, n))
+			p.OnRequest(deliverytest.EveryNth(3, 15, kproxy.Reset, n, keyProduce))
 			return func() { p.OnRequest(nil) }
 		},
 	},
