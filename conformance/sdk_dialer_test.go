@@ -8,17 +8,14 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/kproxy"
-	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -81,91 +78,20 @@ func TestSDKReconnectStormRealKafka(t *testing.T) {
 		burst   = 10
 	)
 	addrs := brokers(t)
-	p, err := kproxy.Start(addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var mu sync.Mutex
-	var accepts []time.Time
-	p.OnConnect(func(uint64) kproxy.ConnAction {
-		mu.Lock()
-		accepts = append(accepts, time.Now())
-		mu.Unlock()
-		return kproxy.Accept
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cls := make([]*kafka.Client, clients)
-	for i := range cls {
+	storm := deliverytest.RunStorm(t, addrs[0], clients, 2*time.Minute, func() *kafka.Transport {
 		tr, err := sdk.NewTransport(nil, dialcOptions(sdk.WithMaxConnRate(perSec, burst))...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer tr.CloseIdleConnections()
-		cls[i] = &kafka.Client{Addr: kafka.TCP(p.Addr()), Transport: tr, Timeout: time.Minute}
-	}
-	each := func(fn func(*kafka.Client) error) {
-		var wg sync.WaitGroup
-		errs := make([]error, clients)
-		for i, c := range cls {
-			wg.Go(func() { errs[i] = fn(c) })
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("client %d: %v", i, err)
-			}
-		}
-	}
-	apiVersions := func(c *kafka.Client) error {
-		_, err := c.ApiVersions(ctx, &kafka.ApiVersionsRequest{})
-		return err
-	}
-	each(apiVersions)
-	time.Sleep(time.Second)
-	mu.Lock()
-	accepts = accepts[:0]
-	mu.Unlock()
-	t0 := time.Now()
-	p.CloseAll()
-	each(func(c *kafka.Client) error {
-		var err error
-		for range 50 {
-			if err = apiVersions(c); err == nil || !retry.IsTransient(err) {
-				return err
-			}
-		}
-		return err
+		return tr
 	})
-	elapsed := time.Since(t0)
-	mu.Lock()
-	var ds []time.Duration
-	for _, a := range accepts {
-		ds = append(ds, a.Sub(t0))
-	}
-	mu.Unlock()
-	slices.Sort(ds)
+	ds := storm.Redials
 	if len(ds) < clients {
 		t.Fatalf("%d re-dials for %d clients", len(ds), clients)
 	}
-	var hist strings.Builder
-	buckets := make([]int, int(ds[len(ds)-1]/(100*time.Millisecond))+1)
-	for _, d := range ds {
-		buckets[d/(100*time.Millisecond)]++
-	}
-	for i, n := range buckets {
-		fmt.Fprintf(&hist, "  %5d-%5dms %3d %s\n", i*100, (i+1)*100, n, strings.Repeat("#", n))
-	}
-	busiest, j := 0, 0
-	for i := range ds {
-		for ds[i]-ds[j] >= time.Second {
-			j++
-		}
-		busiest = max(busiest, i-j+1)
-	}
+	busiest := deliverytest.MaxInWindow(ds, time.Second)
 	t.Logf("real Kafka, %d clients, limit %v/s burst %d: %d re-dials, busiest second %d, all served after %v\n%s",
-		clients, perSec, burst, len(ds), busiest, elapsed.Round(time.Millisecond), hist.String())
+		clients, perSec, burst, len(ds), busiest, storm.Elapsed.Round(time.Millisecond), deliverytest.Histogram(ds, 100*time.Millisecond))
 	if busiest > int(perSec)+burst+3 { // +3: 100 ms of wake-up and accept skew, as in sdk/storm_test.go
 		t.Errorf("%d re-dials within one second, the limit allows %d", busiest, int(perSec)+burst)
 	}

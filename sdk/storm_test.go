@@ -1,17 +1,11 @@
 package sdk_test
 
 import (
-	"context"
-	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/kproxy"
-	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 	"github.com/segmentio/kafka-go"
 )
@@ -23,126 +17,25 @@ type stormResult struct {
 	stats   sdk.ConnStats   // summed over the clients (zero for raw kafka-go)
 }
 
-// runStorm connects n kafka.Clients through one proxy, closes every
-// connection at the same instant, and has every client retry at once until
-// it is served again, as busy producers and consumers would. newTransport
-// gives each client its Transport.
+// runStorm runs deliverytest.RunStorm with n clients against a fresh
+// embedded broker and sums the clients' sdk connection statistics.
 func runStorm(t *testing.T, n int, newTransport func() *kafka.Transport) stormResult {
 	t.Helper()
 	c := embedded.StartT(t, embedded.Topic("storm", 1))
-	p, err := kproxy.Start(c.Addrs()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var mu sync.Mutex
-	var accepts []time.Time
-	p.OnConnect(func(uint64) kproxy.ConnAction {
-		mu.Lock()
-		accepts = append(accepts, time.Now())
-		mu.Unlock()
-		return kproxy.Accept
-	})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	transports := make([]*kafka.Transport, n)
-	clients := make([]*kafka.Client, n)
-	for i := range clients {
-		transports[i] = newTransport()
-		clients[i] = &kafka.Client{Addr: kafka.TCP(p.Addr()), Transport: transports[i], Timeout: 30 * time.Second}
-	}
-	defer func() {
-		for _, tr := range transports {
-			tr.CloseIdleConnections()
-		}
-	}()
-	each := func(fn func(i int) error) {
-		var wg sync.WaitGroup
-		errs := make([]error, n)
-		for i := range clients {
-			wg.Go(func() { errs[i] = fn(i) })
-		}
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("client %d: %v", i, err)
-			}
-		}
-	}
-	// ApiVersions always goes to the broker (the Transport answers
-	// Metadata from its cache).
-	metadata := func(i int) error {
-		_, err := clients[i].ApiVersions(ctx, &kafka.ApiVersionsRequest{})
-		return err
-	}
-	each(metadata)          // connect
-	time.Sleep(time.Second) // let the connection-rate limiter refill
-
-	mu.Lock()
-	accepts = accepts[:0]
-	mu.Unlock()
-	t0 := time.Now()
-	p.CloseAll()
-	// Every client retries at once, without a backoff of its own: whatever
-	// spreads the re-dials is the dial policy.
-	each(func(i int) error {
-		var err error
-		for range 50 {
-			if err = metadata(i); err == nil || !retry.IsTransient(err) {
-				return err
-			}
-		}
-		return fmt.Errorf("still failing after 50 tries: %w", err)
-	})
-	res := stormResult{elapsed: time.Since(t0)}
-	mu.Lock()
-	for _, a := range accepts {
-		res.redials = append(res.redials, a.Sub(t0))
-	}
-	mu.Unlock()
-	slices.Sort(res.redials)
-	for _, tr := range transports {
-		if st, ok := sdk.TransportConnStats(tr); ok {
-			res.stats.Dials += st.Dials
-			res.stats.ConnectionsCreated += st.ConnectionsCreated
-			res.stats.PeerCloses += st.PeerCloses
-			res.stats.EarlyCloses += st.EarlyCloses
-			res.stats.LimiterWait += st.LimiterWait
-			res.stats.BackoffWait += st.BackoffWait
-			res.stats.ThrottledTime += st.ThrottledTime
+	st := deliverytest.RunStorm(t, c.Addrs()[0], n, 60*time.Second, newTransport)
+	res := stormResult{redials: st.Redials, elapsed: st.Elapsed}
+	for _, tr := range st.Transports {
+		if cs, ok := sdk.TransportConnStats(tr); ok {
+			res.stats.Dials += cs.Dials
+			res.stats.ConnectionsCreated += cs.ConnectionsCreated
+			res.stats.PeerCloses += cs.PeerCloses
+			res.stats.EarlyCloses += cs.EarlyCloses
+			res.stats.LimiterWait += cs.LimiterWait
+			res.stats.BackoffWait += cs.BackoffWait
+			res.stats.ThrottledTime += cs.ThrottledTime
 		}
 	}
 	return res
-}
-
-// histogram renders the re-dial times in buckets of width w.
-func histogram(ds []time.Duration, w time.Duration) string {
-	if len(ds) == 0 {
-		return "  (no re-dials)\n"
-	}
-	counts := make([]int, int(ds[len(ds)-1]/w)+1)
-	for _, d := range ds {
-		counts[d/w]++
-	}
-	var b strings.Builder
-	for i, c := range counts {
-		fmt.Fprintf(&b, "  %5d-%5dms %3d %s\n", time.Duration(i)*w/time.Millisecond, time.Duration(i+1)*w/time.Millisecond, c, strings.Repeat("#", c))
-	}
-	return b.String()
-}
-
-// maxInWindow returns the largest number of re-dials within any window of
-// length w.
-func maxInWindow(ds []time.Duration, w time.Duration) int {
-	best, j := 0, 0
-	for i := range ds {
-		for ds[i]-ds[j] >= w {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
 }
 
 // TestReconnectStorm closes the connections of 50 clients at the same
@@ -170,12 +63,12 @@ func TestReconnectStorm(t *testing.T) {
 	limit := int(perSec) + burst
 	t.Logf("reconnect storm, %d clients, all connections closed at t=0", clients)
 	t.Logf("raw kafka-go: %d re-dials, %d in the busiest 1s window, %d in the busiest 10ms, all served after %v\n%s",
-		len(raw.redials), maxInWindow(raw.redials, time.Second), maxInWindow(raw.redials, 10*time.Millisecond), raw.elapsed.Round(time.Millisecond),
-		histogram(raw.redials, 100*time.Millisecond))
+		len(raw.redials), deliverytest.MaxInWindow(raw.redials, time.Second), deliverytest.MaxInWindow(raw.redials, 10*time.Millisecond), raw.elapsed.Round(time.Millisecond),
+		deliverytest.Histogram(raw.redials, 100*time.Millisecond))
 	t.Logf("sdk policy (limit %v/s, burst %d, re-dial jitter 0-50ms): %d re-dials, %d in the busiest 1s window (limit %d), %d in the busiest 10ms, all served after %v\n%s",
-		perSec, burst, len(policy.redials), maxInWindow(policy.redials, time.Second), limit,
-		maxInWindow(policy.redials, 10*time.Millisecond), policy.elapsed.Round(time.Millisecond),
-		histogram(policy.redials, 100*time.Millisecond))
+		perSec, burst, len(policy.redials), deliverytest.MaxInWindow(policy.redials, time.Second), limit,
+		deliverytest.MaxInWindow(policy.redials, 10*time.Millisecond), policy.elapsed.Round(time.Millisecond),
+		deliverytest.Histogram(policy.redials, 100*time.Millisecond))
 	t.Logf("sdk ConnStats summed over the clients: %+v", policy.stats)
 
 	if len(policy.redials) < clients {
@@ -185,7 +78,7 @@ func TestReconnectStorm(t *testing.T) {
 	// wakes or is accepted late (the race detector, a shared CPU) shifts its
 	// stamp and can pull dials into a window. +3 allows 100 ms of such skew
 	// at 20/s; raw kafka-go, below, exceeds the limit by 20.
-	if got := maxInWindow(policy.redials, time.Second); got > limit+3 {
+	if got := deliverytest.MaxInWindow(policy.redials, time.Second); got > limit+3 {
 		t.Errorf("%d re-dials within one second, the limit allows %d", got, limit)
 	}
 	// Beyond the burst, dials come at the rate: the storm must last at
@@ -194,7 +87,7 @@ func TestReconnectStorm(t *testing.T) {
 	if span := policy.redials[len(policy.redials)-1] - policy.redials[0]; span < minSpan*9/10 {
 		t.Errorf("re-dials span %v, want at least %v", span, minSpan)
 	}
-	if got := maxInWindow(policy.redials, 10*time.Millisecond); got > burst+3 { // same skew allowance
+	if got := deliverytest.MaxInWindow(policy.redials, 10*time.Millisecond); got > burst+3 { // same skew allowance
 		t.Errorf("%d re-dials within 10ms, more than the burst of %d", got, burst)
 	}
 	if policy.stats.LimiterWait <= 0 || policy.stats.PeerCloses < clients {
@@ -202,7 +95,7 @@ func TestReconnectStorm(t *testing.T) {
 	}
 	// The control shows that the checks above can fail: without the
 	// policy, the re-dials break the limit.
-	if got := maxInWindow(raw.redials, time.Second); got <= limit+3 {
+	if got := deliverytest.MaxInWindow(raw.redials, time.Second); got <= limit+3 {
 		t.Errorf("raw kafka-go re-dialed only %d times in its busiest second: the storm did not happen", got)
 	}
 }
