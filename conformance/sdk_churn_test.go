@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,40 +279,7 @@ func TestSDKChurn(t *testing.T) {
 
 	// Churn: close a random connection, or arm a one-shot CloseAfter or
 	// Reset for the next request.
-	var armed atomic.Int32
-	armed.Store(-1)
-	var kills atomic.Int64
-	rig.proxy.OnRequest(func(kproxy.Request) kproxy.Action {
-		if a := armed.Swap(-1); a >= 0 {
-			kills.Add(1)
-			return kproxy.Action(a)
-		}
-		return kproxy.Forward
-	})
-	stopChurn := make(chan struct{})
-	var churnDone sync.WaitGroup
-	churnDone.Add(1)
-	go func() {
-		defer churnDone.Done()
-		rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-		for {
-			select {
-			case <-stopChurn:
-				return
-			case <-time.After(time.Duration(100+rnd.IntN(200)) * time.Millisecond):
-			}
-			switch rnd.IntN(3) {
-			case 0:
-				if conns := rig.proxy.Conns(); len(conns) > 0 && rig.proxy.CloseConn(conns[rnd.IntN(len(conns))].ID) {
-					kills.Add(1)
-				}
-			case 1:
-				armed.Store(int32(kproxy.CloseAfter))
-			case 2:
-				armed.Store(int32(kproxy.Reset))
-			}
-		}
-	}()
+	churn := deliverytest.StartChurn(rig.proxy, uint64(time.Now().UnixNano()))
 
 	start := time.Now()
 	seen := make(map[string]int, n)
@@ -348,9 +314,7 @@ func TestSDKChurn(t *testing.T) {
 	// two or three connections alone, and kafka-go's group join, whose
 	// JoinGroup blocks for seconds, was then killed every time (1 run in
 	// 6: the group never rejoined).
-	close(stopChurn)
-	churnDone.Wait()
-	rig.proxy.OnRequest(nil)
+	churn.Stop()
 	w.Close()
 	wst := w.Stats()
 	ends <- rig.endOffsets(t)
@@ -365,10 +329,10 @@ func TestSDKChurn(t *testing.T) {
 	lostB, dupsB := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
 	lostC, dupsC := deliverytest.LostAndDuplicated(sent, seen)
 	t.Logf("churn on Kafka: %d messages, produced in %v, consumed in %v, connections killed %d",
-		n, produced.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), kills.Load())
+		n, produced.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), churn.Kills())
 	t.Logf("churn on Kafka: broker lost %d duplicates %d; consumer lost %d duplicates %d; writer retries %d resent %d; reader absorbed %d",
 		lostB, dupsB, lostC, dupsC, wst.SDK.Retries, wst.SDK.MessagesResent, rst.SDK.TransientErrors)
-	if kills.Load() == 0 {
+	if churn.Kills() == 0 {
 		t.Fatal("no connection killed")
 	}
 	if lostB != 0 || lostC != 0 {

@@ -3,7 +3,6 @@ package sdk_test
 import (
 	"context"
 	"flag"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,69 +11,11 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
-	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 
 var churnMessages = flag.Int("churn.messages", 0,
 	"messages in TestChurn (default 50000, 10000 with -short; the issue's full figure, 100000, runs in conformance)")
-
-// churner kills proxied connections at random, about every 200 ms: it
-// closes a random live connection, or arms a one-shot CloseAfter (the
-// broker handles the request, the client never sees the answer) or Reset
-// on the next request of any kind.
-type churner struct {
-	p      *kproxy.Proxy
-	armed  atomic.Int32 // a kproxy.Action to apply once, or -1
-	kills  atomic.Int64
-	byKind [3]atomic.Int64
-	stop   chan struct{}
-	done   sync.WaitGroup
-}
-
-func startChurn(p *kproxy.Proxy, seed uint64) *churner {
-	c := &churner{p: p, stop: make(chan struct{})}
-	c.armed.Store(-1)
-	p.OnRequest(func(kproxy.Request) kproxy.Action {
-		if a := c.armed.Swap(-1); a >= 0 {
-			c.kills.Add(1)
-			return kproxy.Action(a)
-		}
-		return kproxy.Forward
-	})
-	rnd := rand.New(rand.NewPCG(seed, seed))
-	c.done.Add(1)
-	go func() {
-		defer c.done.Done()
-		for {
-			select {
-			case <-c.stop:
-				return
-			case <-time.After(time.Duration(100+rnd.IntN(200)) * time.Millisecond):
-			}
-			switch kind := rnd.IntN(3); kind {
-			case 0:
-				if conns := p.Conns(); len(conns) > 0 && p.CloseConn(conns[rnd.IntN(len(conns))].ID) {
-					c.kills.Add(1)
-					c.byKind[0].Add(1)
-				}
-			case 1:
-				c.armed.Store(int32(kproxy.CloseAfter))
-				c.byKind[1].Add(1)
-			case 2:
-				c.armed.Store(int32(kproxy.Reset))
-				c.byKind[2].Add(1)
-			}
-		}
-	}()
-	return c
-}
-
-func (c *churner) Stop() {
-	close(c.stop)
-	c.done.Wait()
-	c.p.OnRequest(nil)
-}
 
 // TestChurn produces messages with an sdk.Writer while a consumer-group
 // sdk.Reader consumes and commits them, both through a proxy that kills
@@ -127,7 +68,7 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 		t.Fatal(err)
 	}
 
-	churn := startChurn(rig.proxy, uint64(time.Now().UnixNano()))
+	churn := deliverytest.StartChurn(rig.proxy, uint64(time.Now().UnixNano()))
 	start := time.Now()
 
 	// Consumer (see deliverytest.ConsumeToEnd). It gets 60 s after the producers
@@ -191,16 +132,16 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 
 	lostOnBroker, dupsOnBroker := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
 	lostForConsumer, dupsForConsumer := deliverytest.LostAndDuplicated(sent, seen)
+	closed, closeAfters, resets := churn.ByKind()
 	t.Logf("churn: %d messages, produced in %v, consumed in %v; connections killed: %d (close %d, close-after armed %d, reset armed %d)",
-		n, produced.Round(time.Millisecond), consumed.Round(time.Millisecond), churn.kills.Load(),
-		churn.byKind[0].Load(), churn.byKind[1].Load(), churn.byKind[2].Load())
+		n, produced.Round(time.Millisecond), consumed.Round(time.Millisecond), churn.Kills(), closed, closeAfters, resets)
 	t.Logf("churn: broker: lost %d, duplicates %d; consumer: lost %d, duplicates %d",
 		lostOnBroker, dupsOnBroker, lostForConsumer, dupsForConsumer)
 	t.Logf("churn: writer retries %d, resent %d, transient errors absorbed %d, connections %d; reader transient errors absorbed %d, connections %d",
 		wst.SDK.Retries, wst.SDK.MessagesResent, wst.SDK.TransientErrors, wst.SDK.Conn.ConnectionsCreated,
 		rst.SDK.TransientErrors, rst.SDK.Conn.ConnectionsCreated)
 
-	if churn.kills.Load() == 0 {
+	if churn.Kills() == 0 {
 		t.Fatal("no connection was killed: the test proves nothing")
 	}
 	if lostOnBroker != 0 || lostForConsumer != 0 {
