@@ -71,9 +71,9 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 	churn := deliverytest.StartChurn(rig.proxy, uint64(time.Now().UnixNano()))
 	start := time.Now()
 
-	// Consumer (see deliverytest.ConsumeToEnd). It gets 60 s after the producers
-	// finish: if a message was lost it would otherwise wait for it until
-	// the test's deadline.
+	// Consumer (see deliverytest.ConsumeToEnd). It gets 60 s after the
+	// producers finish: if a message was lost it would otherwise wait for
+	// it until the test's deadline.
 	seen := make(map[string]int, n)
 	consumerErr := make(chan error, 1)
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
