@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 )
 
 // IsTransient reports whether err is worth retrying on a fresh connection:
@@ -23,6 +24,14 @@ import (
 //   - net.ErrClosed ("use of closed network connection")
 //   - syscall.ECONNRESET, EPIPE, ECONNREFUSED, ECONNABORTED
 //   - a kafka.Error whose Temporary method reports true
+//   - kafka-go's client-side "topic not found", "topic partition not found"
+//     and "topic partition has no leader" (protocol.ErrNoTopic,
+//     ErrNoPartition, ErrNoLeader): the client's cached metadata lacks what
+//     the request needs, as after a metadata fetch cut short by a closed
+//     connection; fresh metadata answers it, as for the broker's own
+//     UNKNOWN_TOPIC_OR_PARTITION and LEADER_NOT_AVAILABLE. A topic that
+//     really does not exist is therefore retried until the attempts run
+//     out, as Kafka's Java producer waits max.block.ms for its metadata.
 //   - a kafka.WriteErrors whose non-nil entries are all transient (and at
 //     least one is non-nil): resending it resends only failed messages, so a
 //     single permanent failure makes the whole batch permanent for the caller
@@ -50,7 +59,10 @@ func IsTransient(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNABORTED) {
+		errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, protocol.ErrNoTopic) ||
+		errors.Is(err, protocol.ErrNoPartition) ||
+		errors.Is(err, protocol.ErrNoLeader) {
 		return true
 	}
 	var ke kafka.Error

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 )
 
 // listen starts a loopback listener whose accepted connections are handed
@@ -176,6 +178,24 @@ func TestIsTransientRealSockets(t *testing.T) {
 	}
 }
 
+// TestIsTransientTopicMissingFromMetadata takes the error kafka-go returns
+// when its cached metadata lacks the topic of a produce, from a real
+// exchange with a broker.
+func TestIsTransientTopicMissingFromMetadata(t *testing.T) {
+	c := embedded.StartT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := &kafka.Client{Addr: kafka.TCP(c.Addrs()...)}
+	_, err := cl.Produce(ctx, &kafka.ProduceRequest{Topic: "absent", Partition: 0, RequiredAcks: kafka.RequireAll,
+		Records: kafka.NewRecordReader(kafka.Record{Value: kafka.NewBytes([]byte("v"))})})
+	if !errors.Is(err, protocol.ErrNoTopic) {
+		t.Fatalf("Produce to a topic the broker lacks: err = %v, want kafka-go's %q", err, protocol.ErrNoTopic)
+	}
+	if !retry.IsTransient(err) {
+		t.Errorf("IsTransient(%v) = false, want true", err)
+	}
+}
+
 func TestIsTransientValues(t *testing.T) {
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	tests := []struct {
@@ -199,6 +219,9 @@ func TestIsTransientValues(t *testing.T) {
 		{"kafka MessageSizeTooLarge", kafka.MessageSizeTooLarge, false},
 		{"kafka TopicAuthorizationFailed", kafka.TopicAuthorizationFailed, false},
 		{"kafka InvalidTopic", kafka.InvalidTopic, false},
+		{"kafka-go no partition in cached metadata", fmt.Errorf("produce: %w", protocol.NewErrNoPartition("t", 3)), true},
+		{"kafka-go no leader in cached metadata", protocol.ErrNoLeader, true},
+		{"kafka-go record set empty", protocol.ErrNoRecord, false},
 		{"wrapped kafka error", fmt.Errorf("write: %w", kafka.NotEnoughReplicas), true},
 		{"WriteErrors all transient", kafka.WriteErrors{io.EOF, nil, kafka.LeaderNotAvailable}, true},
 		{"WriteErrors one permanent", kafka.WriteErrors{io.EOF, kafka.MessageSizeTooLarge}, false},

@@ -257,7 +257,7 @@ func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSl
 			}
 			break
 		}
-		w.rediscover()
+		w.rediscover(!perMessage)
 		resent := make([]kafka.Message, len(next))
 		for j, i := range next {
 			resent[j] = msgs[i]
@@ -291,21 +291,25 @@ func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSl
 // closed by an agent that moves clients to their own zone, a refused
 // connect or a moved leader all mean the cached brokers may be wrong, and
 // kafka-go would keep them until its MetadataTTL (default 6s) expires:
-// resends would go back to the agent that just closed the connection.
-// kafka-go also caches a failed first metadata fetch for that long. The
-// cost is one Metadata request per rediscovery, at most one per
-// rediscoverInterval however many calls fail together.
-func (w *Writer) rediscover() {
+// resends would go back to the agent that just closed the connection. The
+// cost is one Metadata request per rediscovery.
+//
+// lookupFailed says the write failed before any produce, in kafka-go's
+// metadata lookup: kafka-go caches a failed first fetch for MetadataTTL
+// too, so the pools are always dropped then. Otherwise at most once per
+// rediscoverInterval, however many calls fail together.
+func (w *Writer) rediscover(lookupFailed bool) {
 	now := time.Now().UnixNano()
 	last := w.lastRediscover.Load()
-	if now-last < int64(rediscoverInterval) || !w.lastRediscover.CompareAndSwap(last, now) {
+	if !lookupFailed && (now-last < int64(rediscoverInterval) || !w.lastRediscover.CompareAndSwap(last, now)) {
 		return
 	}
+	w.lastRediscover.Store(now)
 	w.transport.CloseIdleConnections()
 }
 
-// rediscoverInterval bounds how often failures drop the connection pools.
-const rediscoverInterval = 100 * time.Millisecond
+// rediscoverInterval bounds how often produce failures drop the pools.
+const rediscoverInterval = time.Second
 
 func (w *Writer) logResend(n, attempt, attempts int, cause error) {
 	w.logRetry.Do(func() {
@@ -361,7 +365,7 @@ func (w *Writer) writeAsync(ctx context.Context, msgs []kafka.Message) error {
 		if err != nil && w.policy.Retryable(err) {
 			w.counters.transient.Add(1)
 			w.counters.retries.Add(1)
-			w.rediscover()
+			w.rediscover(true)
 		}
 		return err
 	})
@@ -445,7 +449,7 @@ func (w *Writer) resendAsync(msgs []kafka.Message, attempt int32, cause error) {
 		defer w.resends.Done()
 		ctx := context.Background()
 		_ = w.policy.Sleep(ctx, int(attempt)-1)
-		w.rediscover()
+		w.rediscover(false)
 		// Queueing fails only up front (see writeAsync); a transient
 		// failure there, such as a closed connection during the partition
 		// lookup, costs an attempt too.
@@ -460,7 +464,7 @@ func (w *Writer) resendAsync(msgs []kafka.Message, attempt int32, cause error) {
 			}
 			w.counters.transient.Add(1)
 			_ = w.policy.Sleep(ctx, int(a)-1)
-			w.rediscover()
+			w.rediscover(true)
 		}
 	}()
 }
