@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,6 +85,87 @@ func groupTestConfig(rig *faultRig, group string) kafka.ReaderConfig {
 	}
 }
 
+// expireSilentMembers removes from group, until the test ends, every member
+// the embedded broker lists that has sent it no request for silence: the
+// session expiry Kafka applies and kfake misses in one case. kfake arms a
+// classic group member's session timer only when a response reaches the
+// member, and the leader's SyncGroup cancels the timer that removes members
+// which never synced. So a member whose JoinGroup response found its
+// connection closed (a fault cut the coordinator connection while the
+// broker held the JoinGroup for the rebalance) stays in the group for good,
+// and the generation hands it partitions that nobody then reads. Kafka
+// expires such a member after SessionTimeout and rebalances. silence must
+// exceed the session plus the rebalance timeout, the longest a live member
+// may wait in JoinGroup without sending anything.
+func expireSilentMembers(t *testing.T, rig *faultRig, group string, silence time.Duration) {
+	var mu sync.Mutex
+	lastHeard := map[string]time.Time{}
+	hear := func(member string) {
+		mu.Lock()
+		lastHeard[member] = time.Now()
+		mu.Unlock()
+	}
+	k := rig.broker.Kfake()
+	observe := func(member func(kmsg.Request) string) func(kmsg.Request) (kmsg.Response, error, bool) {
+		return func(req kmsg.Request) (kmsg.Response, error, bool) {
+			if m := member(req); m != "" {
+				hear(m)
+			}
+			return nil, nil, false // not handled: the broker serves it as usual
+		}
+	}
+	k.ControlKey(int16(kmsg.JoinGroup), observe(func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).MemberID }))
+	k.ControlKey(int16(kmsg.SyncGroup), observe(func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).MemberID }))
+	k.ControlKey(int16(kmsg.Heartbeat), observe(func(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).MemberID }))
+	k.ControlKey(int16(kmsg.OffsetCommit), observe(func(r kmsg.Request) string { return r.(*kmsg.OffsetCommitRequest).MemberID }))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		transport := &kafka.Transport{TLS: rig.tls}
+		defer transport.CloseIdleConnections()
+		client := &kafka.Client{Addr: kafka.TCP(rig.readAddr()), Timeout: 5 * time.Second, Transport: transport}
+		listed := map[string]time.Time{} // when a member was first listed
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			resp, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+			if err != nil || len(resp.Groups) != 1 {
+				continue
+			}
+			now := time.Now()
+			var silent []kafka.LeaveGroupRequestMember
+			mu.Lock()
+			for _, m := range resp.Groups[0].Members {
+				if _, ok := listed[m.MemberID]; !ok {
+					listed[m.MemberID] = now
+				}
+				last := lastHeard[m.MemberID]
+				if l := listed[m.MemberID]; l.After(last) {
+					last = l
+				}
+				if now.Sub(last) > silence {
+					silent = append(silent, kafka.LeaveGroupRequestMember{ID: m.MemberID})
+				}
+			}
+			mu.Unlock()
+			if len(silent) == 0 {
+				continue
+			}
+			if _, err := client.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: silent}); err == nil {
+				t.Logf("expired %d group member(s) silent for over %v", len(silent), silence)
+			}
+		}
+	}()
+}
+
 // TestReaderThroughFaults reads a topic through each fault, as a partition
 // reader and as a consumer group member committing every message, and
 // requires that the caller sees no error, no message is lost and, for the
@@ -114,6 +196,7 @@ func TestReaderThroughFaults(t *testing.T) {
 				}
 				if group {
 					cfg = groupTestConfig(rig, "g-"+t.Name())
+					expireSilentMembers(t, rig, cfg.GroupID, 3*cfg.SessionTimeout)
 				}
 				r, err := sdk.NewReader(cfg, testOptions(t)...)
 				if err != nil {
