@@ -4,9 +4,7 @@ package conformance
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/azsim"
 	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -213,33 +212,15 @@ func apiVersions(t *testing.T, addr string) map[int16][2]int16 {
 	return out
 }
 
+// rawRoundTrip sends one request on a fresh connection and decodes the
+// response.
 func rawRoundTrip(t *testing.T, addr, clientID string, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := kproxy.RoundTrip(ctx, addr, clientID, req)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))
-	if _, err := conn.Write(f.AppendRequest(nil, req, 1)); err != nil {
-		t.Fatal(err)
-	}
-	var size [4]byte
-	if _, err := io.ReadFull(conn, size[:]); err != nil {
-		t.Fatalf("key %d v%d: %v", req.Key(), req.GetVersion(), err)
-	}
-	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(conn, buf); err != nil {
-		t.Fatal(err)
-	}
-	body := buf[4:]
-	if req.IsFlexible() && req.Key() != 18 {
-		body = body[1:]
-	}
-	resp := req.ResponseKind()
-	if err := resp.ReadFrom(body); err != nil {
-		t.Fatalf("key %d v%d: %v", req.Key(), req.GetVersion(), err)
 	}
 	return resp
 }

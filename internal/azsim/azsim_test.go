@@ -2,9 +2,7 @@ package azsim_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"sort"
@@ -70,31 +68,11 @@ func newSim(t *testing.T, topic string, parts int, interval time.Duration, azs .
 // response.
 func roundTrip(t *testing.T, addr, clientID string, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := kproxy.RoundTrip(ctx, addr, clientID, req)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))
-	if _, err := conn.Write(f.AppendRequest(nil, req, 42)); err != nil {
-		t.Fatal(err)
-	}
-	var size [4]byte
-	if _, err := io.ReadFull(conn, size[:]); err != nil {
-		t.Fatalf("key %d v%d: %v", req.Key(), req.GetVersion(), err)
-	}
-	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(conn, buf); err != nil {
-		t.Fatal(err)
-	}
-	resp := req.ResponseKind()
-	body := buf[4:]
-	if req.IsFlexible() && req.Key() != 18 {
-		body = body[1:] // empty header tags
-	}
-	if err := resp.ReadFrom(body); err != nil {
-		t.Fatalf("key %d v%d: decoding response: %v", req.Key(), req.GetVersion(), err)
 	}
 	return resp
 }
