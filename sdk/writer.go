@@ -33,6 +33,10 @@ import (
 //
 // WriteMessages resends only the messages whose own error is transient; the
 // others keep their error. Resends are bounded by the attempts and by ctx.
+// Before resending, the Writer makes its Transport fetch fresh metadata, so
+// that after a connection closed by interzone load balancing the resend
+// goes to an agent of the client's own zone rather than back to the one
+// that closed it (kafka-go alone would wait for its MetadataTTL, 6s).
 //
 // # Delivery guarantee
 //
