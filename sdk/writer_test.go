@@ -229,27 +229,14 @@ var writerFaults = []writerFault{
 				}
 				return kproxy.Accept
 			})
-			done := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				tick := time.NewTicker(100 * time.Millisecond)
-				defer tick.Stop()
-				for {
-					select {
-					case <-done:
-						return
-					case <-tick.C:
-						p.SetRefusing(true)
-						p.CloseAll()
-						n.Add(1)
-						time.Sleep(10 * time.Millisecond)
-						p.SetRefusing(false)
-					}
-				}
-			}()
-			return func() { close(done); wg.Wait(); p.OnConnect(nil) }
+			stop := deliverytest.Every(100*time.Millisecond, func() {
+				p.SetRefusing(true)
+				p.CloseAll()
+				n.Add(1)
+				time.Sleep(10 * time.Millisecond)
+				p.SetRefusing(false)
+			})
+			return func() { stop(); p.OnConnect(nil) }
 		},
 		dupsPossible: true, // CloseAll can land after the broker stored a batch
 	},
@@ -269,23 +256,8 @@ var writerFaults = []writerFault{
 				}
 				return kproxy.Passthrough
 			})
-			done := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				tick := time.NewTicker(100 * time.Millisecond)
-				defer tick.Stop()
-				for {
-					select {
-					case <-done:
-						return
-					case <-tick.C:
-						p.CloseAll()
-					}
-				}
-			}()
-			return func() { close(done); wg.Wait(); p.OnConnect(nil) }
+			stop := deliverytest.Every(100*time.Millisecond, p.CloseAll)
+			return func() { stop(); p.OnConnect(nil) }
 		},
 		dupsPossible: true, // CloseAll can land after the broker stored a batch
 	},

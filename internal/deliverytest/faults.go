@@ -53,3 +53,25 @@ func RefuseConnects(p *kproxy.Proxy, injected *atomic.Int64) (stop func()) {
 	}()
 	return func() { close(done); wg.Wait(); p.SetRefusing(false) }
 }
+
+// Every runs fn every d, on its own goroutine, until stop is called; stop
+// waits for a running fn to return.
+func Every(d time.Duration, fn func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fn()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}

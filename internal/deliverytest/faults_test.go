@@ -3,6 +3,7 @@ package deliverytest
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/azkafka/azkafka/internal/kproxy"
 )
@@ -41,5 +42,19 @@ func TestEveryNth(t *testing.T) {
 				t.Errorf("injected = %d, want %d", injected.Load(), wantInjected)
 			}
 		})
+	}
+}
+
+func TestEveryRunsUntilStopped(t *testing.T) {
+	var calls atomic.Int64
+	stop := Every(time.Millisecond, func() { calls.Add(1) })
+	for calls.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	after := calls.Load()
+	time.Sleep(20 * time.Millisecond)
+	if got := calls.Load(); got != after {
+		t.Fatalf("fn ran %d more times after stop returned", got-after)
 	}
 }
