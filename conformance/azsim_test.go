@@ -73,11 +73,16 @@ func TestAZSimStories(t *testing.T) {
 		removeLocal bool
 		// want converged: "yes", "no" or "any".
 		fetch, produce string
+		// maySkip: the raw kafka-go stories are controls: a raw
+		// consumer-group Reader can skip a stored message under repeated
+		// closes (see the sdk Reader's documentation); the skip is logged and
+		// counted, not failed. The sdk stories may never skip.
+		maySkip bool
 	}{
-		{"a/sdk", "", true, false, "yes", "yes"},
-		{"b/sdk-remove-local", "", true, true, "yes", "yes"},
-		{"a/plain-with-flag", azsimWithFlag, false, false, "yes", "yes"},
-		{"c/plain", "plain-app", false, false, "no", "any"},
+		{"a/sdk", "", true, false, "yes", "yes", false},
+		{"b/sdk-remove-local", "", true, true, "yes", "yes", false},
+		{"a/plain-with-flag", azsimWithFlag, false, false, "yes", "yes", true},
+		{"c/plain", "plain-app", false, false, "no", "any", true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,8 +93,9 @@ func TestAZSimStories(t *testing.T) {
 			rep, err := azsim.Story{
 				Backend:     addrs[0],
 				Topic:       topic,
-				Before:      3 * time.Second,
-				After:       8 * time.Second,
+				Before:      time.Second,
+				After:       4 * time.Second,
+				Settle:      30 * time.Second,
 				RemoveLocal: tc.removeLocal,
 				Drain:       60 * time.Second,
 				NewProducer: azsimWriter(topic, tc.clientID, tc.sdk, 300*time.Millisecond),
@@ -101,7 +107,7 @@ func TestAZSimStories(t *testing.T) {
 			}
 			deliverytest.CheckStory(t, tc.name, rep, deliverytest.StoryWant{
 				FetchConverges: tc.fetch, ProduceConverges: tc.produce,
-				RemoveLocal: tc.removeLocal, NoFailedWrites: tc.sdk,
+				RemoveLocal: tc.removeLocal, NoFailedWrites: tc.sdk, MaySkipStored: tc.maySkip,
 			})
 		})
 	}

@@ -470,6 +470,7 @@ func (s *Sim) BalanceNow() int {
 			}
 		}
 	}
+	s.stats.passDone()
 	return closed
 }
 
@@ -518,6 +519,10 @@ type Stats struct {
 	// LastCrossAZ is when the latest Produce or Fetch byte crossed zones
 	// (zero if none did).
 	LastCrossAZ time.Time
+	// LBPasses counts the completed load-balancing passes (BalanceNow
+	// calls): a pass that completed after an event saw every connection
+	// open at that event.
+	LBPasses int64
 }
 
 // CrossAZ sums the traffic of the pairs that cross zones.
@@ -570,6 +575,7 @@ type stats struct {
 	clients   map[string]map[string]*Traffic // client ID -> agent AZ
 	clientAZ  map[string]string
 	lastCross time.Time
+	passes    int64
 }
 
 func (st *stats) init() {
@@ -638,10 +644,17 @@ func (st *stats) lbClose(clientAZ, agentAZ, clientID string) {
 	ct.LBCloses++
 }
 
+func (st *stats) passDone() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.passes++
+}
+
 func (st *stats) snapshot() Stats {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	out := Stats{Pairs: make(map[Pair]Traffic, len(st.pairs)), Clients: make(map[string]ClientStats, len(st.clients)), LastCrossAZ: st.lastCross}
+	out := Stats{Pairs: make(map[Pair]Traffic, len(st.pairs)), Clients: make(map[string]ClientStats, len(st.clients)),
+		LastCrossAZ: st.lastCross, LBPasses: st.passes}
 	for p, t := range st.pairs {
 		out.Pairs[p] = *t
 	}

@@ -26,10 +26,19 @@ type Consumer interface {
 }
 
 // Story is the end-to-end convergence scenario: a producer and a consumer
-// in LocalAZ start while agents exist only in RemoteAZ; after Before, an
-// agent appears in LocalAZ; the clients run for After; with RemoveLocal the
-// local agent is then removed and they run for After again. Finally the
-// producer stops and the consumer drains.
+// in LocalAZ start while agents exist only in RemoteAZ; an agent then
+// appears in LocalAZ; the clients run until they have moved to it (or
+// Settle has passed) and then through a settled window; with RemoveLocal
+// the local agent is then removed and they run until they are back across
+// AZs. Finally the producer stops and the consumer drains.
+//
+// The phases end on events, not on wall-clock margins, so that a slow or
+// loaded machine delays a story instead of failing it: the local agent is
+// added once both clients have moved data across AZs, and the settled
+// window starts once both have moved data through the local agent and a
+// load-balancing pass has since run over every connection they had open.
+// Settle bounds each of these waits; a client that never moves (the
+// control stories) simply uses it up.
 type Story struct {
 	// Backend is the broker's host:port; Topic must exist on it.
 	Backend string
@@ -39,8 +48,15 @@ type Story struct {
 	LocalAZ, RemoteAZ string
 	// Interval is the load-balancing interval. Default: 200ms.
 	Interval time.Duration
-	// Before and After are phase lengths. Defaults: 1s and 2s.
+	// Before is the least time before the local agent is added; it is added
+	// once both produce and fetch bytes have also crossed AZs. After is the
+	// least time from its start to the end of the settled window, which
+	// lasts After - After/2 and starts no earlier than After/2 after the
+	// agent; with RemoveLocal, After is also the least time the clients run
+	// after the removal. Defaults: 1s and 2s.
 	Before, After time.Duration
+	// Settle bounds each wait for an event (see Story). Default: 10s.
+	Settle time.Duration
 	// RemoveLocal removes the local agent after the After phase (story b).
 	RemoveLocal bool
 	// WriteEvery is the pause between two synchronous single-message
@@ -63,10 +79,15 @@ type Story struct {
 // StoryReport is what a Story measured.
 type StoryReport struct {
 	// Cross-AZ traffic (client AZ != agent AZ) per phase: before the local
-	// agent appeared, after it did (from its start to the end of After),
-	// in the second half of After (the "stays zero" window), and after the
-	// local agent was removed (RemoveLocal only).
+	// agent appeared, after it did (from its start to the end of the
+	// settled window), in the settled window (the "stays zero" window), and
+	// after the local agent was removed (RemoveLocal only).
 	CrossBefore, CrossAfter, CrossSettled, CrossAfterRemoval Traffic
+	// Moved is true when both clients moved Produce and Fetch bytes through
+	// the local agent before the settled window; SettledAt is when that
+	// window started, from the local agent's start.
+	Moved     bool
+	SettledAt time.Duration
 	// Local is the traffic between the clients' AZ and its own agent.
 	Local Traffic
 	// Convergence is the time from the local agent's start to the last
@@ -118,6 +139,9 @@ func (s *Story) defaults() {
 	}
 	if s.Drain <= 0 {
 		s.Drain = 20 * time.Second
+	}
+	if s.Settle <= 0 {
+		s.Settle = 10 * time.Second
 	}
 }
 
@@ -222,8 +246,36 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 			return nil
 		}
 	}
+	// waitFor polls the accounting until cond holds or Settle has passed,
+	// and reports whether it held.
+	waitFor := func(cond func(Stats) bool) (bool, error) {
+		deadline := time.Now().Add(s.Settle)
+		for {
+			if cond(sim.Stats()) {
+				return true, nil
+			}
+			if time.Now().After(deadline) {
+				return false, nil
+			}
+			if err := sleep(10 * time.Millisecond); err != nil {
+				return false, err
+			}
+		}
+	}
+	crossed := func(since Traffic) func(Stats) bool {
+		return func(st Stats) bool {
+			d := st.CrossAZ().Sub(since)
+			return d.ProduceBytes > 0 && d.FetchBytes > 0
+		}
+	}
+	localPair := Pair{s.LocalAZ, s.LocalAZ}
+
 	t0 := time.Now()
 	if err := sleep(s.Before); err != nil {
+		return rep, err
+	}
+	// The story proves nothing unless both clients crossed AZs first.
+	if _, err := waitFor(crossed(Traffic{})); err != nil {
 		return rep, err
 	}
 	stBefore := sim.Stats()
@@ -236,8 +288,27 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 	if err := sleep(s.After / 2); err != nil {
 		return rep, err
 	}
+	// Both clients reached the local agent; then one whole balancing pass
+	// (the next but one to complete) closes what they still had open
+	// across AZs.
+	var passes int64
+	moved, err := waitFor(func(st Stats) bool {
+		l := st.Pairs[localPair]
+		if l.ProduceBytes == 0 || l.FetchBytes == 0 {
+			return false
+		}
+		if passes == 0 {
+			passes = st.LBPasses + 2
+		}
+		return st.LBPasses >= passes
+	})
+	if err != nil {
+		return rep, err
+	}
+	rep.Moved = moved
 	stMid := sim.Stats()
 	tMid := time.Now()
+	rep.SettledAt = tMid.Sub(tAdd)
 	if err := sleep(s.After - s.After/2); err != nil {
 		return rep, err
 	}
@@ -249,6 +320,9 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 			return rep, err
 		}
 		if err := sleep(s.After); err != nil {
+			return rep, err
+		}
+		if _, err := waitFor(crossed(stAfter.CrossAZ())); err != nil {
 			return rep, err
 		}
 	}
@@ -366,9 +440,9 @@ func percentile(ds []time.Duration, p int) time.Duration {
 
 // String renders the report's headline figures.
 func (r StoryReport) String() string {
-	return fmt.Sprintf("cross-AZ produce+fetch bytes: before=%d after=%d settled=%d after-removal=%d; local=%d; converged=%v in %v; "+
+	return fmt.Sprintf("cross-AZ produce+fetch bytes: before=%d after=%d settled=%d after-removal=%d; local=%d; moved=%v, settled window from %v; converged=%v in %v; "+
 		"produce p50/p99 steady=%v/%v switch=%v/%v (%d writes); produced=%d acked=%d failed=%d consumed=%d lost=%d (stored %d, e.g. %q) duplicates=%d failed-but-stored=%d; lb-closes=%d",
-		pf(r.CrossBefore), pf(r.CrossAfter), pf(r.CrossSettled), pf(r.CrossAfterRemoval), pf(r.Local), r.Converged, r.Convergence.Round(time.Millisecond),
+		pf(r.CrossBefore), pf(r.CrossAfter), pf(r.CrossSettled), pf(r.CrossAfterRemoval), pf(r.Local), r.Moved, r.SettledAt.Round(time.Millisecond), r.Converged, r.Convergence.Round(time.Millisecond),
 		r.SteadyP50.Round(10*time.Microsecond), r.SteadyP99.Round(10*time.Microsecond), r.SwitchP50.Round(10*time.Microsecond), r.SwitchP99.Round(10*time.Microsecond), r.SwitchWrites,
 		r.Produced, r.Acked, r.Failed, r.Consumed, r.Lost, r.LostStored, r.LostSample, r.Duplicates, r.FailedButStored, r.LBCloses)
 }

@@ -72,7 +72,7 @@ func TestStorySDK(t *testing.T) {
 			rep, err := azsim.Story{
 				Backend:     c.Addrs()[0],
 				Topic:       storyTopic,
-				Drain:       5 * time.Second, // normally done in milliseconds
+				Drain:       20 * time.Second, // a bound: normally done in milliseconds
 				RemoveLocal: tc.removeLocal,
 				NewProducer: sdkWriter(tc.metadataTTL),
 				NewConsumer: sdkReader("g-" + tc.name),

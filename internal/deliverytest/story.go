@@ -40,6 +40,9 @@ func CheckStory(tb testing.TB, name string, rep azsim.StoryReport, want StoryWan
 			tb.Errorf("%s converges = %v, want %s (settled-window cross-AZ %+v)", what, settled == 0, want, rep.CrossSettled)
 		}
 	}
+	if want.FetchConverges == "yes" && want.ProduceConverges == "yes" && !rep.Moved {
+		tb.Errorf("the clients did not both reach the local agent within the story's Settle bound (local %+v)", rep.Local)
+	}
 	converges("fetch", want.FetchConverges, rep.CrossSettled.FetchBytes)
 	converges("produce", want.ProduceConverges, rep.CrossSettled.ProduceBytes)
 	switch {

@@ -42,7 +42,7 @@ func TestCheckStory(t *testing.T) {
 	good := azsim.StoryReport{
 		CrossBefore:       azsim.Traffic{ProduceBytes: 10, FetchBytes: 10},
 		CrossAfterRemoval: azsim.Traffic{ProduceBytes: 5, FetchBytes: 5},
-		Acked:             100, Consumed: 100,
+		Acked:             100, Consumed: 100, Moved: true,
 	}
 	with := func(f func(*azsim.StoryReport)) azsim.StoryReport { r := good; f(&r); return r }
 	converged := StoryWant{FetchConverges: "yes", ProduceConverges: "yes", RemoveLocal: true, NoFailedWrites: true}
@@ -55,6 +55,8 @@ func TestCheckStory(t *testing.T) {
 	}{
 		{"all good", good, converged, 0, false},
 		{"nothing crossed before", with(func(r *azsim.StoryReport) { r.CrossBefore.FetchBytes = 0 }), converged, 1, true},
+		{"never reached the local agent", with(func(r *azsim.StoryReport) { r.Moved = false }), converged, 1, false},
+		{"never reached it, none expected", with(func(r *azsim.StoryReport) { r.Moved = false; r.CrossSettled.FetchBytes = 1 }), StoryWant{FetchConverges: "no", ProduceConverges: "any"}, 0, false},
 		{"fetch did not converge", with(func(r *azsim.StoryReport) { r.CrossSettled.FetchBytes = 1 }), converged, 1, false},
 		{"produce converged, want no", good, StoryWant{FetchConverges: "any", ProduceConverges: "no"}, 1, false},
 		{"any accepts both", with(func(r *azsim.StoryReport) { r.CrossSettled.ProduceBytes = 1 }), StoryWant{FetchConverges: "any", ProduceConverges: "any"}, 0, false},

@@ -143,8 +143,12 @@ type ConnInfo struct {
 	ClientID string // from the latest request; "" before the first one
 	Remote   string
 	Opened   time.Time
-	BytesIn  int64 // client to broker, size prefixes included
-	BytesOut int64 // broker to client
+	// BytesIn and BytesOut count whole frames, size prefixes included, as
+	// they are handed on (client to broker, broker to client): a frame is
+	// counted before it is written, so a peer that has read it always sees
+	// it counted.
+	BytesIn  int64
+	BytesOut int64
 	Requests int64
 }
 
@@ -586,10 +590,10 @@ func (c *conn) responses(bc net.Conn) {
 			out[0], out[1], out[2], out[3] = byte(len(body)>>24), byte(len(body)>>16), byte(len(body)>>8), byte(len(body))
 			copy(out[4:], body)
 		}
+		c.out.Add(int64(len(out)))
 		if _, err := c.client.Write(out); err != nil {
 			return
 		}
-		c.out.Add(int64(len(out)))
 	}
 }
 
