@@ -99,9 +99,9 @@ func runSimulated(ctx context.Context, out io.Writer) error {
 		st.AZ, st.AZSource, clientAZ)
 	fmt.Fprintf(out, "client ID:       %s\n", st.ClientID)
 	fmt.Fprintf(out, "cross-AZ bytes:  before the az-b agent (%v): produce %d, fetch %d\n",
-		story.Before, rep.CrossBefore.ProduceBytes, rep.CrossBefore.FetchBytes)
+		rep.BeforeTook.Round(100*time.Millisecond), rep.CrossBefore.ProduceBytes, rep.CrossBefore.FetchBytes)
 	fmt.Fprintf(out, "                 after it appeared (%v): produce %d, fetch %d; in the last %v: produce %d, fetch %d\n",
-		story.After, rep.CrossAfter.ProduceBytes, rep.CrossAfter.FetchBytes, story.After-story.After/2,
+		rep.AfterTook.Round(100*time.Millisecond), rep.CrossAfter.ProduceBytes, rep.CrossAfter.FetchBytes, story.After-story.After/2,
 		rep.CrossSettled.ProduceBytes, rep.CrossSettled.FetchBytes)
 	verdict := "converged"
 	if !rep.Converged {

@@ -24,7 +24,7 @@ func TestQuickstartSimulated(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`AZ assumed: +az-b \(source: option`),
 		regexp.MustCompile(`client ID: +warpstream_session_id=[0-9a-f-]{36},warpstream_az=az-b,warpstream_interzone_lb=true\n`),
-		regexp.MustCompile(`before the az-b agent \(1\.1s\): produce [1-9]\d*, fetch [1-9]\d*\n`),
+		regexp.MustCompile(`before the az-b agent \([0-9.]+s\): produce [1-9]\d*, fetch [1-9]\d*\n`),
 		regexp.MustCompile(`in the last 1s: produce 0, fetch 0\n`),
 		regexp.MustCompile(`switch: +converged to az-b in `),
 		regexp.MustCompile(`messages: +produced ([1-9]\d*), consumed ([1-9]\d*), lost 0, duplicated \d+, failed writes 0\n`),

@@ -88,6 +88,9 @@ type StoryReport struct {
 	// window started, from the local agent's start.
 	Moved     bool
 	SettledAt time.Duration
+	// BeforeTook is how long the clients ran before the local agent was
+	// added; AfterTook runs from its start to the end of the settled window.
+	BeforeTook, AfterTook time.Duration
 	// Local is the traffic between the clients' AZ and its own agent.
 	Local Traffic
 	// Convergence is the time from the local agent's start to the last
@@ -314,6 +317,7 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 	}
 	stAfter := sim.Stats()
 	tEnd := time.Now()
+	rep.BeforeTook, rep.AfterTook = tAdd.Sub(t0), tEnd.Sub(tAdd)
 	if s.RemoveLocal {
 		if err := sim.RemoveAgent(local); err != nil {
 			stop()
