@@ -195,12 +195,14 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 		defer close(consDone)
 		for {
 			m, err := cons.ReadMessage(consCtx)
-			if err != nil {
+			if err != nil && m.Topic == "" {
 				if consCtx.Err() != nil {
 					return
 				}
 				continue // a plain reader may surface transient errors
 			}
+			// A message returned with an error (the sdk Reader's failed
+			// commit) was handed to the caller: it counts.
 			mu.Lock()
 			seen[string(m.Value)]++
 			mu.Unlock()
