@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,4 +235,65 @@ func deltas(offsets []int64, d int64) []int64 {
 		out[i] = o + d
 	}
 	return out
+}
+
+// TestReaderCutFetchResponses cuts Fetch responses in the middle of their
+// records, the other place a reader could lose its position under
+// connection closes: kafka-go's partition reader hands out the records it
+// read whole, and the next connection fetches from the offset after the
+// last one it handed out. Neither reader skips; for kafka-go this is the
+// control showing that its skip comes from the lost commit response above,
+// not from the fetch path.
+func TestReaderCutFetchResponses(t *testing.T) {
+	const (
+		n       = 1000
+		maxCuts = 8
+	)
+	for _, tc := range []struct {
+		name string
+		sdk  bool
+	}{
+		{"kafka-go", false},
+		{"sdk", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newFaultRig(t, "rcut", 1)
+			produceDirect(t, rig, deliverytest.Messages("f", n))
+			var fetches, cuts atomic.Int64
+			rig.proxy.OnResponseCut(func(req kproxy.Request, size int) int {
+				// Every other Fetch response that carries records (an
+				// empty one is 71 bytes; a full one here about 1000, three
+				// record batches of 10 records), cut i of maxCuts at
+				// i/(maxCuts+1) of the frame: in the first batch's header,
+				// inside records of each batch, between records.
+				if req.Key != keyFetch || size < 200 || fetches.Add(1)%2 == 0 || cuts.Load() >= maxCuts {
+					return -1
+				}
+				return size * int(cuts.Add(1)) / (maxCuts + 1)
+			})
+			cfg := groupTestConfig(rig, "cut")
+			var r groupConsumer
+			if tc.sdk {
+				sr, err := sdk.NewReader(cfg, testOptions(t)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r = sr
+			} else {
+				r = kafka.NewReader(cfg)
+			}
+			defer r.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res := consumeToEnd(ctx, t, r, n, true)
+			t.Logf("fetch responses with records %d, cut %d; %d offsets returned, skipped %v, %d errors %v", fetches.Load(), cuts.Load(), len(res.offsets), res.skipped(n), len(res.errs), res.errs)
+			if cuts.Load() < maxCuts {
+				t.Fatalf("cut %d Fetch responses before the end, want %d", cuts.Load(), maxCuts)
+			}
+			if s := res.skipped(n); len(s) != 0 {
+				t.Errorf("skipped offsets %v, stored on the broker", s)
+			}
+		})
+	}
 }
