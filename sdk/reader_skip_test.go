@@ -17,7 +17,7 @@ import (
 	"github.com/azkafka/azkafka/sdk"
 )
 
-// groupConsumer is what the lost-commit test drives: kafka-go's Reader or
+// groupConsumer is what the skip tests drive: kafka-go's Reader or
 // the SDK's.
 type groupConsumer interface {
 	ReadMessage(context.Context) (kafka.Message, error)
