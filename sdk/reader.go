@@ -34,6 +34,26 @@ import (
 // Nothing is skipped: an absorbed error never advances the reader's offset,
 // and ReadMessage returns the fetched message even when its commit fails.
 // io.EOF is returned only after Close, as with kafka-go.
+//
+// This matters because kafka-go's consumer-group Reader does skip stored
+// messages under connection closes, in one sequence of events: ReadMessage
+// fetches the message at offset N and commits N+1; the broker stores the
+// commit, but the coordinator connection closes before the response
+// arrives. kafka-go's ReadMessage then returns an empty message with the
+// commit error: the message it fetched is dropped. The closed connection
+// ends the group generation, and the next one starts at the committed
+// offset, N+1. The caller gets N+1 (or a later message kafka-go had
+// buffered) after N-1, and never N. Reader cannot take that path: its
+// ReadMessage returns every message it fetched (a transiently failed
+// commit is retried, through the next generation, before it returns) and
+// commits only that message, so it never moves the group's committed
+// offset past a message the caller was not given. Below the commits, kafka-go's fetch
+// path skips nothing: within a generation a partition's records are handed
+// out in order (a fetch response cut by a close is fetched again from the
+// first record not handed out) and each generation starts at the committed
+// offset. Offsets that hold no record (compacted away) are passed over, as
+// kafka-go does; they are not skips. TestReaderLostCommitResponse and
+// TestReaderCutFetchResponses run both readers through these faults.
 type Reader struct {
 	s            *session
 	inner        *kafka.Reader
@@ -89,8 +109,9 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (_ *Reader, err error)
 // it, like kafka.Reader.ReadMessage, absorbing transient errors. When the
 // fetch succeeded but the commit did not (ctx done, or an error that is not
 // transient), it returns the message together with the error, so that the
-// caller can still process it; kafka-go would drop it until the group
-// rebalances.
+// caller can still process it: a caller that drops a message returned with
+// an error may skip it, since the failed commit may have been stored.
+// kafka-go's ReadMessage drops it itself (see Reader).
 func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
 	m, err := r.FetchMessage(ctx)
 	if err != nil {

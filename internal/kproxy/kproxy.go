@@ -24,6 +24,9 @@
 //     client, SO_LINGER 0, before the broker sees the request).
 //   - OnResponse(func(Request, []byte) []byte) rewrites responses;
 //     DecodeResponse and EncodeResponse convert them to and from kmsg types.
+//   - OnResponseCut(func(Request, int) int) relays only the first bytes of
+//     a response frame, then closes: the client reads a response cut at a
+//     chosen byte.
 //   - OnConnect(func(connID) ConnAction): Accept, Refuse (accept then close at
 //     once), CloseAfterBytes(n) (relay n client bytes raw, e.g. part of a TLS
 //     ClientHello, then close) or Passthrough (raw relay, no framing: for TLS
@@ -188,6 +191,7 @@ type Proxy struct {
 
 	onRequest  atomic.Pointer[func(Request) Action]
 	onResponse atomic.Pointer[func(Request, []byte) []byte]
+	onCut      atomic.Pointer[func(Request, int) int]
 	onConnect  atomic.Pointer[func(uint64) ConnAction]
 
 	nextID atomic.Uint64
@@ -248,6 +252,22 @@ func (p *Proxy) OnResponse(f func(req Request, resp []byte) []byte) {
 		return
 	}
 	p.onResponse.Store(&f)
+}
+
+// OnResponseCut sets the response-cut hook; nil relays every response
+// whole. For each response frame, after any OnResponse rewrite, f gets the
+// request and the frame's size in bytes (4-byte size prefix included) and
+// returns how many of its first bytes to relay before closing the
+// connection. A negative value, or one of at least the frame's size,
+// relays the whole frame and keeps the connection: the client reads a
+// response cut at the chosen byte, then EOF. The broker has handled the
+// request.
+func (p *Proxy) OnResponseCut(f func(req Request, frameSize int) int) {
+	if f == nil {
+		p.onCut.Store(nil)
+		return
+	}
+	p.onCut.Store(&f)
 }
 
 // OnConnect sets the new-connection hook; nil accepts.
@@ -589,6 +609,13 @@ func (c *conn) responses(bc net.Conn) {
 			out = make([]byte, 4+len(body))
 			out[0], out[1], out[2], out[3] = byte(len(body)>>24), byte(len(body)>>16), byte(len(body)>>8), byte(len(body))
 			copy(out[4:], body)
+		}
+		if f := c.p.onCut.Load(); f != nil {
+			if n := (*f)(pr.req, len(out)); n >= 0 && n < len(out) {
+				c.out.Add(int64(n))
+				_, _ = c.client.Write(out[:n])
+				return // the deferred close ends the connection mid-frame
+			}
 		}
 		c.out.Add(int64(len(out)))
 		if _, err := c.client.Write(out); err != nil {

@@ -522,3 +522,72 @@ func TestStartBadBackend(t *testing.T) {
 }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
+
+// TestOnResponseCut cuts a Metadata response after a chosen number of
+// bytes: the client reads exactly those bytes, then EOF. A hook answering
+// -1 leaves the response whole and the connection open.
+func TestOnResponseCut(t *testing.T) {
+	p, _ := startProxy(t, "cut")
+	metadata := func(corr int32) []byte {
+		m := kmsg.NewPtrMetadataRequest()
+		m.SetVersion(4)
+		return rawRequest(m, corr, "cut-test")
+	}
+	for _, keep := range []int{0, 3, 7, -1} {
+		t.Run(fmt.Sprint(keep), func(t *testing.T) {
+			var sizes []int
+			var mu sync.Mutex
+			p.OnResponseCut(func(r kproxy.Request, frameSize int) int {
+				mu.Lock()
+				defer mu.Unlock()
+				if r.Key != 3 {
+					t.Errorf("cut hook saw key %d, want Metadata (3)", r.Key)
+				}
+				sizes = append(sizes, frameSize)
+				return keep
+			})
+			defer p.OnResponseCut(nil)
+			conn, err := net.Dial("tcp", p.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := conn.Write(metadata(1)); err != nil {
+				t.Fatal(err)
+			}
+			if keep >= 0 {
+				got, err := io.ReadAll(conn)
+				if err != nil {
+					t.Fatalf("reading the cut response: %v", err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(sizes) != 1 || len(got) != keep || keep >= sizes[0] {
+					t.Fatalf("client read %d bytes of frames %v, want %d then EOF", len(got), sizes, keep)
+				}
+				return
+			}
+			// Uncut: a whole frame, and the connection still serves.
+			br := bufio.NewReader(conn)
+			for corr := int32(1); corr <= 2; corr++ {
+				var size [4]byte
+				if _, err := io.ReadFull(br, size[:]); err != nil {
+					t.Fatalf("response %d: %v", corr, err)
+				}
+				body := make([]byte, binary.BigEndian.Uint32(size[:]))
+				if _, err := io.ReadFull(br, body); err != nil {
+					t.Fatalf("response %d: %v", corr, err)
+				}
+				if got := int32(binary.BigEndian.Uint32(body)); got != corr {
+					t.Fatalf("response correlation id %d, want %d", got, corr)
+				}
+				if corr == 1 {
+					if _, err := conn.Write(metadata(2)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
