@@ -547,3 +547,42 @@ func TestTransportTimeoutAtBudgetReportsBudget(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// An answer that comes in as the budget ends is judged on its own: a valid
+// zone is the answer, an invalid one is reported as invalid, not as cut.
+// The transport here answers only once the request's context has ended, as
+// a server whose answer crosses the budget's end would.
+func TestAnswerArrivingAsBudgetEnds(t *testing.T) {
+	for _, tt := range []struct {
+		zone  string
+		check func(t *testing.T, res Result, err error)
+	}{
+		{"eu-west-1c", func(t *testing.T, res Result, err error) {
+			if err != nil || res.AZ != "eu-west-1c" || res.Source != SourceECS {
+				t.Errorf("got %q from %q, %v; want eu-west-1c from ecs", res.AZ, res.Source, err)
+			}
+		}},
+		{"EU-WEST-1C", func(t *testing.T, res Result, err error) {
+			var de *DetectError
+			if !errors.As(err, &de) || !errors.Is(de.Providers[0].Err, ErrInvalidAZ) ||
+				!strings.Contains(de.Providers[0].Err.Error(), `"EU-WEST-1C"`) {
+				t.Errorf("err = %v, want ErrInvalidAZ quoting the value", err)
+			}
+		}},
+	} {
+		t.Run(tt.zone, func(t *testing.T) {
+			cfg := baseConfig(t, SourceECS)
+			cfg.Timeout = 100 * time.Millisecond
+			cfg.ECSMetadataURI = "http://127.0.0.1:9/v4/x" // never dialed: the transport answers
+			cfg.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				<-r.Context().Done()
+				rec := httptest.NewRecorder()
+				rec.WriteString(ecsTask(tt.zone))
+				return rec.Result(), nil
+			})}
+			res, err := New(cfg).Detect(context.Background())
+			checkOutcome(t, res, err)
+			tt.check(t, res, err)
+		})
+	}
+}
