@@ -156,7 +156,8 @@ func New(cfg Config) *Detector {
 // share one detection. When ctx ends before the detection does, it acts as
 // the end of the budget: the highest-ranked valid answer already in is
 // returned (and cached); with none, Detect returns ctx's error and nothing
-// is cached.
+// is cached. A caller that joined a detection in flight and whose ctx ends
+// first stops waiting with ctx's error.
 func (d *Detector) Detect(ctx context.Context) (Result, error) {
 	return d.cache.get(ctx, false, d.detect)
 }
@@ -177,10 +178,12 @@ var process cache
 // too, so that a process off-cloud pays the budget once. Concurrent first
 // callers share one detection. Call Redetect to detect again.
 //
-// Every error matches ErrNoAZ with errors.Is; it is a *DetectError listing
-// each provider's reason, or ctx's error when ctx ended before any provider
-// answered (not cached). When ctx or the budget ends first, the
-// highest-ranked valid answer already in is the result.
+// Every error matches ErrNoAZ with errors.Is. It is a *DetectError listing
+// each provider's reason (matching ctx's error too when ctx ended before any
+// provider answered; such a failure is not cached), or, for a caller that
+// stopped waiting on a detection another caller started, ctx's error. When
+// ctx or the budget ends first, the highest-ranked valid answer already in
+// is the result.
 // Detect is safe for concurrent use and leaves no goroutine behind.
 func Detect(ctx context.Context) (Result, error) {
 	return process.get(ctx, false, detectFromEnv)
