@@ -47,7 +47,8 @@ type ProviderResult struct {
 	AZ string
 	// Err says why the provider found no zone. It matches ErrNotConfigured,
 	// ErrNotThisCloud, ErrNoZone, ErrInvalidAZ, ErrSuperseded or
-	// context.DeadlineExceeded (budget spent) with errors.Is, or is another
+	// context.DeadlineExceeded (no answer within the budget) with
+	// errors.Is, is the cause that ended the caller's ctx, or is another
 	// failure (bad body, 5xx, ...).
 	Err error
 	// Elapsed is the time the provider ran; zero for a provider that was
@@ -152,8 +153,11 @@ func New(cfg Config) *Detector {
 
 // Detect returns the availability zone, running the detection on the first
 // call and returning the cached outcome afterwards. Concurrent first callers
-// share one detection. When ctx ends before the detection does, Detect
-// returns ctx's error and nothing is cached.
+// share one detection. When ctx ends before the detection does, it acts as
+// the end of the budget: the highest-ranked valid answer already in is
+// returned (and cached); with none, Detect returns ctx's error and nothing
+// is cached. A caller that joined a detection in flight and whose ctx ends
+// first stops waiting with ctx's error.
 func (d *Detector) Detect(ctx context.Context) (Result, error) {
 	return d.cache.get(ctx, false, d.detect)
 }
@@ -174,8 +178,12 @@ var process cache
 // too, so that a process off-cloud pays the budget once. Concurrent first
 // callers share one detection. Call Redetect to detect again.
 //
-// Every error matches ErrNoAZ with errors.Is; it is a *DetectError listing
-// each provider's reason, or ctx's error when ctx ended first (not cached).
+// Every error matches ErrNoAZ with errors.Is. It is a *DetectError listing
+// each provider's reason (matching ctx's error too when ctx ended before any
+// provider answered; such a failure is not cached), or, for a caller that
+// stopped waiting on a detection another caller started, ctx's error. When
+// ctx or the budget ends first, the highest-ranked valid answer already in
+// is the result.
 // Detect is safe for concurrent use and leaves no goroutine behind.
 func Detect(ctx context.Context) (Result, error) {
 	return process.get(ctx, false, detectFromEnv)

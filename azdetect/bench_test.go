@@ -95,3 +95,28 @@ func BenchmarkDetectFakeIMDS(b *testing.B) {
 		}
 	}
 }
+
+// ECS accepts and never answers, EC2 answers at once: the EC2 zone is the
+// answer when the budget ends. How far past the budget does Detect return?
+func BenchmarkDetectBudgetAnswer(b *testing.B) {
+	const budget = 200 * time.Millisecond
+	hole := newBlackHole(b)
+	ec2 := newFakeIMDS(b, "us-east-1a", "use1-az6")
+	cfg := baseConfig(b, SourceECS, SourceEC2)
+	cfg.Timeout = budget
+	cfg.ECSMetadataURI = "http://" + hole.addr() + "/v4/x"
+	cfg.EC2Endpoint = ec2.URL
+	var over, worst time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		if res, err := New(cfg).Detect(context.Background()); err != nil || res.Source != SourceEC2 {
+			b.Fatal(res, err)
+		}
+		o := time.Since(start) - budget
+		over += o
+		worst = max(worst, o)
+	}
+	b.ReportMetric(float64(over.Microseconds())/1000/float64(b.N), "ms-over-budget")
+	b.ReportMetric(float64(worst.Microseconds())/1000, "ms-over-budget-max")
+}

@@ -83,6 +83,13 @@ func (e budgetError) Error() string {
 }
 func (e budgetError) Unwrap() error { return context.DeadlineExceeded }
 
+// pastDeadline reports whether ctx's deadline has passed, even if its
+// timer has not fired yet.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 // detect runs one detection, uncached.
 func (d *Detector) detect(ctx context.Context) (Result, error) {
 	start := time.Now()
@@ -140,16 +147,23 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 			t0 := time.Now()
 			pr := ProviderResult{Name: p.name}
 			raw, where, err := p.fetch(stop)
-			if err == nil {
+			if err != nil && pastDeadline(budget) {
+				// A transport timeout of the same length as the budget
+				// can fire a moment before the budget's own timer.
+				<-stop.Done()
+			}
+			switch {
+			case err != nil && stop.Err() != nil:
+				// Stopped by the budget, the caller, or a better answer:
+				// say which, rather than how the request broke off.
+				err = context.Cause(stop)
+			case err == nil:
+				// An answer that came in is judged on its own, even when
+				// it came in as the detection was stopping.
 				pr.AZ, err = validateAZ(raw)
 				if err != nil {
 					err = fmt.Errorf("%s=%s: %w", where, quote(raw), err)
 				}
-			}
-			if err != nil && stop.Err() != nil {
-				// Stopped by the budget, the caller, or a better answer:
-				// say which, rather than how the request broke off.
-				err = context.Cause(stop)
 			}
 			pr.Err = err
 			pr.Elapsed = time.Since(t0)
@@ -157,43 +171,43 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 		}()
 	}
 
-	// decided reports whether the best possible answer is known: the
-	// highest-ranked provider still able to answer has answered.
-	decided := func() (winner int, ok bool) {
+	// decided reports whether the best possible answer is known: every
+	// provider ranked above the highest-ranked valid answer has failed.
+	decided := func() bool {
 		for i := range ps {
 			if !finished[i] {
-				return -1, false
+				return false
 			}
 			if fetched[i].Err == nil {
-				return i, true
+				return true
 			}
 		}
-		return -1, true
+		return true
 	}
-	winner, ok := decided()
-	for !ok {
+wait:
+	for !decided() {
 		select {
 		case a := <-answers:
 			fetched[a.i], finished[a.i] = a.pr, true
-			winner, ok = decided()
 		case <-stop.Done():
-			ok = true
+			// The budget or the caller's ctx ended first: the providers
+			// still running report that cause, the answers in stand.
+			break wait
 		}
 	}
-	if winner >= 0 {
-		stopCause(ErrSuperseded)
-	} else {
-		stopCause(nil)
-	}
+	stopCause(ErrSuperseded) // no effect when stop has already ended
 	wg.Wait()
 	close(answers)
 	for a := range answers { // answers that came in after the decision
 		fetched[a.i] = a.pr
 	}
 
+	// The highest-ranked valid answer wins, whenever it came in.
 	elapsed := time.Since(start)
-	if winner < 0 {
-		return Result{}, &DetectError{Providers: results, Elapsed: elapsed}
+	for _, pr := range fetched {
+		if pr.Err == nil {
+			return Result{AZ: pr.AZ, Source: pr.Name, Elapsed: elapsed, Providers: results}, nil
+		}
 	}
-	return Result{AZ: fetched[winner].AZ, Source: fetched[winner].Name, Elapsed: elapsed, Providers: results}, nil
+	return Result{}, &DetectError{Providers: results, Elapsed: elapsed}
 }

@@ -25,8 +25,12 @@
 //     service-account token.
 //
 // The precedence is fixed: option > env > ecs > ec2 > gcp > azure >
-// kubernetes. Detection returns as soon as the best possible answer is in —
-// every higher-ranked provider has failed — and stops the others. A provider
+// kubernetes. The zone is that of the highest-ranked provider that answered
+// with a valid zone, taken as soon as every provider ranked above it has
+// failed, or else when the budget ends: a higher-ranked provider that
+// answers within the budget wins over a faster lower one, and one still
+// silent at the end of the budget loses to the answer in hand (its
+// ProviderResult says it was cut by the budget). A provider
 // whose prerequisites are absent (ECS_CONTAINER_METADATA_URI_V4 unset,
 // KUBERNETES_SERVICE_HOST or NODE_NAME unset, AWS_EC2_METADATA_DISABLED=true)
 // answers at once without I/O; a refused connection or a 4xx answer means
@@ -43,6 +47,9 @@
 //
 // Detect and Detector.Detect run the detection once; concurrent first
 // callers share it. A failure is cached too, so a process off-cloud pays the
-// budget once at start-up; Redetect runs a new detection. A detection cut
-// short by the caller's context is not cached.
+// budget once at start-up; Redetect runs a new detection, e.g. to improve an
+// answer taken when a higher-ranked provider was cut by the budget. The
+// caller's context acts as a shorter budget: when it ends first, the answer
+// in hand is returned and cached; with none, its error is returned and
+// nothing is cached.
 package azdetect

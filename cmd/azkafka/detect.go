@@ -23,8 +23,10 @@ const detectUsage = `Usage: azkafka detect [--json]
 Detects the availability zone this process would use, as the azkafka SDK
 does at start-up: an explicit AZKAFKA_AZ (or WARPSTREAM_AVAILABILITY_ZONE)
 wins; otherwise the ECS, EC2, GCP, Azure and Kubernetes metadata sources are
-asked in parallel within AZKAFKA_DETECT_TIMEOUT (default 1s), and the
-highest-ranked answer is kept.
+asked in parallel within one budget, AZKAFKA_DETECT_TIMEOUT (default 1s),
+and the highest-ranked valid answer wins: at once when every higher-ranked source
+has failed, else when the budget ends (sources still silent then are shown
+as cut by the budget).
 
 Prints the zone, its source, the time taken and every provider's outcome.
 With --json, prints one object: {"az", "source", "elapsed_ms",

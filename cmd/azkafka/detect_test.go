@@ -37,8 +37,9 @@ func detectEnv(t *testing.T, env map[string]string) {
 	t.Cleanup(func() { detectGetenv = old })
 }
 
-// fakeIMDS serves IMDSv2: a token from PUT /latest/api/token, required on GETs.
-func fakeIMDS(t *testing.T, az string) (*httptest.Server, *atomic.Int64) {
+// fakeIMDS serves IMDSv2: a token from PUT /latest/api/token, required on
+// GETs of the zone name (az) and the zone ID (id).
+func fakeIMDS(t *testing.T, az, id string) (*httptest.Server, *atomic.Int64) {
 	var rounds atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -51,6 +52,10 @@ func fakeIMDS(t *testing.T, az string) (*httptest.Server, *atomic.Int64) {
 			r.Header.Get("X-aws-ec2-metadata-token") == "tok":
 			rounds.Add(1)
 			fmt.Fprint(w, az)
+		case r.Method == http.MethodGet && r.URL.Path == "/latest/meta-data/placement/availability-zone-id" &&
+			r.Header.Get("X-aws-ec2-metadata-token") == "tok":
+			rounds.Add(1)
+			fmt.Fprint(w, id)
 		default:
 			http.Error(w, "no", http.StatusUnauthorized)
 		}
@@ -60,7 +65,7 @@ func fakeIMDS(t *testing.T, az string) (*httptest.Server, *atomic.Int64) {
 }
 
 func TestDetectCommand(t *testing.T) {
-	imds, rounds := fakeIMDS(t, "eu-central-1b")
+	imds, rounds := fakeIMDS(t, "eu-central-1b", "euc1-az3")
 	tests := []struct {
 		name       string
 		args       []string
@@ -111,7 +116,7 @@ func TestDetectCommand(t *testing.T) {
 }
 
 func TestDetectCommandJSON(t *testing.T) {
-	imds, _ := fakeIMDS(t, "ap-northeast-1d")
+	imds, _ := fakeIMDS(t, "ap-northeast-1d", "apne1-az2")
 	tests := []struct {
 		name       string
 		env        map[string]string
@@ -176,6 +181,92 @@ func TestDetectCommandJSON(t *testing.T) {
 				}
 				if *p.Name == tt.wantSource && (*p.AZ != tt.wantAZ || *p.Error != "") {
 					t.Errorf("winner %s: az %q error %q", *p.Name, *p.AZ, *p.Error)
+				}
+			}
+		})
+	}
+}
+
+// hangListener accepts connections and never answers, until the test ends.
+func hangListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(held)
+				return
+			}
+			held <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for c := range held {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// ECS, GCP and Azure accept and never answer, EC2 answers at once: the
+// command answers EC2's zone when the 1 s budget ends, in both formats, and
+// shows the sources that were cut.
+func TestDetectCommandAnswersAtBudget(t *testing.T) {
+	const budgetMS = 1000.0
+	hang := hangListener(t)
+	imds, _ := fakeIMDS(t, "us-east-1a", "use1-az6")
+	for _, tt := range []struct {
+		format, want string
+	}{{"", "us-east-1a"}, {"id", "use1-az6"}} {
+		t.Run("format="+tt.format, func(t *testing.T) {
+			detectEnv(t, map[string]string{
+				"AZKAFKA_DETECT_PROVIDERS":          "",
+				"AZKAFKA_AZ_FORMAT":                 tt.format,
+				"ECS_CONTAINER_METADATA_URI_V4":     "http://" + hang + "/v4/x",
+				"AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.URL,
+				"GCE_METADATA_HOST":                 hang,
+				"AZKAFKA_AZURE_IMDS_ENDPOINT":       "http://" + hang,
+			})
+			var out, errOut bytes.Buffer
+			if got := run([]string{"detect", "--json"}, strings.NewReader(""), &out, &errOut); got != exitOK {
+				t.Fatalf("status = %d, want %d (stdout %s, stderr %q)", got, exitOK, out.String(), errOut.String())
+			}
+			var doc detectOutput
+			if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+				t.Fatalf("stdout %q: %v", out.String(), err)
+			}
+			if doc.AZ != tt.want || doc.Source != "ec2" {
+				t.Errorf("az %q from %q, want %q from ec2", doc.AZ, doc.Source, tt.want)
+			}
+			if doc.ElapsedMS < budgetMS || doc.ElapsedMS > budgetMS+5000 {
+				t.Errorf("elapsed_ms %v, want the 1000 ms budget", doc.ElapsedMS)
+			}
+			wantErr := map[string]string{
+				"env":        "not configured",
+				"ecs":        "no answer within the 1s budget",
+				"ec2":        "",
+				"gcp":        "no answer within the 1s budget",
+				"azure":      "no answer within the 1s budget",
+				"kubernetes": "not configured",
+			}
+			if len(doc.Providers) != len(wantErr) {
+				t.Fatalf("providers %+v, want %d", doc.Providers, len(wantErr))
+			}
+			for _, p := range doc.Providers {
+				want, ok := wantErr[p.Name]
+				switch {
+				case !ok:
+					t.Errorf("unexpected provider %+v", p)
+				case want == "" && (p.Error != "" || p.AZ != tt.want):
+					t.Errorf("%s: %+v, want az %q", p.Name, p, tt.want)
+				case want != "" && (!strings.Contains(p.Error, want) || p.AZ != ""):
+					t.Errorf("%s: %+v, want error containing %q", p.Name, p, want)
 				}
 			}
 		})
