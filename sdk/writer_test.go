@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,6 +191,26 @@ type writerFault struct {
 	// dupsPossible: the broker may have stored a batch whose response was
 	// lost. When false the test requires zero duplicates.
 	dupsPossible bool
+	// reopenOnRefusedDial: the fault closes the proxy's port; the writer's
+	// Transport dials through a function that opens it again once a dial
+	// was refused, so that every outage costs exactly one refused dial,
+	// however slow the machine.
+	reopenOnRefusedDial bool
+}
+
+// reopeningDial dials like kafka-go and, when a dial is refused, makes p
+// listen again: one refused connect per outage.
+func reopeningDial(t testing.TB, p *kproxy.Proxy) func(context.Context, string, string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, address)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			if err := p.SetRefusing(false); err != nil {
+				t.Errorf("reopening the proxy's port: %v", err)
+			}
+		}
+		return c, err
+	}
 }
 
 var writerFaults = []writerFault{
@@ -218,10 +239,12 @@ var writerFaults = []writerFault{
 	{
 		name: "refuse connects and close live connections",
 		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
-			// Every 2nd new connection is accepted and closed at once, and
-			// every 100 ms all connections die and the port refuses
-			// connects for 10 ms.
-			var conns atomic.Int64
+			// Every 2nd new connection is accepted and closed at once; at
+			// every 3rd Produce request all connections die and the port
+			// refuses connects until the writer's next dial was refused
+			// (reopenOnRefusedDial). The faults follow the writer's
+			// requests, not the clock, so a slow machine cannot starve it.
+			var conns, outages atomic.Int64
 			p.OnConnect(func(uint64) kproxy.ConnAction {
 				if conns.Add(1)%2 == 0 && n.Load() < 30 {
 					n.Add(1)
@@ -229,16 +252,20 @@ var writerFaults = []writerFault{
 				}
 				return kproxy.Accept
 			})
-			stop := deliverytest.Every(100*time.Millisecond, func() {
-				p.SetRefusing(true)
-				p.CloseAll()
-				n.Add(1)
-				time.Sleep(10 * time.Millisecond)
-				p.SetRefusing(false)
+			every3rd := deliverytest.EveryNth(3, 15, kproxy.CloseBefore, &outages, keyProduce)
+			p.OnRequest(func(r kproxy.Request) kproxy.Action {
+				act := every3rd(r)
+				if act == kproxy.CloseBefore {
+					n.Add(1)
+					_ = p.SetRefusing(true)
+					p.CloseAll()
+				}
+				return act
 			})
-			return func() { stop(); p.OnConnect(nil) }
+			return func() { p.OnRequest(nil); p.OnConnect(nil); _ = p.SetRefusing(false) }
 		},
-		dupsPossible: true, // CloseAll can land after the broker stored a batch
+		reopenOnRefusedDial: true,
+		dupsPossible:        true, // CloseAll can cut another connection after the broker stored its batch
 	},
 	{
 		name: "close during TLS handshake",
@@ -246,20 +273,25 @@ var writerFaults = []writerFault{
 		inject: func(p *kproxy.Proxy, n *atomic.Int64) func() {
 			// Every 2nd new connection is cut after 40 bytes of the
 			// ClientHello (the client sees io.EOF, which kafka-go itself
-			// does not retry); every 100 ms all connections die so that
-			// the writer has to re-dial.
+			// does not retry); the others die after relaying 2 KiB from
+			// the client (the handshake and a Produce request or two), so
+			// that the writer has to re-dial. The proxy cannot read TLS
+			// frames, so the faults follow the bytes the writer sends, not
+			// the clock: a slow machine cannot starve the writer.
 			var conns atomic.Int64
 			p.OnConnect(func(uint64) kproxy.ConnAction {
-				if conns.Add(1)%2 == 0 && n.Load() < 30 {
+				if n.Load() >= 30 {
+					return kproxy.Passthrough
+				}
+				if conns.Add(1)%2 == 0 {
 					n.Add(1)
 					return kproxy.CloseAfterBytes(40)
 				}
-				return kproxy.Passthrough
+				return kproxy.CloseAfterBytes(2 << 10)
 			})
-			stop := deliverytest.Every(100*time.Millisecond, p.CloseAll)
-			return func() { stop(); p.OnConnect(nil) }
+			return func() { p.OnConnect(nil) }
 		},
-		dupsPossible: true, // CloseAll can land after the broker stored a batch
+		dupsPossible: true, // a connection can die after the broker stored a batch
 	},
 }
 
@@ -294,6 +326,9 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 				}
 				if rig.tls != nil {
 					kw.Transport = &kafka.Transport{TLS: rig.tls}
+				}
+				if fault.reopenOnRefusedDial {
+					kw.Transport = &kafka.Transport{Dial: reopeningDial(t, rig.proxy)}
 				}
 				if completion {
 					kw.Completion = func(msgs []kafka.Message, err error) {
