@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/azkafka/azkafka/internal/embedded"
 )
 
 // fakeStreamsApp serves iq metadata documents for two instances on loopback:
@@ -140,7 +142,14 @@ func TestIQCommandUsage(t *testing.T) {
 		{[]string{"iq"}, exitUsage, "Usage: azkafka iq route"},
 		{[]string{"iq", "frob"}, exitUsage, `unknown subcommand "frob"`},
 		{[]string{"help", "iq"}, exitOK, "queryMetadataForKey"},
-		{[]string{"iq", "route", "KH01"}, exitUsage, "--metadata-url is required"},
+		{[]string{"iq", "route", "KH01"}, exitUsage, "--bootstrap and --application-id, or --metadata-url, are required"},
+		{[]string{"iq", "route", "--bootstrap", "h:9092", "--store", "s", "KH01"}, exitUsage, "--application-id is required with --bootstrap"},
+		{[]string{"iq", "route", "--bootstrap", "h:9092", "--metadata-url", "http://h:1/m", "--store", "s", "KH01"}, exitUsage, "give one source"},
+		{[]string{"iq", "route", "--bootstrap", "h", "--application-id", "app", "--store", "s", "KH01"}, exitUsage, `broker "h": want host:port`},
+		{[]string{"iq", "route", "--store-topics", "joined", "KH01"}, exitUsage, `"joined": want STORE=TOPIC[,TOPIC...]`},
+		{[]string{"iq", "describe"}, exitUsage, "--bootstrap is required"},
+		{[]string{"iq", "describe", "--bootstrap", "h:1"}, exitUsage, "--application-id is required"},
+		{[]string{"iq", "describe", "--bootstrap", "h:1", "--application-id", "a", "extra"}, exitUsage, "unexpected arguments"},
 		{[]string{"iq", "route", "--metadata-url", "http://127.0.0.1:1/m", "KH01"}, exitUsage, "--store is required"},
 		{[]string{"iq", "route", "--metadata-url", "ftp://x", "--store", "s", "KH01"}, exitUsage, `metadata URL "ftp://x"`},
 		{[]string{"iq", "route", "--metadata-url", "http://127.0.0.1:1/m", "--store", "s", "--timeout", "300ms", "--az", "", "KH01"}, exitFail, "127.0.0.1:1/m"},
@@ -150,6 +159,23 @@ func TestIQCommandUsage(t *testing.T) {
 		code := run(tt.args, nil, &out, &errb)
 		if code != tt.code || !strings.Contains(out.String()+errb.String(), tt.want) {
 			t.Errorf("%v: exit %d, output %q; want %d and %q", tt.args, code, out.String()+errb.String(), tt.code, tt.want)
+		}
+	}
+}
+
+// TestIQDescribeCommandNoGroup runs describe and route against the embedded
+// broker, where the application's group does not exist: both fail with an
+// error naming the group.
+func TestIQDescribeCommandNoGroup(t *testing.T) {
+	c := embedded.StartT(t)
+	for _, args := range [][]string{
+		{"iq", "describe", "--bootstrap", c.Addrs()[0], "--application-id", "no-such-app"},
+		{"iq", "route", "--bootstrap", c.Addrs()[0], "--application-id", "no-such-app", "--store", "s", "KH01"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(args, nil, &out, &errb)
+		if code != exitFail || !strings.Contains(errb.String(), `group "no-such-app"`) || !strings.Contains(errb.String(), "is the application.id right") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
 	}
 }
