@@ -92,27 +92,27 @@ func DecodeAssignmentInfo(b []byte) (*AssignmentInfo, error) {
 	n := r.count("activeTasks", 8, false)
 	a.ActiveTasks = make([]TaskID, 0, n)
 	for range n {
-		a.ActiveTasks = append(a.ActiveTasks, readTaskID(r, "activeTasks[]", v))
+		a.ActiveTasks = append(a.ActiveTasks, readTaskID(r, &activeTaskFields, v))
 	}
 	n = r.count("standbyTasks", 12, false)
 	a.StandbyTasks = make([]StandbyTask, 0, n)
 	for range n {
-		t := readTaskID(r, "standbyTasks[].task", v)
-		a.StandbyTasks = append(a.StandbyTasks, StandbyTask{t, readNamedPartitions(r, "standbyTasks[].partitions")})
+		t := readTaskID(r, &standbyTaskFields, v)
+		a.StandbyTasks = append(a.StandbyTasks, StandbyTask{t, readNamedPartitions(r, &standbyPartitionFields)})
 	}
 	switch {
 	case v == 1:
 	case v <= 4:
 		n = r.count("partitionsByHost", 10, false)
 		for range n {
-			h := readHostInfo(r, "partitionsByHost[].host")
-			a.PartitionsByHost = append(a.PartitionsByHost, HostPartitions{h, readNamedPartitions(r, "partitionsByHost[].partitions")})
+			h := readHostInfo(r, &hostFields)
+			a.PartitionsByHost = append(a.PartitionsByHost, HostPartitions{h, readNamedPartitions(r, &hostPartitionFields)})
 		}
 	default:
 		dict := readTopicDictionary(r)
-		a.PartitionsByHost = readHostPartitionsByIndex(r, "partitionsByHost", dict)
+		a.PartitionsByHost = readHostPartitionsByIndex(r, &activeByHostFields, dict)
 		if v >= 6 {
-			a.StandbyPartitionsByHost = readHostPartitionsByIndex(r, "standbyPartitionsByHost", dict)
+			a.StandbyPartitionsByHost = readHostPartitionsByIndex(r, &standbyByHostFields, dict)
 		}
 	}
 	if v >= 4 {
@@ -127,27 +127,64 @@ func DecodeAssignmentInfo(b []byte) (*AssignmentInfo, error) {
 	return a, nil
 }
 
-func readTaskID(r *wireReader, field string, version int32) TaskID {
-	t := TaskID{Subtopology: r.int32(field + ".subtopology"), Partition: r.int32(field + ".partition")}
+// Field names for errors, built once rather than on every read.
+type taskFields struct{ subtopology, partition, namedTopology string }
+type hostInfoFields struct{ host, port string }
+type namedPartitionFields struct{ list, topic, partition string }
+type byHostFields struct {
+	list       string
+	host       hostInfoFields
+	partitions string
+	topicIndex string
+	partition  string
+}
+
+func newTaskFields(f string) taskFields {
+	return taskFields{f + ".subtopology", f + ".partition", f + ".namedTopology"}
+}
+
+func newNamedPartitionFields(f string) namedPartitionFields {
+	return namedPartitionFields{f, f + "[].topic", f + "[].partition"}
+}
+
+func newByHostFields(f string) byHostFields {
+	return byHostFields{f, hostInfoFields{f + "[].host.host", f + "[].host.port"}, f + "[].partitions",
+		f + "[].partitions[].topicIndex", f + "[].partitions[].partition"}
+}
+
+var (
+	activeTaskFields       = newTaskFields("activeTasks[]")
+	standbyTaskFields      = newTaskFields("standbyTasks[].task")
+	standbyPartitionFields = newNamedPartitionFields("standbyTasks[].partitions")
+	hostFields             = hostInfoFields{"partitionsByHost[].host.host", "partitionsByHost[].host.port"}
+	hostPartitionFields    = newNamedPartitionFields("partitionsByHost[].partitions")
+	activeByHostFields     = newByHostFields("partitionsByHost")
+	standbyByHostFields    = newByHostFields("standbyPartitionsByHost")
+)
+
+func readTaskID(r *wireReader, f *taskFields, version int32) TaskID {
+	t := TaskID{Subtopology: r.int32(f.subtopology), Partition: r.int32(f.partition)}
 	if version >= 10 { // named topologies
-		n := r.count(field+".namedTopology", 2, false)
-		t.Topology = r.javaChars(field+".namedTopology", n)
+		n := r.count(f.namedTopology, 2, false)
+		if n > 0 {
+			t.Topology = r.javaChars(f.namedTopology, n)
+		}
 	}
 	return t
 }
 
-func readHostInfo(r *wireReader, field string) HostInfo {
-	return HostInfo{Host: r.javaUTF(field + ".host"), Port: int(r.int32(field + ".port"))}
+func readHostInfo(r *wireReader, f *hostInfoFields) HostInfo {
+	return HostInfo{Host: r.javaUTF(f.host), Port: int(r.int32(f.port))}
 }
 
 // readNamedPartitions reads [topic UTF, partition INT32] as writeUTF writes
 // topic names.
-func readNamedPartitions(r *wireReader, field string) []TopicPartition {
-	n := r.count(field, 6, false)
+func readNamedPartitions(r *wireReader, f *namedPartitionFields) []TopicPartition {
+	n := r.count(f.list, 6, false)
 	out := make([]TopicPartition, 0, n)
 	for range n {
-		t := r.javaUTF(field + "[].topic")
-		out = append(out, TopicPartition{t, int(r.int32(field + "[].partition"))})
+		t := r.javaUTF(f.topic)
+		out = append(out, TopicPartition{t, int(r.int32(f.partition))})
 	}
 	return out
 }
@@ -162,21 +199,21 @@ func readTopicDictionary(r *wireReader) map[int32]string {
 	return dict
 }
 
-func readHostPartitionsByIndex(r *wireReader, field string, dict map[int32]string) []HostPartitions {
-	n := r.count(field, 10, false)
+func readHostPartitionsByIndex(r *wireReader, f *byHostFields, dict map[int32]string) []HostPartitions {
+	n := r.count(f.list, 10, false)
 	out := make([]HostPartitions, 0, n)
 	for range n {
-		h := readHostInfo(r, field+"[].host")
-		m := r.count(field+"[].partitions", 8, false)
+		h := readHostInfo(r, &f.host)
+		m := r.count(f.partitions, 8, false)
 		tps := make([]TopicPartition, 0, m)
 		for range m {
 			start := r.off
-			i := r.int32(field + "[].partitions[].topicIndex")
-			p := r.int32(field + "[].partitions[].partition")
+			i := r.int32(f.topicIndex)
+			p := r.int32(f.partition)
 			t, ok := dict[i]
 			if !ok && r.err == nil {
 				r.off = start
-				r.fail(field+"[].partitions[].topicIndex", "index %d is not in the topic dictionary", i)
+				r.fail(f.topicIndex, "index %d is not in the topic dictionary", i)
 			}
 			tps = append(tps, TopicPartition{t, int(p)})
 		}
