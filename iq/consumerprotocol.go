@@ -26,13 +26,10 @@ type ConsumerAssignment struct {
 	UserData []byte
 }
 
-// consumerProtocolLatest is the newest consumer-protocol version this
-// package knows. Like the Java consumer, newer versions are read as this
-// one: the protocol only appends fields.
-const consumerProtocolLatest = 3
-
 // DecodeConsumerSubscription decodes a consumer-protocol Subscription.
-// Errors name the field and its byte offset.
+// Like the Java consumer it reads a version above 3 as version 3 (the
+// protocol only appends fields) and ignores trailing bytes. Errors name the
+// field and its byte offset.
 func DecodeConsumerSubscription(b []byte) (*ConsumerSubscription, error) {
 	r := &wireReader{b: b}
 	s := &ConsumerSubscription{GenerationID: -1}

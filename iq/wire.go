@@ -214,10 +214,3 @@ func decodeModifiedUTF8(b []byte) (string, bool) {
 	}
 	return string(utf16.Decode(units)), true
 }
-
-// end fails if bytes are left after a complete message.
-func (r *wireReader) end(what string) {
-	if r.err == nil && r.off != len(r.b) {
-		r.fail(what, "%d unexpected trailing bytes", len(r.b)-r.off)
-	}
-}
