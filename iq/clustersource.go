@@ -80,6 +80,7 @@ func WithClusterLogger(l *slog.Logger) ClusterOption {
 // clusterAPI is what a ClusterSource asks the cluster.
 type clusterAPI interface {
 	describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error)
+	describeStreamsGroup(ctx context.Context, group string) (*StreamsGroup, error)
 	topics(ctx context.Context) (map[string]int, error)
 	endOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error)
 }
@@ -99,10 +100,11 @@ type clusterAPI interface {
 // matches it; when the group cannot tell which topics feed a store, Route
 // on it fails with ErrStoreTopicsUnknown and WithStoreTopics is the way out.
 //
-// Only the classic rebalance protocol (group.protocol=classic, Kafka
-// Streams' default) is read; a group on the streams protocol (KIP-1071) is
-// reported as ErrGroupNotFound. When a poll fails the last good routing is
-// kept. It is safe for concurrent use.
+// Both rebalance protocols are read: classic (group.protocol=classic, via
+// DescribeGroups) and streams (KIP-1071, group.protocol=streams, via
+// StreamsGroupDescribe, tried when DescribeGroups does not find the group).
+// On the streams protocol lags are unknown. When a poll fails the last good
+// routing is kept. It is safe for concurrent use.
 type ClusterSource struct {
 	appID       string
 	brokers     []string
@@ -217,11 +219,24 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("iq: group %s: Metadata: %w", quote(s.appID), err)
 	}
-	v, err := buildClassic(g, buildConfig{appID: s.appID, topics: topics, storeTopics: s.storeTopics, azTag: s.azTag})
+	cfg := buildConfig{appID: s.appID, topics: topics, storeTopics: s.storeTopics, azTag: s.azTag}
+	v, err := buildClassic(g, cfg)
+	if errors.Is(err, ErrGroupNotFound) {
+		// A group on the streams protocol is invisible to DescribeGroups.
+		sg, serr := s.api.describeStreamsGroup(ctx, s.appID)
+		switch {
+		case serr != nil:
+			err = fmt.Errorf("%w; as a streams-protocol group: %v", err, serr)
+		case sg.ErrorCode != 69: // GROUP_ID_NOT_FOUND: the classic answer stands
+			v, err = buildStreams(sg, cfg)
+		}
+	}
 	if err != nil {
 		return err
 	}
-	if s.lagBounds {
+	// On the streams protocol the group holds no offsets of its members
+	// (task offsets are empty on 4.3): lags stay unknown.
+	if s.lagBounds && v.info.Protocol == "classic" {
 		if targets := v.lagTargets(topics); len(targets) > 0 {
 			ends, err := s.api.endOffsets(ctx, targets)
 			if err != nil {

@@ -165,6 +165,8 @@ type fakeCluster struct {
 	ends   map[TopicPartition]int64
 	err    error
 	asked  []TopicPartition
+	// streams is the group StreamsGroupDescribe returns; nil: not found.
+	streams *StreamsGroup
 }
 
 func (f *fakeCluster) describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error) {
@@ -174,6 +176,16 @@ func (f *fakeCluster) describeGroup(ctx context.Context, group string) (*describ
 		return nil, f.err
 	}
 	g := *f.group
+	return &g, nil
+}
+
+func (f *fakeCluster) describeStreamsGroup(ctx context.Context, group string) (*StreamsGroup, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.streams == nil {
+		return &StreamsGroup{GroupID: group, ErrorCode: 69}, nil
+	}
+	g := *f.streams
 	return &g, nil
 }
 
