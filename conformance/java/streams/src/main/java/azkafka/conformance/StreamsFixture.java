@@ -8,7 +8,9 @@ import java.net.InetSocketAddress;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.Executors;
@@ -16,6 +18,9 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.Bytes;
@@ -57,7 +62,13 @@ import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
  *                                       only a standby, or rebalancing)
  * POST /keymeta/{store}                 body: keys, one per line; answer: one JSON object per
  *                                       line, KafkaStreams.queryMetadataForKey for each key
+ * POST /where/{store}                   body: keys, one per line; answer: one JSON object per line,
+ *                                       {"key", "partitions": [...]}: the local partitions of the
+ *                                       store, active or standby, that hold the key
  * </pre>
+ *
+ * With group.protocol=streams the standby count is a group setting on the
+ * broker: the fixture sets streams.num.standby.replicas=1 on its group.
  *
  * Arguments: bootstrap application-id port state-dir az input-topic [group-protocol].
  * The main consumer's client.rack is the az for zones ending in a or b; every
@@ -113,6 +124,11 @@ public final class StreamsFixture {
         Properties ap = new Properties();
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         Admin admin = Admin.create(ap);
+        if (args.length > 6 && args[6].equals("streams")) {
+            ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, appId);
+            admin.incrementalAlterConfigs(Map.of(group, List.of(new AlterConfigOp(
+                new ConfigEntry("streams.num.standby.replicas", "1"), AlterConfigOp.OpType.SET)))).all().get();
+        }
 
         // Without TCP_NODELAY the JDK server's separate header and body writes
         // meet delayed ACKs: about 40 ms per request on keep-alive connections.
@@ -123,6 +139,7 @@ public final class StreamsFixture {
             new IqMetadataHandler(streams, topology, admin, appId, new HostInfo("127.0.0.1", port), az));
         server.createContext("/store/", ex -> serveValue(streams, port, ex));
         server.createContext("/keymeta/", ex -> serveKeyMetadata(streams, ex));
+        server.createContext("/where/", ex -> serveWhere(streams, ex));
         server.start();
 
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -203,6 +220,36 @@ public final class StreamsFixture {
                 sep = ",";
             }
             out.append("]}\n");
+        }
+        send(ex, 200, out.toString());
+    }
+
+    private static void serveWhere(KafkaStreams streams, HttpExchange ex) throws IOException {
+        String store = ex.getRequestURI().getRawPath().substring("/where/".length());
+        String body = new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+        Map<Integer, org.apache.kafka.streams.LagInfo> local = streams.allLocalStorePartitionLags().get(store);
+        StringBuilder out = new StringBuilder();
+        try {
+            for (String key : body.split("\n")) {
+                if (key.isEmpty()) {
+                    continue;
+                }
+                out.append("{\"key\":").append(IqMetadataHandler.quote(key)).append(",\"partitions\":[");
+                String sep = "";
+                for (int partition : local == null ? Set.<Integer>of() : new TreeSet<>(local.keySet())) {
+                    ReadOnlyKeyValueStore<String, Long> kv = streams.store(
+                        StoreQueryParameters.fromNameAndType(store, QueryableStoreTypes.<String, Long>keyValueStore())
+                            .withPartition(partition).enableStaleStores());
+                    if (kv.get(key) != null) {
+                        out.append(sep).append(partition);
+                        sep = ",";
+                    }
+                }
+                out.append("]}\n");
+            }
+        } catch (InvalidStateStoreException e) {
+            send(ex, 503, "{\"error\":\"not_active\",\"detail\":" + IqMetadataHandler.quote(String.valueOf(e.getMessage())) + "}");
+            return;
         }
         send(ex, 200, out.toString());
     }
