@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/iq"
 )
 
 // fakeStreamsApp serves iq metadata documents for two instances on loopback:
@@ -177,5 +178,36 @@ func TestIQDescribeCommandNoGroup(t *testing.T) {
 		if code != exitFail || !strings.Contains(errb.String(), `group "no-such-app"`) || !strings.Contains(errb.String(), "is the application.id right") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
+	}
+}
+
+func TestIQDescribeOutput(t *testing.T) {
+	g := &iq.GroupInfo{ApplicationID: "app", Protocol: "classic", State: "Stable",
+		Members:          []iq.GroupMember{{MemberID: "m-1", ClientID: "c-1", ProcessID: "p-1", Endpoint: iq.HostInfo{Host: "10.0.0.1", Port: 7070}, RackID: "az-a", AZ: "az-a"}},
+		StoreSubtopology: map[string]string{"counts": "0"}}
+	md := iq.Metadata{
+		StoreSourceTopics: map[string][]string{"counts": {"in"}},
+		TopicPartitions:   map[string]int{"in": 2},
+		UnmappedStores:    map[string]string{"leftcount": "subtopology 2 reads topics of different partition counts"},
+		Instances: []iq.Instance{{HostInfo: iq.HostInfo{Host: "10.0.0.1", Port: 7070}, AZ: "az-a",
+			ActivePartitions: []iq.TopicPartition{{Topic: "in", Partition: 0}}, StandbyPartitions: []iq.TopicPartition{{Topic: "in", Partition: 1}},
+			Lags: map[string]map[int]iq.Lag{"counts": {1: {Current: 5, End: 12, Lag: 7, Bound: true}}}}},
+	}
+	var b bytes.Buffer
+	printDescribe(&b, describe(g, md))
+	for _, want := range []string{
+		"application app: classic protocol, group Stable, 1 members, 1 instances",
+		"store counts: source topics in (2), subtopology 0",
+		"store leftcount: not routable: subtopology 2 reads topics of different partition counts",
+		"instance 10.0.0.1:7070 az az-a\n  counts: active [0], standby [1 (lag <=7)]",
+		`member m-1: client c-1, process p-1, endpoint 10.0.0.1:7070, rack "az-a"`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	j, _ := json.Marshal(describe(g, md))
+	if !strings.Contains(string(j), `"lags":{"counts":{"1":{"current":5,"end":12,"lag":7,"bound":true}}}`) {
+		t.Errorf("JSON: %s", j)
 	}
 }
