@@ -17,7 +17,7 @@ import (
 // joinAsStreamsMember joins group on the embedded broker with the member
 // metadata and assignment bytes of a Kafka Streams member, so that the
 // broker holds a Stable Streams group to describe.
-func joinAsStreamsMember(t *testing.T, client *kafka.Client, group string, metadata, assignment []byte) {
+func joinAsStreamsMember(t testing.TB, client *kafka.Client, group string, metadata, assignment []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -123,3 +123,32 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 type partitionBalancer int
 
 func (p partitionBalancer) Balance(kafka.Message, ...int) int { return int(p) }
+
+// BenchmarkClusterSourcePoll times one poll (DescribeGroups, Metadata,
+// ListOffsets, decoding and indexing) against the embedded broker holding a
+// Streams member of the three-instance layout.
+func BenchmarkClusterSourcePoll(b *testing.B) {
+	app := newStreamsApp()
+	var opts []embedded.Option
+	for topic, n := range app.topics {
+		opts = append(opts, embedded.Topic(topic, n))
+	}
+	c := embedded.StartT(b, opts...)
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(c.Addrs()...), Transport: tr}
+	g := app.group()
+	joinAsStreamsMember(b, client, app.appID, g.Members[0].MemberMetadata, g.Members[0].MemberAssignment)
+	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithClusterLogger(quietLogger()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Refresh(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
