@@ -119,6 +119,9 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 		offsetSums:    map[HostInfo]map[TaskID]int64{},
 	}
 	topicSub := map[string]string{}
+	// stateful collects the subtopologies known to hold state: those with
+	// standby tasks or with offset sums in a subscription.
+	stateful := map[string]bool{}
 	addTopic := func(m, field, topic string, sub int32) error {
 		s := subtopologyName(sub)
 		if old, ok := topicSub[topic]; ok && old != s {
@@ -171,6 +174,7 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 			}
 		}
 		for _, st := range ai.StandbyTasks {
+			stateful[subtopologyName(st.Task.Subtopology)] = true // standbys exist for stateful tasks only
 			for _, tp := range st.Partitions {
 				if err := addTopic(m.MemberID, "standbyTasks", tp.Topic, st.Task.Subtopology); err != nil {
 					return nil, err
@@ -211,19 +215,9 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 			v.taskCount[s] = max(v.taskCount[s], cfg.topics[t])
 		}
 	}
-	stateful := map[string]bool{}
 	for _, sums := range v.offsetSums {
 		for t := range sums {
 			stateful[subtopologyName(t.Subtopology)] = true
-		}
-	}
-	for _, m := range members {
-		if asg, err := DecodeConsumerAssignment(m.MemberAssignment); err == nil {
-			if ai, err := DecodeAssignmentInfo(asg.UserData); err == nil {
-				for _, st := range ai.StandbyTasks {
-					stateful[subtopologyName(st.Task.Subtopology)] = true
-				}
-			}
 		}
 	}
 	v.md = Metadata{StoreSourceTopics: map[string][]string{}, TopicPartitions: map[string]int{}, UnmappedStores: map[string]string{}}
@@ -239,19 +233,28 @@ func compareTP(a, b TopicPartition) int {
 	return cmp.Compare(a.Partition, b.Partition)
 }
 
-func subtopologyName(s int32) string { return fmt.Sprint(s) }
+func subtopologyName(s int32) string { return strconv.Itoa(int(s)) }
 
-// changelogStores returns the stores that have a changelog topic named as
-// Kafka Streams names it, <application.id>-<store>-changelog.
+// changelogStores returns the stores that have a changelog topic among
+// topics, mapped to it.
 func changelogStores(appID string, topics map[string]int) map[string]string {
 	out := map[string]string{}
-	prefix, suffix := appID+"-", "-changelog"
 	for t := range topics {
-		if strings.HasPrefix(t, prefix) && strings.HasSuffix(t, suffix) && len(t) > len(prefix)+len(suffix) {
-			out[t[len(prefix):len(t)-len(suffix)]] = t
+		if store, ok := storeOfChangelog(appID, t); ok {
+			out[store] = t
 		}
 	}
 	return out
+}
+
+// storeOfChangelog returns the store whose changelog topic is topic, as
+// Kafka Streams names it: <application.id>-<store>-changelog.
+func storeOfChangelog(appID, topic string) (string, bool) {
+	prefix, suffix := appID+"-", "-changelog"
+	if strings.HasPrefix(topic, prefix) && strings.HasSuffix(topic, suffix) && len(topic) > len(prefix)+len(suffix) {
+		return topic[len(prefix) : len(topic)-len(suffix)], true
+	}
+	return "", false
 }
 
 // mapStores finds each store's source topics. A store's changelog has one

@@ -56,8 +56,8 @@ func buildStreams(g *StreamsGroup, cfg buildConfig) (*groupView, error) {
 			v.taskCount[st.ID] = max(v.taskCount[st.ID], counts[t])
 		}
 		for _, c := range st.StateChangelogTopics {
-			for store, name := range changelogStores(cfg.appID, map[string]int{c.Name: 1}) {
-				v.changelogs[store] = name
+			if store, ok := storeOfChangelog(cfg.appID, c.Name); ok {
+				v.changelogs[store] = c.Name
 				storeSub[store] = st.ID
 			}
 		}
