@@ -26,6 +26,7 @@ import (
 
 	"github.com/azkafka/azkafka/iq"
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol/describegroups"
 )
 
 const (
@@ -794,6 +795,20 @@ func TestIQClusterSource(t *testing.T) {
 		for _, st := range iqStores {
 			matchStoreRoutes(t, ctx, app, cluster, st.name, storeKeys(keys, st.key), []int{0, 1, 2})
 		}
+	})
+	t.Run("capture a member's bytes", func(t *testing.T) {
+		// The bytes of one member as DescribeGroups returns them, for
+		// iq/testdata: the decoders' tests read what Kafka Streams wrote.
+		tr := &kafka.Transport{}
+		defer tr.CloseIdleConnections()
+		m, err := tr.RoundTrip(ctx, kafka.TCP(addrs...), &describegroups.Request{Groups: []string{app.appID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := m.(*describegroups.Response).Groups[0]
+		member := slices.MinFunc(g.Members, func(a, b describegroups.ResponseGroupMember) int { return strings.Compare(a.MemberID, b.MemberID) })
+		t.Logf("application.id %s, state %s, protocol %s/%s, member %s\nmetadata %x\nassignment %x",
+			app.appID, g.GroupState, g.ProtocolType, g.ProtocolData, member.MemberID, member.MemberMetadata, member.MemberAssignment)
 	})
 	t.Run("azkafka iq describe and route", func(t *testing.T) {
 		bootstrap := strings.Join(addrs, ",")
