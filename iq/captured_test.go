@@ -12,7 +12,7 @@ import (
 
 // capturedMember reads a member's bytes captured from Kafka Streams 4.3.1
 // (see the file's header).
-func capturedMember(t *testing.T, name string) (metadata, assignment []byte) {
+func capturedMember(t testing.TB, name string) (metadata, assignment []byte) {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name)
 	if err != nil {

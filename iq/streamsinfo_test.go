@@ -316,6 +316,10 @@ func FuzzDecodeAssignmentInfo(f *testing.F) {
 	}
 	b, _ := hex.DecodeString(assignmentInfoV11Hex)
 	f.Add(b)
+	_, asg := capturedMember(f, "streams-4.3.1-classic-member.txt")
+	if a, err := DecodeConsumerAssignment(asg); err == nil {
+		f.Add(a.UserData)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := DecodeAssignmentInfo(b)
 		if err != nil {
@@ -341,6 +345,10 @@ func FuzzDecodeSubscriptionInfo(f *testing.F) {
 	}
 	b, _ := hex.DecodeString(subscriptionInfoV11Hex)
 	f.Add(b)
+	meta, _ := capturedMember(f, "streams-4.3.1-classic-member.txt")
+	if s, err := DecodeConsumerSubscription(meta); err == nil {
+		f.Add(s.UserData)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := DecodeSubscriptionInfo(b)
 		if err != nil {
@@ -359,6 +367,9 @@ func FuzzDecodeSubscriptionInfo(f *testing.F) {
 func FuzzDecodeConsumerProtocol(f *testing.F) {
 	f.Add(encodeConsumerSubscription(&ConsumerSubscription{Version: 3, Topics: []string{"a"}, UserData: []byte{1}, RackID: "r"}))
 	f.Add(encodeConsumerAssignment(&ConsumerAssignment{Version: 0, Partitions: []TopicPartition{{"a", 1}}, UserData: []byte{1}}))
+	meta, asg := capturedMember(f, "streams-4.3.1-classic-member.txt")
+	f.Add(meta)
+	f.Add(asg)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if s, err := DecodeConsumerSubscription(b); err == nil && len(s.UserData) > len(b) {
 			t.Fatal("user data longer than the input")
