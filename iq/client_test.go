@@ -3,6 +3,7 @@ package iq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -395,5 +396,88 @@ func TestIsRetriable(t *testing.T) {
 		if got := IsRetriable(tt.err); got != tt.want {
 			t.Errorf("IsRetriable(%v) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+// handOverSource serves one snapshot until refreshed, then the next.
+type handOverSource struct {
+	snaps     []*Snapshot
+	refreshes int
+}
+
+func (h *handOverSource) Snapshot() *Snapshot {
+	return h.snaps[min(h.refreshes, len(h.snaps)-1)]
+}
+
+func (h *handOverSource) Refresh(context.Context) error {
+	h.refreshes++
+	return nil
+}
+
+// moved returns threeHosts with the active partitions of instance from
+// given to instance to.
+func moved(from, to int) Metadata {
+	md := threeHosts()
+	md.Instances[to].ActivePartitions = append(md.Instances[to].ActivePartitions, md.Instances[from].ActivePartitions...)
+	md.Instances[from].ActivePartitions = nil
+	return md
+}
+
+func TestQueryRereadsMetadataWhenNoCopyIsActive(t *testing.T) {
+	before, _ := NewSnapshot(threeHosts())
+	key := []byte("alice")
+	r, err := before.Route("counts", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldHost := r.Active.HostInfo
+	from, to := -1, -1
+	for i, in := range threeHosts().Instances {
+		if in.HostInfo == oldHost {
+			from = i
+		} else if to < 0 {
+			to = i
+		}
+	}
+	after, _ := NewSnapshot(moved(from, to))
+	newHost := threeHosts().Instances[to].HostInfo
+
+	// The old owner says not active; the re-read names the new one.
+	src := &handOverSource{snaps: []*Snapshot{before, after}}
+	c, err := NewClient(src, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []HostInfo
+	err = c.Query(context.Background(), "counts", key, func(_ context.Context, r Replica) error {
+		asked = append(asked, r.HostInfo)
+		if r.HostInfo != newHost {
+			return fmt.Errorf("HTTP 503: %w", ErrNotActive)
+		}
+		return nil
+	})
+	if err != nil || src.refreshes != 1 || !slices.Equal(asked, []HostInfo{oldHost, newHost}) {
+		t.Fatalf("err %v, refreshes %d, asked %v; want nil, 1, [%s %s]", err, src.refreshes, asked, oldHost, newHost)
+	}
+
+	// The re-read names the same owner: one re-read, a precise error.
+	src = &handOverSource{snaps: []*Snapshot{before}}
+	c, _ = NewClient(src, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
+	asked = nil
+	err = c.Query(context.Background(), "counts", key, func(_ context.Context, r Replica) error {
+		asked = append(asked, r.HostInfo)
+		return fmt.Errorf("HTTP 503: %w", ErrNotActive)
+	})
+	if err == nil || !errors.Is(err, ErrNotActive) || src.refreshes != 1 || len(asked) != 1 ||
+		!strings.Contains(err.Error(), "the re-read metadata names no other") {
+		t.Fatalf("err %v, refreshes %d, asked %v", err, src.refreshes, asked)
+	}
+
+	// Another failure (a refused connection) is not a hand-over: no re-read.
+	src = &handOverSource{snaps: []*Snapshot{before, after}}
+	c, _ = NewClient(src, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
+	err = c.Query(context.Background(), "counts", key, func(context.Context, Replica) error { return syscall.ECONNREFUSED })
+	if err == nil || src.refreshes != 0 {
+		t.Fatalf("refused: err %v, refreshes %d", err, src.refreshes)
 	}
 }

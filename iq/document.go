@@ -197,7 +197,7 @@ func (d *Document) lags() map[string]map[int]Lag {
 		lm := make(map[int]Lag, len(m))
 		for ps, l := range m {
 			p, _ := strconv.Atoi(ps) // validated
-			lm[p] = Lag(l)
+			lm[p] = Lag{Current: l.Current, End: l.End, Lag: l.Lag}
 		}
 		out[store] = lm
 	}

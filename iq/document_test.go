@@ -32,7 +32,7 @@ func TestParseDocumentAndMerge(t *testing.T) {
 	if r.Partition != 2 || r.Active.Port != 7002 || r.Active.LagKnown || len(r.Standbys) != 1 {
 		t.Fatalf("route = %+v", r)
 	}
-	if sb := r.Standbys[0]; sb.Port != 7001 || sb.AZ != "az1" || sb.Lag != (Lag{4, 9, 5}) {
+	if sb := r.Standbys[0]; sb.Port != 7001 || sb.AZ != "az1" || sb.Lag != (Lag{4, 9, 5, false}) {
 		t.Errorf("standby = %+v, want 7001 in az1 with lag {4 9 5}", sb)
 	}
 }

@@ -96,3 +96,43 @@ func ExampleNewHTTPSource() {
 	fmt.Println(r.Partition, r.Active.HostInfo.String() == srv.Listener.Addr().String(), r.Active.AZ, err)
 	// Output: 0 true us-east-1a <nil>
 }
+
+// The routing of a Kafka Streams application read from its consumer group,
+// with no code on the Java side. Stores whose source topics the group
+// cannot tell are named with WithStoreTopics.
+func ExampleNewClusterSource() {
+	src, err := iq.NewClusterSource([]string{"kafka-0:9092"}, "orders-app",
+		iq.WithStoreTopics("leftcount", "left"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src.Start() // polls every 5s; the last good routing is kept when a poll fails
+	defer src.Close()
+	client, err := iq.NewClient(src)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := client.Route("counts", iq.AppendStringKey(nil, "alice"))
+	fmt.Println(r.Partition, err)
+}
+
+// Routing from one source, lags from another: here two fixed snapshots
+// stand for a ClusterSource (no lags) and an HTTPSource (measured lags).
+func ExampleNewCombinedSource() {
+	routing := exampleMetadata()
+	for i := range routing.Instances {
+		routing.Instances[i].Lags, routing.Instances[i].AZ = nil, ""
+	}
+	fromGroup, _ := iq.NewSnapshot(routing)
+	fromHTTP, _ := iq.NewSnapshot(exampleMetadata())
+	src, err := iq.NewCombinedSource(fromGroup, fromHTTP)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, _ := src.Snapshot().Route("counts", iq.AppendStringKey(nil, "KH07"))
+	fmt.Println(r.Active.HostInfo, r.Standbys[0].HostInfo, r.Standbys[0].AZ, r.Standbys[0].Lag.Lag, r.Standbys[0].LagKnown)
+	// Output: 10.0.0.2:7070 10.0.0.1:7070 us-east-1a 50000 true
+}

@@ -24,32 +24,78 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 )
 
-// HTTPOption configures an HTTPSource.
-type HTTPOption func(*HTTPSource)
+// HTTPOption configures an HTTPSource. WithPollInterval and WithPollTimeout
+// configure a ClusterSource as well.
+type HTTPOption interface{ applyHTTP(*HTTPSource) }
+
+type httpOption func(*HTTPSource)
+
+func (o httpOption) applyHTTP(s *HTTPSource) { o(s) }
+
+// PollOption configures the polling of an HTTPSource or a ClusterSource.
+type PollOption struct {
+	interval, timeout time.Duration
+}
+
+func (o PollOption) applyHTTP(s *HTTPSource) {
+	if o.interval != 0 {
+		s.interval = o.interval
+	}
+	if o.timeout != 0 {
+		s.timeout = o.timeout
+	}
+}
+
+func (o PollOption) applyCluster(s *ClusterSource) {
+	if o.interval != 0 {
+		s.interval = o.interval
+	}
+	if o.timeout != 0 {
+		s.timeout = o.timeout
+	}
+}
 
 // WithPollInterval sets the time between polls. Default: 5s.
-func WithPollInterval(d time.Duration) HTTPOption { return func(s *HTTPSource) { s.interval = d } }
+func WithPollInterval(d time.Duration) PollOption {
+	if d == 0 {
+		d = -1 // zero is rejected by the constructors, not taken as unset
+	}
+	return PollOption{interval: d}
+}
 
-// WithPollTimeout bounds the request to one instance. Default: 2s.
-func WithPollTimeout(d time.Duration) HTTPOption { return func(s *HTTPSource) { s.timeout = d } }
+// WithPollTimeout bounds one poll: the request to one instance
+// (HTTPSource) or the requests of one poll (ClusterSource). Default: 2s
+// (HTTPSource), 10s (ClusterSource).
+func WithPollTimeout(d time.Duration) PollOption {
+	if d == 0 {
+		d = -1
+	}
+	return PollOption{timeout: d}
+}
 
 // WithMaxBodyBytes caps the size of a document; a larger one is an error.
 // Default: 1 MiB.
-func WithMaxBodyBytes(n int64) HTTPOption { return func(s *HTTPSource) { s.maxBody = n } }
+func WithMaxBodyBytes(n int64) HTTPOption { return httpOption(func(s *HTTPSource) { s.maxBody = n }) }
 
 // WithHTTPClient sets the HTTP client. Default: a client with no timeout of
 // its own (WithPollTimeout bounds each request).
-func WithHTTPClient(c *http.Client) HTTPOption { return func(s *HTTPSource) { s.client = c } }
+func WithHTTPClient(c *http.Client) HTTPOption {
+	return httpOption(func(s *HTTPSource) { s.client = c })
+}
 
 // WithPeerDiscovery turns polling of the other instances on or off. When on,
 // each poll also fetches the document of every instance listed in the last
 // good metadata, at the seed URL's scheme and path with the instance's
 // application.server as host:port, because lags and zones are known only
 // by each instance itself. Default: on.
-func WithPeerDiscovery(on bool) HTTPOption { return func(s *HTTPSource) { s.discover = on } }
+func WithPeerDiscovery(on bool) HTTPOption {
+	return httpOption(func(s *HTTPSource) { s.discover = on })
+}
 
 // WithHTTPLogger sets the logger. Default: slog.Default().
-func WithHTTPLogger(l *slog.Logger) HTTPOption { return func(s *HTTPSource) { s.logger = l } }
+func WithHTTPLogger(l *slog.Logger) HTTPOption {
+	return httpOption(func(s *HTTPSource) { s.logger = l })
+}
 
 // HTTPSource is a Source that polls the metadata endpoint of a Kafka
 // Streams application. Each poll fetches the seed URLs and (with peer
@@ -69,14 +115,8 @@ type HTTPSource struct {
 	discover  bool
 	logger    *slog.Logger
 
-	snap    atomic.Pointer[Snapshot]
-	mu      sync.Mutex
-	lastErr error
-	lastOK  time.Time
-
-	startOnce sync.Once
-	stop      context.CancelFunc
-	done      chan struct{}
+	snap atomic.Pointer[Snapshot]
+	poll *poller
 }
 
 // NewHTTPSource returns a source that polls the given metadata URLs (at
@@ -92,7 +132,6 @@ func NewHTTPSource(urls []string, opts ...HTTPOption) (*HTTPSource, error) {
 		client:   &http.Client{},
 		discover: true,
 		logger:   slog.Default(),
-		done:     make(chan struct{}),
 	}
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
@@ -103,15 +142,17 @@ func NewHTTPSource(urls []string, opts ...HTTPOption) (*HTTPSource, error) {
 	}
 	defaultClient := s.client
 	for _, o := range opts {
-		o(s)
+		o.applyHTTP(s)
 	}
 	s.ownClient = s.client == defaultClient
 	if s.client == nil {
 		return nil, errors.New("iq: NewHTTPSource: nil HTTP client")
 	}
 	if s.interval <= 0 || s.timeout <= 0 || s.maxBody <= 0 {
-		return nil, fmt.Errorf("iq: NewHTTPSource: interval %s, timeout %s and max body %d must be positive", s.interval, s.timeout, s.maxBody)
+		return nil, fmt.Errorf("iq: NewHTTPSource: interval %s, timeout %s and max body %d must be positive", max(s.interval, 0), max(s.timeout, 0), s.maxBody)
 	}
+	s.poll = newPoller("metadata", s.refresh)
+	s.poll.interval, s.poll.logger = s.interval, s.logger
 	return s, nil
 }
 
@@ -121,46 +162,16 @@ func (s *HTTPSource) Snapshot() *Snapshot { return s.snap.Load() }
 
 // LastPoll returns the time of the last successful poll (zero before the
 // first) and the error of the last poll (nil if it succeeded).
-func (s *HTTPSource) LastPoll() (lastOK time.Time, lastErr error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastOK, s.lastErr
-}
+func (s *HTTPSource) LastPoll() (lastOK time.Time, lastErr error) { return s.poll.last() }
 
 // Start polls once right away and then every interval in a goroutine until
 // Close. Calling it more than once has no effect.
-func (s *HTTPSource) Start() {
-	s.startOnce.Do(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		s.stop = cancel
-		go s.loop(ctx)
-	})
-}
-
-func (s *HTTPSource) loop(ctx context.Context) {
-	defer close(s.done)
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
-			s.logger.Warn("iq: metadata poll failed; keeping the last good metadata", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+func (s *HTTPSource) Start() { s.poll.start() }
 
 // Close stops polling and waits for the poller to exit. It is safe to call
 // more than once, and without Start.
 func (s *HTTPSource) Close() error {
-	s.startOnce.Do(func() { close(s.done) }) // never started
-	if s.stop != nil {
-		s.stop()
-	}
-	<-s.done
+	s.poll.close()
 	if s.ownClient {
 		s.client.CloseIdleConnections()
 	}
@@ -174,8 +185,11 @@ type fetched struct {
 }
 
 // Refresh polls once, synchronously, and installs the merged metadata if at
-// least one seed or instance answered with a valid document.
-func (s *HTTPSource) Refresh(ctx context.Context) error {
+// least one seed or instance answered with a valid document. Concurrent
+// calls share one poll.
+func (s *HTTPSource) Refresh(ctx context.Context) error { return s.poll.refresh(ctx) }
+
+func (s *HTTPSource) refresh(ctx context.Context) error {
 	targets := s.targets()
 	results := make([]fetched, len(targets))
 	var wg sync.WaitGroup
@@ -216,12 +230,6 @@ func (s *HTTPSource) Refresh(ctx context.Context) error {
 			}
 		}
 	}
-	s.mu.Lock()
-	s.lastErr = err
-	if err == nil {
-		s.lastOK = time.Now()
-	}
-	s.mu.Unlock()
 	return err
 }
 

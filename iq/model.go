@@ -42,6 +42,11 @@ type Lag struct {
 	Current int64
 	End     int64
 	Lag     int64
+	// Bound is true when Lag is an upper bound rather than the instance's
+	// own figure: the cluster source's standby lags, computed from the
+	// offset sums the instance reported when it joined the group. Current
+	// and End are then sums over the task's changelog partitions.
+	Bound bool
 }
 
 // Instance is one Kafka Streams instance as Java's StreamsMetadata describes
@@ -75,6 +80,10 @@ type Metadata struct {
 	TopicPartitions map[string]int
 	// Instances lists every instance of the application.
 	Instances []Instance
+	// UnmappedStores names stores known to exist whose source topics could
+	// not be determined, with the reason and the way out. Route on such a
+	// store returns an error wrapping ErrStoreTopicsUnknown.
+	UnmappedStores map[string]string
 }
 
 // Replica is one copy of a store partition: the active one or a standby.
@@ -247,6 +256,9 @@ func (s *Snapshot) RouteWith(store string, key []byte, p Partitioner) (Route, er
 	}
 	idx := s.stores[store]
 	if idx == nil {
+		if why, ok := s.md.UnmappedStores[store]; ok {
+			return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: %s: %w", store, why, ErrStoreTopicsUnknown)
+		}
 		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: %w", store, ErrUnknownStore)
 	}
 	if idx.maxPartitions == 0 {
@@ -279,6 +291,12 @@ func cloneMetadata(md Metadata) Metadata {
 	}
 	for k, v := range md.TopicPartitions {
 		out.TopicPartitions[k] = v
+	}
+	if md.UnmappedStores != nil {
+		out.UnmappedStores = make(map[string]string, len(md.UnmappedStores))
+		for k, v := range md.UnmappedStores {
+			out.UnmappedStores[k] = v
+		}
 	}
 	for i, in := range md.Instances {
 		c := in

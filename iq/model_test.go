@@ -26,7 +26,7 @@ func threeHosts() Metadata {
 				StandbyStores: []string{"counts"}, StandbyPartitions: tp("in", 1)},
 			{HostInfo: HostInfo{"a", 1}, AZ: "az1", ActiveStores: []string{"counts"}, ActivePartitions: tp("in", 0),
 				StandbyStores: []string{"counts"}, StandbyPartitions: tp("in", 2),
-				Lags: map[string]map[int]Lag{"counts": {0: {10, 10, 0}, 2: {5, 25, 20}}}},
+				Lags: map[string]map[int]Lag{"counts": {0: {10, 10, 0, false}, 2: {5, 25, 20, false}}}},
 			{HostInfo: HostInfo{"b", 1}, AZ: "az2", ActiveStores: []string{"counts"}, ActivePartitions: tp("in", 1),
 				StandbyStores: []string{"counts"}, StandbyPartitions: tp("in", 0)},
 		},
@@ -114,7 +114,7 @@ func TestRouteLagsAndAZ(t *testing.T) {
 	if r.Active.LagKnown || r.Active.AZ != "az3" {
 		t.Errorf("active = %+v, want unknown lag in az3", *r.Active)
 	}
-	if sb := r.Standbys[0]; !sb.LagKnown || sb.Lag != (Lag{5, 25, 20}) || sb.AZ != "az1" || sb.Active {
+	if sb := r.Standbys[0]; !sb.LagKnown || sb.Lag != (Lag{5, 25, 20, false}) || sb.AZ != "az1" || sb.Active {
 		t.Errorf("standby = %+v, want lag {5 25 20} in az1", sb)
 	}
 }
@@ -181,7 +181,7 @@ func model64() Metadata {
 			}
 			if (p+1)%3 == h {
 				in.StandbyPartitions = append(in.StandbyPartitions, TopicPartition{"in", p})
-				in.Lags["counts"][p] = Lag{100, 150, 50}
+				in.Lags["counts"][p] = Lag{100, 150, 50, false}
 			}
 		}
 		md.Instances = append(md.Instances, in)

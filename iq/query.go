@@ -205,10 +205,19 @@ func (e *QueryError) Unwrap() []error {
 	return errs
 }
 
+// Refresher is a Source that can re-read its metadata on demand; Query
+// uses it across a hand-over. *HTTPSource and *ClusterSource implement it.
+type Refresher interface {
+	Refresh(ctx context.Context) error
+}
+
 // Query calls fn for the candidates of key (see Candidates) in order until
 // one succeeds, an error is not retriable, MaxAttempts replicas were tried,
-// or ctx ends. It returns nil or a *QueryError naming every replica tried
-// and why it failed.
+// or ctx ends. When every replica tried answered ErrNotActive (the tasks
+// are moving) and the Source is a Refresher, Query re-reads the metadata
+// once, forcing a poll, and tries the replicas it did not try yet, with a
+// new MaxAttempts budget. It returns nil or a *QueryError naming every
+// replica tried and why it failed.
 func (c *Client) Query(ctx context.Context, store string, key []byte, fn QueryFunc) error {
 	var buf [8]Replica
 	r, cands, err := c.Candidates(ctx, store, key, buf[:0])
@@ -217,14 +226,50 @@ func (c *Client) Query(ctx context.Context, store string, key []byte, fn QueryFu
 		qe.Err = err
 		return qe
 	}
+	if c.try(ctx, store, cands, fn, qe) {
+		return nil
+	}
+	ref, ok := c.src.(Refresher)
+	if !ok || !allNotActive(qe) || ctx.Err() != nil {
+		return qe
+	}
+	if err := ref.Refresh(ctx); err != nil {
+		qe.Err = fmt.Errorf("every replica answered not active, and re-reading the metadata failed: %w", err)
+		return qe
+	}
+	r, cands, err = c.Candidates(ctx, store, key, buf[:0])
+	if err != nil {
+		qe.Err = fmt.Errorf("every replica answered not active; after re-reading the metadata: %w", err)
+		return qe
+	}
+	qe.Partition = r.Partition
+	fresh := cands[:0]
+	for _, rep := range cands {
+		if !triedAs(qe, rep) {
+			fresh = append(fresh, rep)
+		}
+	}
+	if len(fresh) == 0 {
+		qe.Err = fmt.Errorf("every replica answered not active, and the re-read metadata names no other (the hand-over is not visible yet): %w", qe.Err)
+		return qe
+	}
+	if c.try(ctx, store, fresh, fn, qe) {
+		return nil
+	}
+	return qe
+}
+
+// try calls fn for cands in order, recording failures in qe; it reports
+// whether one succeeded.
+func (c *Client) try(ctx context.Context, store string, cands []Replica, fn QueryFunc, qe *QueryError) bool {
 	for i, rep := range cands {
 		if i == c.maxAttempts {
 			qe.Err = fmt.Errorf("gave up after %d attempts (WithMaxAttempts)", c.maxAttempts)
-			break
+			return false
 		}
 		if err := ctx.Err(); err != nil {
 			qe.Err = err
-			return qe
+			return false
 		}
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if c.attemptTimeout > 0 {
@@ -233,18 +278,40 @@ func (c *Client) Query(ctx context.Context, store string, key []byte, fn QueryFu
 		err := fn(actx, rep)
 		cancel()
 		if err == nil {
-			return nil
+			return true
 		}
 		qe.Attempts = append(qe.Attempts, Attempt{Replica: rep, Err: err})
 		qe.Err = err
 		if ctx.Err() != nil {
 			qe.Err = ctx.Err()
-			return qe
+			return false
 		}
 		if !c.retriable(err) {
-			return qe
+			return false
 		}
 		c.logger.Debug("iq: replica failed, trying next", "store", store, "host", rep.HostInfo.String(), "error", err)
 	}
-	return qe
+	return false
+}
+
+func allNotActive(qe *QueryError) bool {
+	if len(qe.Attempts) == 0 {
+		return false
+	}
+	for _, a := range qe.Attempts {
+		if !errors.Is(a.Err, ErrNotActive) {
+			return false
+		}
+	}
+	return true
+}
+
+// triedAs reports whether rep's host was already tried in the same role.
+func triedAs(qe *QueryError, rep Replica) bool {
+	for _, a := range qe.Attempts {
+		if a.Replica.HostInfo == rep.HostInfo && a.Replica.Active == rep.Active {
+			return true
+		}
+	}
+	return false
 }

@@ -15,21 +15,36 @@ import (
 	"github.com/azkafka/azkafka/iq"
 )
 
-const iqUsage = `Usage: azkafka iq route --metadata-url URL --store STORE [flags] KEY
+const iqUsage = `Usage: azkafka iq route (--bootstrap HOST:PORT --application-id APP | --metadata-url URL)
+                        --store STORE [flags] KEY
+       azkafka iq describe --bootstrap HOST:PORT --application-id APP [--json]
 
-Shows where Kafka Streams keeps KEY of STORE and which instances an iq
-client would query, in order. It reads the application's metadata endpoint
-(the iq JSON document; see the README, section iq), also from every other
-instance it lists (lags and zones are known only by each instance), then
-computes the route as Java's KafkaStreams.queryMetadataForKey does.
+route shows where Kafka Streams keeps KEY of STORE and which instances an iq
+client would query, in order, computed as Java's
+KafkaStreams.queryMetadataForKey does. The routing comes either from the
+application's consumer group on the brokers (--bootstrap and
+--application-id: no code on the Java side; standby lags are upper bounds)
+or from the application's metadata endpoint (--metadata-url: the iq JSON
+document, see the README, section iq, read also from every other instance
+it lists, since lags and zones are known only by each instance).
 
 Prints the partition, the active instance, the standbys with their zone and
-lag (current, end and lag offsets), and the order the selection policy chose
-with the reason any replica was left out.
+lag (current, end and lag offsets; "<=" marks an upper bound), and the order
+the selection policy chose with the reason any replica was left out.
+
+describe prints the routing table read from the group: protocol, group
+state, members, each store's source topics (or why the group cannot tell
+them), and per instance its zone and active and standby partitions per
+store with the standby lag bound.
 
 Flags:
-  --metadata-url URL  the metadata endpoint of one instance (required)
-  --store STORE       the state store name (required)
+  --bootstrap LIST    brokers, host:port[,host:port...]
+  --application-id A  the Kafka Streams application.id (its group)
+  --store-topics S=T  the source topics of store S, T a comma-separated list
+                      (iq.WithStoreTopics); repeatable; for stores the group
+                      cannot map
+  --metadata-url URL  the metadata endpoint of one instance
+  --store STORE       the state store name (required by route)
   --key-serde S       string (default), int32 or int64, as in the Java app
   --allow-standby     let the policy choose standbys and restoring actives
                       (default: AZKAFKA_IQ_ALLOW_STANDBY, else false)
@@ -45,8 +60,9 @@ Flags:
                       "role": "active"|"standby", "lag": {"current", "end",
                       "lag"}|null}
 
-Exit status: 0 a replica to query was found, 1 none (metadata unavailable,
-no active and no eligible standby), 2 usage or configuration error.
+Exit status: 0 a replica to query was found (route) or the group was read
+(describe), 1 none (metadata unavailable, no active and no eligible
+standby, group not readable), 2 usage or configuration error.
 `
 
 // iqLookupEnv is where `azkafka iq` reads its environment; tests replace it.
@@ -63,8 +79,10 @@ func runIQ(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	case "route":
 		return runIQRoute(args[1:], stdout, stderr)
+	case "describe":
+		return runIQDescribe(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "azkafka iq: unknown subcommand %q (want route)\n\n%s", args[0], iqUsage)
+	fmt.Fprintf(stderr, "azkafka iq: unknown subcommand %q (want route or describe)\n\n%s", args[0], iqUsage)
 	return exitUsage
 }
 
@@ -79,6 +97,8 @@ type lagOutput struct {
 	Current int64 `json:"current"`
 	End     int64 `json:"end"`
 	Lag     int64 `json:"lag"`
+	// Bound is true when lag is an upper bound (the cluster source).
+	Bound bool `json:"bound,omitempty"`
 }
 
 type routeOutput struct {
@@ -100,7 +120,7 @@ func replicaOut(r iq.Replica) replicaOutput {
 		o.Role = "active"
 	}
 	if r.LagKnown {
-		o.Lag = &lagOutput{r.Lag.Current, r.Lag.End, r.Lag.Lag}
+		o.Lag = &lagOutput{r.Lag.Current, r.Lag.End, r.Lag.Lag, r.Lag.Bound}
 	}
 	return o
 }
@@ -109,6 +129,8 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("iq route", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	metaURL := flags.String("metadata-url", "", "")
+	var cf clusterFlags
+	cf.register(flags)
 	store := flags.String("store", "", "")
 	serde := flags.String("key-serde", "string", "")
 	allow := flags.String("allow-standby", "", "")
@@ -134,8 +156,10 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err != nil:
 		return usageErr("%v (see azkafka help iq)", err)
-	case *metaURL == "":
-		return usageErr("--metadata-url is required")
+	case *metaURL == "" && cf.bootstrap == "":
+		return usageErr("--bootstrap and --application-id, or --metadata-url, are required")
+	case *metaURL != "" && cf.bootstrap != "":
+		return usageErr("--metadata-url and --bootstrap: give one source")
 	case *store == "":
 		return usageErr("--store is required")
 	case len(rest) != 1:
@@ -168,9 +192,24 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 			opts = append(opts, iq.WithAZ(*az))
 		}
 	})
-	src, err := iq.NewHTTPSource([]string{*metaURL}, iq.WithPollTimeout(*timeout), iq.WithHTTPLogger(quiet))
-	if err != nil {
-		return usageErr("%v", err)
+	var src interface {
+		iq.Source
+		iq.Refresher
+		Close() error
+	}
+	var httpSrc bool
+	if *metaURL != "" {
+		s, err := iq.NewHTTPSource([]string{*metaURL}, iq.WithPollTimeout(*timeout), iq.WithHTTPLogger(quiet))
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		src, httpSrc = s, true
+	} else {
+		s, err := cf.source(*timeout, quiet)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		src = s
 	}
 	defer src.Close()
 	client, err := iq.NewClient(src, opts...)
@@ -184,7 +223,9 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "azkafka iq route: %v\n", err)
 		return exitFail
 	}
-	_ = src.Refresh(ctx) // a second poll reaches the instances the first one listed; the first result stays if it fails
+	if httpSrc {
+		_ = src.Refresh(ctx) // a second poll reaches the instances the first one listed; the first result stays if it fails
+	}
 
 	out := routeOutput{Store: *store, Key: rest[0], AllowStandby: client.AllowStandby(), MaxLag: client.MaxLag(),
 		Standbys: []replicaOutput{}, Order: []replicaOutput{}}
@@ -263,9 +304,12 @@ func describeReplica(r replicaOutput) string {
 	if r.AZ != "" {
 		fmt.Fprintf(&b, " az %s", r.AZ)
 	}
-	if r.Lag != nil {
+	switch {
+	case r.Lag != nil && r.Lag.Bound:
+		fmt.Fprintf(&b, " lag <=%d (offset sum at join %d, changelog ends %d)", r.Lag.Lag, r.Lag.Current, r.Lag.End)
+	case r.Lag != nil:
 		fmt.Fprintf(&b, " lag %d (current %d, end %d)", r.Lag.Lag, r.Lag.Current, r.Lag.End)
-	} else {
+	default:
 		b.WriteString(" lag unknown")
 	}
 	return b.String()

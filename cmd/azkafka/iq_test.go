@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/iq"
 )
 
 // fakeStreamsApp serves iq metadata documents for two instances on loopback:
@@ -140,7 +143,14 @@ func TestIQCommandUsage(t *testing.T) {
 		{[]string{"iq"}, exitUsage, "Usage: azkafka iq route"},
 		{[]string{"iq", "frob"}, exitUsage, `unknown subcommand "frob"`},
 		{[]string{"help", "iq"}, exitOK, "queryMetadataForKey"},
-		{[]string{"iq", "route", "KH01"}, exitUsage, "--metadata-url is required"},
+		{[]string{"iq", "route", "KH01"}, exitUsage, "--bootstrap and --application-id, or --metadata-url, are required"},
+		{[]string{"iq", "route", "--bootstrap", "h:9092", "--store", "s", "KH01"}, exitUsage, "--application-id is required with --bootstrap"},
+		{[]string{"iq", "route", "--bootstrap", "h:9092", "--metadata-url", "http://h:1/m", "--store", "s", "KH01"}, exitUsage, "give one source"},
+		{[]string{"iq", "route", "--bootstrap", "h", "--application-id", "app", "--store", "s", "KH01"}, exitUsage, `broker "h": want host:port`},
+		{[]string{"iq", "route", "--store-topics", "joined", "KH01"}, exitUsage, `"joined": want STORE=TOPIC[,TOPIC...]`},
+		{[]string{"iq", "describe"}, exitUsage, "--bootstrap is required"},
+		{[]string{"iq", "describe", "--bootstrap", "h:1"}, exitUsage, "--application-id is required"},
+		{[]string{"iq", "describe", "--bootstrap", "h:1", "--application-id", "a", "extra"}, exitUsage, "unexpected arguments"},
 		{[]string{"iq", "route", "--metadata-url", "http://127.0.0.1:1/m", "KH01"}, exitUsage, "--store is required"},
 		{[]string{"iq", "route", "--metadata-url", "ftp://x", "--store", "s", "KH01"}, exitUsage, `metadata URL "ftp://x"`},
 		{[]string{"iq", "route", "--metadata-url", "http://127.0.0.1:1/m", "--store", "s", "--timeout", "300ms", "--az", "", "KH01"}, exitFail, "127.0.0.1:1/m"},
@@ -151,5 +161,53 @@ func TestIQCommandUsage(t *testing.T) {
 		if code != tt.code || !strings.Contains(out.String()+errb.String(), tt.want) {
 			t.Errorf("%v: exit %d, output %q; want %d and %q", tt.args, code, out.String()+errb.String(), tt.code, tt.want)
 		}
+	}
+}
+
+// TestIQDescribeCommandNoGroup runs describe and route against the embedded
+// broker, where the application's group does not exist: both fail with an
+// error naming the group.
+func TestIQDescribeCommandNoGroup(t *testing.T) {
+	c := embedded.StartT(t)
+	for _, args := range [][]string{
+		{"iq", "describe", "--bootstrap", c.Addrs()[0], "--application-id", "no-such-app"},
+		{"iq", "route", "--bootstrap", c.Addrs()[0], "--application-id", "no-such-app", "--store", "s", "KH01"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(args, nil, &out, &errb)
+		if code != exitFail || !strings.Contains(errb.String(), `group "no-such-app"`) || !strings.Contains(errb.String(), "is the application.id right") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}
+
+func TestIQDescribeOutput(t *testing.T) {
+	g := &iq.GroupInfo{ApplicationID: "app", Protocol: "classic", State: "Stable",
+		Members:          []iq.GroupMember{{MemberID: "m-1", ClientID: "c-1", ProcessID: "p-1", Endpoint: iq.HostInfo{Host: "10.0.0.1", Port: 7070}, RackID: "az-a", AZ: "az-a"}},
+		StoreSubtopology: map[string]string{"counts": "0"}}
+	md := iq.Metadata{
+		StoreSourceTopics: map[string][]string{"counts": {"in"}},
+		TopicPartitions:   map[string]int{"in": 2},
+		UnmappedStores:    map[string]string{"leftcount": "subtopology 2 reads topics of different partition counts"},
+		Instances: []iq.Instance{{HostInfo: iq.HostInfo{Host: "10.0.0.1", Port: 7070}, AZ: "az-a",
+			ActivePartitions: []iq.TopicPartition{{Topic: "in", Partition: 0}}, StandbyPartitions: []iq.TopicPartition{{Topic: "in", Partition: 1}},
+			Lags: map[string]map[int]iq.Lag{"counts": {1: {Current: 5, End: 12, Lag: 7, Bound: true}}}}},
+	}
+	var b bytes.Buffer
+	printDescribe(&b, describe(g, md))
+	for _, want := range []string{
+		"application app: classic protocol, group Stable, 1 members, 1 instances",
+		"store counts: source topics in (2), subtopology 0",
+		"store leftcount: not routable: subtopology 2 reads topics of different partition counts",
+		"instance 10.0.0.1:7070 az az-a\n  counts: active [0], standby [1 (lag <=7)]",
+		`member m-1: client c-1, process p-1, endpoint 10.0.0.1:7070, rack "az-a"`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	j, _ := json.Marshal(describe(g, md))
+	if !strings.Contains(string(j), `"lags":{"counts":{"1":{"current":5,"end":12,"lag":7,"bound":true}}}`) {
+		t.Errorf("JSON: %s", j)
 	}
 }

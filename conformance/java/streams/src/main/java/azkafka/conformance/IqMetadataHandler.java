@@ -5,6 +5,7 @@ import com.sun.net.httpserver.HttpHandler;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
@@ -34,21 +35,34 @@ public final class IqMetadataHandler implements HttpHandler {
         this.self = self;
         this.admin = admin;
         this.az = az;
-        // A store's source topics are those of its subtopology; repartition
-        // topics carry the application.id prefix on the broker.
+        // A store's source topics are those Kafka Streams routes it on
+        // (InternalTopologyBuilder): the topics of the source nodes upstream
+        // of the processors connected to the store, not every source of its
+        // subtopology. Repartition topics carry the application.id prefix.
         for (TopologyDescription.Subtopology st : topology.describe().subtopologies()) {
-            Set<String> topics = new TreeSet<>();
-            Set<String> stores = new TreeSet<>();
             for (TopologyDescription.Node n : st.nodes()) {
-                if (n instanceof TopologyDescription.Source s && s.topicSet() != null) {
-                    s.topicSet().forEach(t -> topics.add(t.endsWith("-repartition") ? appId + "-" + t : t));
-                }
                 if (n instanceof TopologyDescription.Processor p) {
-                    stores.addAll(p.stores());
+                    Set<String> topics = sourceTopics(p, appId, new HashSet<>());
+                    p.stores().forEach(s -> storeTopics.computeIfAbsent(s, k -> new TreeSet<>()).addAll(topics));
                 }
             }
-            stores.forEach(s -> storeTopics.computeIfAbsent(s, k -> new TreeSet<>()).addAll(topics));
         }
+    }
+
+    /** The topics of the source nodes upstream of n. */
+    private static Set<String> sourceTopics(TopologyDescription.Node n, String appId,
+                                            Set<TopologyDescription.Node> seen) {
+        Set<String> topics = new TreeSet<>();
+        if (!seen.add(n)) {
+            return topics;
+        }
+        if (n instanceof TopologyDescription.Source s && s.topicSet() != null) {
+            s.topicSet().forEach(t -> topics.add(t.endsWith("-repartition") ? appId + "-" + t : t));
+        }
+        for (TopologyDescription.Node up : n.predecessors()) {
+            topics.addAll(sourceTopics(up, appId, seen));
+        }
+        return topics;
     }
 
     @Override

@@ -8,7 +8,9 @@ import java.net.InetSocketAddress;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.Executors;
@@ -16,6 +18,9 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.Bytes;
@@ -27,27 +32,47 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.errors.InvalidStateStoreException;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Repartitioned;
 import org.apache.kafka.streams.state.HostInfo;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.QueryableStoreTypes;
 import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
 
 /**
- * One instance of the iq conformance application: counts records per key of
- * the input topic in the store "counts" (num.standby.replicas=1) and serves,
- * on its application.server port:
+ * One instance of the iq conformance application (num.standby.replicas=1).
+ * Its count stores cover the ways Kafka Streams picks a store's source topics:
  *
  * <pre>
- * GET  /azkafka/iq/metadata            the iq metadata document (IqMetadataHandler)
- * GET  /store/counts/{key}?stale=bool  the count of key; 503 {"error":"not_active"} when this
- *                                      instance cannot serve it (not active, or stale=false and
- *                                      only a standby, or rebalancing)
- * POST /keymeta/counts                 body: keys, one per line; answer: one JSON object per
- *                                      line, KafkaStreams.queryMetadataForKey for each key
+ * counts     records per key of the input topic
+ * rekeyed    records per "r-" + key of the input topic, through the 5-partition
+ *            repartition topic "rekey"
+ * joined     records per key of input-left (4 partitions) merged with input-right (8)
+ * leftcount  records per key of input-left alone: the same subtopology as joined
+ *            (they share the left source), but routed on input-left only
  * </pre>
  *
- * Arguments: bootstrap application-id port state-dir az input-topic.
+ * It serves, on its application.server port:
+ *
+ * <pre>
+ * GET  /azkafka/iq/metadata             the iq metadata document (IqMetadataHandler)
+ * GET  /store/{store}/{key}?stale=bool  the count of key; 503 {"error":"not_active"} when this
+ *                                       instance cannot serve it (not active, or stale=false and
+ *                                       only a standby, or rebalancing)
+ * POST /keymeta/{store}                 body: keys, one per line; answer: one JSON object per
+ *                                       line, KafkaStreams.queryMetadataForKey for each key
+ * POST /where/{store}                   body: keys, one per line; answer: one JSON object per line,
+ *                                       {"key", "partitions": [...]}: the local partitions of the
+ *                                       store, active or standby, that hold the key
+ * </pre>
+ *
+ * With group.protocol=streams the standby count is a group setting on the
+ * broker: the fixture sets streams.num.standby.replicas=1 on its group.
+ *
+ * Arguments: bootstrap application-id port state-dir az input-topic [group-protocol].
+ * The main consumer's client.rack is the az for zones ending in a or b; every
+ * instance also sets client.tag.az.
  */
 public final class StreamsFixture {
     static final String STORE = "counts";
@@ -58,9 +83,19 @@ public final class StreamsFixture {
         int port = Integer.parseInt(args[2]);
 
         StreamsBuilder builder = new StreamsBuilder();
-        builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+        Consumed<String, String> strings = Consumed.with(Serdes.String(), Serdes.String());
+        KStream<String, String> in = builder.stream(input, strings);
+        in.groupByKey().count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as(STORE));
+        in.selectKey((k, v) -> "r-" + k)
+            .repartition(Repartitioned.<String, String>as("rekey").withNumberOfPartitions(5)
+                .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()))
             .groupByKey()
-            .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as(STORE));
+            .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("rekeyed"));
+        KStream<String, String> left = builder.stream(input + "-left", strings);
+        KStream<String, String> right = builder.stream(input + "-right", strings);
+        left.merge(right).groupByKey()
+            .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("joined"));
+        left.groupByKey().count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("leftcount"));
         Topology topology = builder.build();
 
         Properties p = new Properties();
@@ -69,16 +104,31 @@ public final class StreamsFixture {
         p.put(StreamsConfig.APPLICATION_SERVER_CONFIG, "127.0.0.1:" + port);
         p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
         p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, 1);
+        // merge() drops the sources' serdes; the stores after it use these.
+        p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         // Fail over within seconds of a killed instance rather than 45s.
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 6000);
         p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), 1000);
+        if (az.endsWith("a") || az.endsWith("b")) {
+            p.put(StreamsConfig.mainConsumerPrefix("client.rack"), az);
+        }
+        p.put(StreamsConfig.clientTagPrefix("az"), az);
+        if (args.length > 6) {
+            p.put("group.protocol", args[6]);
+        }
 
         KafkaStreams streams = new KafkaStreams(topology, p);
         Properties ap = new Properties();
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         Admin admin = Admin.create(ap);
+        if (args.length > 6 && args[6].equals("streams")) {
+            ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, appId);
+            admin.incrementalAlterConfigs(Map.of(group, List.of(new AlterConfigOp(
+                new ConfigEntry("streams.num.standby.replicas", "1"), AlterConfigOp.OpType.SET)))).all().get();
+        }
 
         // Without TCP_NODELAY the JDK server's separate header and body writes
         // meet delayed ACKs: about 40 ms per request on keep-alive connections.
@@ -89,6 +139,7 @@ public final class StreamsFixture {
             new IqMetadataHandler(streams, topology, admin, appId, new HostInfo("127.0.0.1", port), az));
         server.createContext("/store/", ex -> serveValue(streams, port, ex));
         server.createContext("/keymeta/", ex -> serveKeyMetadata(streams, ex));
+        server.createContext("/where/", ex -> serveWhere(streams, ex));
         server.start();
 
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -110,17 +161,18 @@ public final class StreamsFixture {
 
     private static void serveValue(KafkaStreams streams, int port, HttpExchange ex) throws IOException {
         try {
-            String[] parts = ex.getRequestURI().getRawPath().split("/", 4); // "", store, counts, key
+            String[] parts = ex.getRequestURI().getRawPath().split("/", 4); // "", "store", store, key
+            String store = parts[2];
             String key = URLDecoder.decode(parts[3], StandardCharsets.UTF_8);
             boolean stale = "stale=true".equals(ex.getRequestURI().getRawQuery());
-            KeyQueryMetadata md = streams.queryMetadataForKey(STORE, key, new StringSerializer());
+            KeyQueryMetadata md = streams.queryMetadataForKey(store, key, new StringSerializer());
             boolean active = md != null && md.activeHost().port() == port;
             if (!active && !stale) {
                 send(ex, 503, "{\"error\":\"not_active\"}");
                 return;
             }
             StoreQueryParameters<ReadOnlyKeyValueStore<String, Long>> q =
-                StoreQueryParameters.fromNameAndType(STORE, QueryableStoreTypes.<String, Long>keyValueStore())
+                StoreQueryParameters.fromNameAndType(store, QueryableStoreTypes.<String, Long>keyValueStore())
                     .withPartition(md.partition());
             if (stale) {
                 q = q.enableStaleStores();
@@ -130,7 +182,7 @@ public final class StreamsFixture {
             // asks the broker for end offsets, too slow for every read.
             long lag = 0;
             if (stale) {
-                Map<Integer, org.apache.kafka.streams.LagInfo> lags = streams.allLocalStorePartitionLags().get(STORE);
+                Map<Integer, org.apache.kafka.streams.LagInfo> lags = streams.allLocalStorePartitionLags().get(store);
                 lag = lags != null && lags.get(md.partition()) != null ? lags.get(md.partition()).offsetLag() : -1;
             }
             send(ex, 200, "{\"key\":" + IqMetadataHandler.quote(key) + ",\"value\":" + (v == null ? 0 : v)
@@ -144,13 +196,14 @@ public final class StreamsFixture {
     }
 
     private static void serveKeyMetadata(KafkaStreams streams, HttpExchange ex) throws IOException {
+        String store = ex.getRequestURI().getRawPath().substring("/keymeta/".length());
         String body = new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
         StringBuilder out = new StringBuilder();
         for (String key : body.split("\n")) {
             if (key.isEmpty()) {
                 continue;
             }
-            KeyQueryMetadata md = streams.queryMetadataForKey(STORE, key, new StringSerializer());
+            KeyQueryMetadata md = streams.queryMetadataForKey(store, key, new StringSerializer());
             out.append("{\"key\":").append(IqMetadataHandler.quote(key));
             if (md == null) {
                 out.append(",\"null\":true}\n");
@@ -167,6 +220,36 @@ public final class StreamsFixture {
                 sep = ",";
             }
             out.append("]}\n");
+        }
+        send(ex, 200, out.toString());
+    }
+
+    private static void serveWhere(KafkaStreams streams, HttpExchange ex) throws IOException {
+        String store = ex.getRequestURI().getRawPath().substring("/where/".length());
+        String body = new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+        Map<Integer, org.apache.kafka.streams.LagInfo> local = streams.allLocalStorePartitionLags().get(store);
+        StringBuilder out = new StringBuilder();
+        try {
+            for (String key : body.split("\n")) {
+                if (key.isEmpty()) {
+                    continue;
+                }
+                out.append("{\"key\":").append(IqMetadataHandler.quote(key)).append(",\"partitions\":[");
+                String sep = "";
+                for (int partition : local == null ? Set.<Integer>of() : new TreeSet<>(local.keySet())) {
+                    ReadOnlyKeyValueStore<String, Long> kv = streams.store(
+                        StoreQueryParameters.fromNameAndType(store, QueryableStoreTypes.<String, Long>keyValueStore())
+                            .withPartition(partition).enableStaleStores());
+                    if (kv.get(key) != null) {
+                        out.append(sep).append(partition);
+                        sep = ",";
+                    }
+                }
+                out.append("]}\n");
+            }
+        } catch (InvalidStateStoreException e) {
+            send(ex, 503, "{\"error\":\"not_active\",\"detail\":" + IqMetadataHandler.quote(String.valueOf(e.getMessage())) + "}");
+            return;
         }
         send(ex, 200, out.toString());
     }

@@ -1,0 +1,498 @@
+package iq
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/segmentio/kafka-go/protocol/describegroups"
+)
+
+// Errors of the cluster source; test with errors.Is. Each is wrapped in an
+// error that names the group and, where it applies, the member and field.
+var (
+	// ErrGroupNotFound: the group does not exist, is empty, or is not a
+	// group of the protocol asked.
+	ErrGroupNotFound = errors.New("iq: consumer group not found or empty")
+	// ErrNotStreamsGroup: the group exists but is not a Kafka Streams
+	// application's group.
+	ErrNotStreamsGroup = errors.New("iq: not a Kafka Streams group")
+	// ErrRebalancing: the group is rebalancing; its member metadata is
+	// not available until it is Stable again.
+	ErrRebalancing = errors.New("iq: group is rebalancing")
+	// ErrStoreTopicsUnknown: the store exists but which source topics feed
+	// it cannot be told from the group; name them with WithStoreTopics.
+	ErrStoreTopicsUnknown = errors.New("iq: source topics of the store unknown")
+)
+
+// streamsAssignor is the name of Kafka Streams' partition assignor, the
+// protocol of a Streams application's classic group.
+const streamsAssignor = "stream"
+
+// GroupMember is one member of a Kafka Streams group (one stream thread in
+// the classic protocol, one instance in the streams protocol).
+type GroupMember struct {
+	MemberID  string
+	ClientID  string
+	ProcessID string
+	// Endpoint is the instance's application.server; zero when not set.
+	Endpoint HostInfo
+	// RackID is the member's client.rack; empty when not set.
+	RackID string
+	// AZ is the zone the source gives the instance: RackID, else the
+	// client tag named by WithAZTag; empty when unknown.
+	AZ string
+	// ClientTags are the instance's client.tag.* settings.
+	ClientTags []ClientTag
+}
+
+// GroupInfo is what a cluster source read from the group on its last good
+// poll, besides the routing metadata.
+type GroupInfo struct {
+	ApplicationID string
+	// Protocol is "classic" or "streams".
+	Protocol string
+	// State is the group state the broker reports, e.g. "Stable".
+	State   string
+	Members []GroupMember
+	// StoreSubtopology maps each store mapped from the group to its
+	// subtopology; stores given by WithStoreTopics are included when their
+	// topics belong to one subtopology.
+	StoreSubtopology map[string]string
+}
+
+// groupView is one poll's reading of a group, before end offsets are known.
+type groupView struct {
+	info GroupInfo
+	md   Metadata
+	// subtopologies maps a subtopology to its source topics.
+	subtopologies map[string][]string
+	// taskCount is a subtopology's number of tasks (its widest source topic).
+	taskCount map[string]int
+	// offsetSums maps an instance, then a task, to the lowest offset sum its
+	// members reported when they joined.
+	offsetSums map[HostInfo]map[TaskID]int64
+	// changelogs maps each store with a changelog topic to that topic.
+	changelogs map[string]string
+}
+
+// buildConfig is what turning a group into Metadata needs besides the group.
+type buildConfig struct {
+	appID string
+	// topics maps every topic of the cluster to its partition count.
+	topics      map[string]int
+	storeTopics map[string][]string
+	azTag       string
+}
+
+// buildClassic reads a classic group described by DescribeGroups. It fails
+// on anything it cannot read: the last good routing is then kept.
+func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView, error) {
+	group := quote(cfg.appID)
+	if g.ErrorCode != 0 {
+		return nil, fmt.Errorf("iq: group %s: DescribeGroups error code %d", group, g.ErrorCode)
+	}
+	if g.GroupState == "Dead" || len(g.Members) == 0 {
+		return nil, fmt.Errorf("iq: group %s: state %s with %d members: is the application.id right and the application running? (%w)", group, quote(g.GroupState), len(g.Members), ErrGroupNotFound)
+	}
+	if g.ProtocolType != "consumer" {
+		return nil, fmt.Errorf("iq: group %s: protocol type %s, want \"consumer\": %w", group, quote(g.ProtocolType), ErrNotStreamsGroup)
+	}
+	if g.GroupState != "Stable" {
+		return nil, fmt.Errorf("iq: group %s: state %s: member metadata is known only when Stable; keeping the last good routing (%w)", group, quote(g.GroupState), ErrRebalancing)
+	}
+	if g.ProtocolData != streamsAssignor {
+		return nil, fmt.Errorf("iq: group %s: assignor %s, want %q (Kafka Streams): %w", group, quote(g.ProtocolData), streamsAssignor, ErrNotStreamsGroup)
+	}
+	members := slices.Clone(g.Members)
+	slices.SortFunc(members, func(a, b describegroups.ResponseGroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
+
+	v := &groupView{
+		info: GroupInfo{ApplicationID: cfg.appID, Protocol: "classic", State: g.GroupState,
+			StoreSubtopology: map[string]string{}},
+		subtopologies: map[string][]string{},
+		taskCount:     map[string]int{},
+		offsetSums:    map[HostInfo]map[TaskID]int64{},
+	}
+	topicSub := map[string]string{}
+	// stateful collects the subtopologies known to hold state: those with
+	// standby tasks or with offset sums in a subscription.
+	stateful := map[string]bool{}
+	addTopic := func(m, field, topic string, sub int32) error {
+		s := subtopologyName(sub)
+		if old, ok := topicSub[topic]; ok && old != s {
+			return fmt.Errorf("iq: group %s member %s: field %s: topic %s in subtopologies %s and %s", group, quote(m), field, quote(topic), old, s)
+		}
+		if _, ok := topicSub[topic]; !ok {
+			topicSub[topic] = s
+			v.subtopologies[s] = append(v.subtopologies[s], topic)
+		}
+		return nil
+	}
+	var routing *AssignmentInfo
+	for _, m := range members {
+		mid := quote(m.MemberID)
+		sub, err := DecodeConsumerSubscription(m.MemberMetadata)
+		if err != nil {
+			return nil, fmt.Errorf("iq: group %s member %s: member metadata: %w", group, mid, err)
+		}
+		si, err := DecodeSubscriptionInfo(sub.UserData)
+		if err != nil {
+			return nil, fmt.Errorf("iq: group %s member %s: SubscriptionInfo: %w", group, mid, err)
+		}
+		asg, err := DecodeConsumerAssignment(m.MemberAssignment)
+		if err != nil {
+			return nil, fmt.Errorf("iq: group %s member %s: member assignment: %w", group, mid, err)
+		}
+		ai, err := DecodeAssignmentInfo(asg.UserData)
+		if err != nil {
+			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo: %w", group, mid, err)
+		}
+		if ai.ErrorCode != 0 {
+			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo field errorCode: %d: the assignor failed (Kafka Streams shuts down on it)", group, mid, ai.ErrorCode)
+		}
+		if ai.Version < 2 {
+			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo version %d has no partitionsByHost: %w", group, mid, ai.Version, ErrUnsupportedVersion)
+		}
+		if routing == nil || ai.Version > routing.Version {
+			routing = ai
+		}
+		// Kafka Streams pairs the i-th assigned partition, in topic then
+		// partition order, with the i-th active task.
+		parts := slices.Clone(asg.Partitions)
+		slices.SortFunc(parts, compareTP)
+		if len(parts) != len(ai.ActiveTasks) {
+			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo field activeTasks: %d tasks for %d assigned partitions", group, mid, len(ai.ActiveTasks), len(parts))
+		}
+		for i, tp := range parts {
+			if err := addTopic(m.MemberID, "activeTasks", tp.Topic, ai.ActiveTasks[i].Subtopology); err != nil {
+				return nil, err
+			}
+		}
+		for _, st := range ai.StandbyTasks {
+			stateful[subtopologyName(st.Task.Subtopology)] = true // standbys exist for stateful tasks only
+			for _, tp := range st.Partitions {
+				if err := addTopic(m.MemberID, "standbyTasks", tp.Topic, st.Task.Subtopology); err != nil {
+					return nil, err
+				}
+			}
+		}
+		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: si.ProcessIDString(),
+			RackID: sub.RackID, ClientTags: si.ClientTags}
+		if si.UserEndpoint != "" {
+			h, err := si.Endpoint()
+			if err != nil {
+				return nil, fmt.Errorf("iq: group %s member %s: SubscriptionInfo %w", group, mid, err)
+			}
+			gm.Endpoint = h
+			sums := v.offsetSums[h]
+			if sums == nil {
+				sums = map[TaskID]int64{}
+				v.offsetSums[h] = sums
+			}
+			for _, ts := range si.TaskOffsetSums {
+				if old, ok := sums[ts.Task]; !ok || ts.OffsetSum < old {
+					sums[ts.Task] = ts.OffsetSum
+				}
+			}
+		}
+		gm.AZ = gm.RackID
+		if gm.AZ == "" {
+			gm.AZ, _ = si.Tag(cfg.azTag)
+		}
+		v.info.Members = append(v.info.Members, gm)
+	}
+	if len(routing.PartitionsByHost) == 0 && len(routing.StandbyPartitionsByHost) == 0 {
+		return nil, fmt.Errorf("iq: group %s: no member sets application.server: interactive queries need it on every instance", group)
+	}
+	for s, topics := range v.subtopologies {
+		sort.Strings(topics)
+		for _, t := range topics {
+			v.taskCount[s] = max(v.taskCount[s], cfg.topics[t])
+		}
+	}
+	for _, sums := range v.offsetSums {
+		for t := range sums {
+			stateful[subtopologyName(t.Subtopology)] = true
+		}
+	}
+	v.md = Metadata{StoreSourceTopics: map[string][]string{}, TopicPartitions: map[string]int{}, UnmappedStores: map[string]string{}}
+	v.mapStores(cfg, topicSub, stateful)
+	v.addInstances(routing)
+	return v, nil
+}
+
+func compareTP(a, b TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
+}
+
+func subtopologyName(s int32) string { return strconv.Itoa(int(s)) }
+
+// changelogStores returns the stores that have a changelog topic among
+// topics, mapped to it.
+func changelogStores(appID string, topics map[string]int) map[string]string {
+	out := map[string]string{}
+	for t := range topics {
+		if store, ok := storeOfChangelog(appID, t); ok {
+			out[store] = t
+		}
+	}
+	return out
+}
+
+// storeOfChangelog returns the store whose changelog topic is topic, as
+// Kafka Streams names it: <application.id>-<store>-changelog.
+func storeOfChangelog(appID, topic string) (string, bool) {
+	prefix, suffix := appID+"-", "-changelog"
+	if strings.HasPrefix(topic, prefix) && strings.HasSuffix(topic, suffix) && len(topic) > len(prefix)+len(suffix) {
+		return topic[len(prefix) : len(topic)-len(suffix)], true
+	}
+	return "", false
+}
+
+// mapStores finds each store's source topics. A store's changelog has one
+// partition per task of the store's subtopology, so the subtopology is the
+// one whose task count equals the changelog's partition count, if only one
+// has it (among those known to hold state, when that settles it). Its
+// source topics feed the store only if they all have the same partition
+// count: then any subset routes a key to the same partition and the same
+// instances. Otherwise the group cannot tell which of them feed the store
+// (Kafka Streams routes on those upstream of the store's processors), and
+// the store is left unmapped with the way out in its reason.
+func (v *groupView) mapStores(cfg buildConfig, topicSub map[string]string, stateful map[string]bool) {
+	v.changelogs = changelogStores(cfg.appID, cfg.topics)
+	subs := make([]string, 0, len(v.subtopologies))
+	for s := range v.subtopologies {
+		subs = append(subs, s)
+	}
+	sort.Strings(subs)
+	for store, changelog := range v.changelogs {
+		if _, ok := cfg.storeTopics[store]; ok {
+			continue
+		}
+		n := cfg.topics[changelog]
+		var cands, statefulCands []string
+		for _, s := range subs {
+			if v.taskCount[s] == n {
+				cands = append(cands, s)
+				if stateful[s] {
+					statefulCands = append(statefulCands, s)
+				}
+			}
+		}
+		if len(cands) > 1 && len(statefulCands) == 1 {
+			cands = statefulCands
+		}
+		way := fmt.Sprintf("name them with iq.WithStoreTopics(%q, topics...) or use the HTTP source", store)
+		switch {
+		case len(cands) == 0:
+			v.md.UnmappedStores[store] = fmt.Sprintf("no subtopology has %d tasks like changelog %s; %s", n, quote(changelog), way)
+			continue
+		case len(cands) > 1:
+			v.md.UnmappedStores[store] = fmt.Sprintf("subtopologies %s all have %d tasks like changelog %s; %s", strings.Join(cands, ", "), n, quote(changelog), way)
+			continue
+		}
+		topics := v.subtopologies[cands[0]]
+		if uneven(topics, cfg.topics) {
+			v.md.UnmappedStores[store] = fmt.Sprintf("subtopology %s reads topics of different partition counts (%s), and the group does not say which feed the store; %s", cands[0], describeCounts(topics, cfg.topics), way)
+			continue
+		}
+		v.md.StoreSourceTopics[store] = slices.Clone(topics)
+		v.info.StoreSubtopology[store] = cands[0]
+	}
+	for store, topics := range cfg.storeTopics {
+		var missing []string
+		sub := ""
+		for i, t := range topics {
+			if _, ok := cfg.topics[t]; !ok {
+				missing = append(missing, quote(t))
+			}
+			if i == 0 {
+				sub = topicSub[t]
+			} else if topicSub[t] != sub {
+				sub = ""
+			}
+		}
+		if len(missing) > 0 {
+			v.md.UnmappedStores[store] = fmt.Sprintf("WithStoreTopics names topics the cluster does not have: %s", strings.Join(missing, ", "))
+			continue
+		}
+		v.md.StoreSourceTopics[store] = slices.Clone(topics)
+		if sub != "" {
+			v.info.StoreSubtopology[store] = sub
+		}
+	}
+	for _, topics := range v.md.StoreSourceTopics {
+		for _, t := range topics {
+			v.md.TopicPartitions[t] = cfg.topics[t]
+		}
+	}
+}
+
+func uneven(topics []string, counts map[string]int) bool {
+	for _, t := range topics {
+		if counts[t] != counts[topics[0]] {
+			return true
+		}
+	}
+	return false
+}
+
+func describeCounts(topics []string, counts map[string]int) string {
+	parts := make([]string, len(topics))
+	for i, t := range topics {
+		parts[i] = fmt.Sprintf("%s: %d", t, counts[t])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// addInstances fills the instances from one member's AssignmentInfo, as
+// StreamsMetadataState does from partitionsByHost and
+// standbyPartitionsByHost: an instance hosts a store when one of the
+// store's source topics is among its partitions.
+func (v *groupView) addInstances(ai *AssignmentInfo) {
+	byHost := map[HostInfo]*Instance{}
+	var order []HostInfo
+	get := func(h HostInfo) *Instance {
+		if in := byHost[h]; in != nil {
+			return in
+		}
+		in := &Instance{HostInfo: h}
+		for _, m := range v.info.Members {
+			if m.Endpoint == h && m.AZ != "" {
+				in.AZ = m.AZ
+				break
+			}
+		}
+		byHost[h] = in
+		order = append(order, h)
+		return in
+	}
+	for _, hp := range ai.PartitionsByHost {
+		in := get(hp.Host)
+		in.ActivePartitions = append(in.ActivePartitions, hp.Partitions...)
+	}
+	for _, hp := range ai.StandbyPartitionsByHost {
+		in := get(hp.Host)
+		in.StandbyPartitions = append(in.StandbyPartitions, hp.Partitions...)
+	}
+	for _, h := range order {
+		in := byHost[h]
+		slices.SortFunc(in.ActivePartitions, compareTP)
+		slices.SortFunc(in.StandbyPartitions, compareTP)
+		in.ActiveStores = storesOn(v.md.StoreSourceTopics, in.ActivePartitions)
+		in.StandbyStores = storesOn(v.md.StoreSourceTopics, in.StandbyPartitions)
+		v.md.Instances = append(v.md.Instances, *in)
+	}
+}
+
+func storesOn(storeTopics map[string][]string, tps []TopicPartition) []string {
+	var out []string
+	for store, topics := range storeTopics {
+		for _, tp := range tps {
+			if slices.Contains(topics, tp.Topic) {
+				out = append(out, store)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// lagTargets returns the changelog partitions whose end offsets bound the
+// lag of the standbys: for each standby partition of a store whose
+// subtopology is known, every changelog of that task count at that
+// partition.
+func (v *groupView) lagTargets(topics map[string]int) []TopicPartition {
+	seen := map[TopicPartition]bool{}
+	var out []TopicPartition
+	for _, in := range v.md.Instances {
+		for _, store := range in.StandbyStores {
+			sub, ok := v.info.StoreSubtopology[store]
+			if !ok {
+				continue
+			}
+			for _, tp := range v.taskChangelogs(sub, topics) {
+				for _, sp := range in.StandbyPartitions {
+					if slices.Contains(v.md.StoreSourceTopics[store], sp.Topic) {
+						c := TopicPartition{tp, sp.Partition}
+						if !seen[c] {
+							seen[c] = true
+							out = append(out, c)
+						}
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, compareTP)
+	return out
+}
+
+// taskChangelogs returns the changelog topics that may belong to the tasks
+// of subtopology sub: all those with its task count. Summing more
+// changelogs than the task has only raises the bound.
+func (v *groupView) taskChangelogs(sub string, topics map[string]int) []string {
+	var out []string
+	for _, c := range v.changelogs {
+		if topics[c] == v.taskCount[sub] {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// applyLagBounds sets each standby's lag to the bound: the end offsets of
+// its task's changelogs minus the offset sum its instance reported when it
+// joined (0 when it reported none: no local state). The true lag is at
+// most this as long as the standby keeps its state, because its position
+// only moves forward. ends maps changelog partitions to end offsets; a
+// standby whose changelog end offsets are not all known keeps an unknown lag.
+func (v *groupView) applyLagBounds(topics map[string]int, ends map[TopicPartition]int64) {
+	for i := range v.md.Instances {
+		in := &v.md.Instances[i]
+		for _, store := range in.StandbyStores {
+			sub, ok := v.info.StoreSubtopology[store]
+			if !ok {
+				continue
+			}
+			subID, _ := strconv.Atoi(sub) // classic subtopologies are numbers
+			changelogs := v.taskChangelogs(sub, topics)
+			for _, sp := range in.StandbyPartitions {
+				if !slices.Contains(v.md.StoreSourceTopics[store], sp.Topic) {
+					continue
+				}
+				var end int64
+				known := len(changelogs) > 0
+				for _, c := range changelogs {
+					e, ok := ends[TopicPartition{c, sp.Partition}]
+					known = known && ok
+					end += e
+				}
+				if !known {
+					continue
+				}
+				cur := v.offsetSums[in.HostInfo][TaskID{Subtopology: int32(subID), Partition: int32(sp.Partition)}]
+				if cur < 0 { // LatestOffset: it ran the task active when it joined
+					cur = 0
+				}
+				if in.Lags == nil {
+					in.Lags = map[string]map[int]Lag{}
+				}
+				if in.Lags[store] == nil {
+					in.Lags[store] = map[int]Lag{}
+				}
+				in.Lags[store][sp.Partition] = Lag{Current: cur, End: end, Lag: max(end-cur, 0), Bound: true}
+			}
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package iq
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+)
+
+// buildStreams reads a group on the streams rebalance protocol (KIP-1071)
+// described by StreamsGroupDescribe. Each member is one instance; its
+// current assignment names tasks as (subtopology, partitions), and the
+// topology names each subtopology's source, repartition-source and
+// changelog topics. A task's partitions are those of its subtopology's
+// source topics that exist: partition p of a topic with fewer than p+1
+// partitions is not part of task p. (Kafka Streams 4.3.1's own metadata
+// lists such partitions, KAFKA-20885.) Warm-up tasks are not queryable
+// copies and are left out, as Kafka Streams leaves them out. Lags are not
+// known on this protocol.
+func buildStreams(g *StreamsGroup, cfg buildConfig) (*groupView, error) {
+	group := quote(cfg.appID)
+	switch {
+	case g.ErrorCode == 69:
+		return nil, fmt.Errorf("iq: group %s: GROUP_ID_NOT_FOUND: is the application.id right and the application running? (%w)", group, ErrGroupNotFound)
+	case g.ErrorCode != 0:
+		return nil, fmt.Errorf("iq: group %s: StreamsGroupDescribe: %s: %s", group, kafkaErrorName(g.ErrorCode), g.ErrorMessage)
+	case len(g.Members) == 0:
+		return nil, fmt.Errorf("iq: group %s: state %s with 0 members: is the application running? (%w)", group, quote(g.GroupState), ErrGroupNotFound)
+	case g.Subtopologies == nil:
+		return nil, fmt.Errorf("iq: group %s: state %s: no topology yet; keeping the last good routing (%w)", group, quote(g.GroupState), ErrRebalancing)
+	}
+	v := &groupView{
+		info: GroupInfo{ApplicationID: cfg.appID, Protocol: "streams", State: g.GroupState,
+			StoreSubtopology: map[string]string{}},
+		subtopologies: map[string][]string{},
+		taskCount:     map[string]int{},
+		offsetSums:    map[HostInfo]map[TaskID]int64{},
+		changelogs:    map[string]string{},
+	}
+	counts := maps.Clone(cfg.topics)
+	topicSub := map[string]string{}
+	storeSub := map[string]string{}
+	for _, st := range g.Subtopologies {
+		topics := slices.Clone(st.SourceTopics)
+		for _, t := range st.RepartitionSourceTopics {
+			topics = append(topics, t.Name)
+			if _, ok := counts[t.Name]; !ok && t.Partitions > 0 {
+				counts[t.Name] = int(t.Partitions)
+			}
+		}
+		sort.Strings(topics)
+		v.subtopologies[st.ID] = topics
+		for _, t := range topics {
+			topicSub[t] = st.ID
+			v.taskCount[st.ID] = max(v.taskCount[st.ID], counts[t])
+		}
+		for _, c := range st.StateChangelogTopics {
+			if store, ok := storeOfChangelog(cfg.appID, c.Name); ok {
+				v.changelogs[store] = c.Name
+				storeSub[store] = st.ID
+			}
+		}
+	}
+	v.md = Metadata{StoreSourceTopics: map[string][]string{}, TopicPartitions: map[string]int{}, UnmappedStores: map[string]string{}}
+	for store, sub := range storeSub {
+		if _, ok := cfg.storeTopics[store]; ok {
+			continue
+		}
+		topics := v.subtopologies[sub]
+		if uneven(topics, counts) {
+			v.md.UnmappedStores[store] = fmt.Sprintf("subtopology %s reads topics of different partition counts (%s), and the group does not say which feed the store; name them with iq.WithStoreTopics(%q, topics...) or use the HTTP source", sub, describeCounts(topics, counts), store)
+			continue
+		}
+		v.md.StoreSourceTopics[store] = slices.Clone(topics)
+		v.info.StoreSubtopology[store] = sub
+	}
+	for store, topics := range cfg.storeTopics {
+		var missing []string
+		for _, t := range topics {
+			if _, ok := counts[t]; !ok {
+				missing = append(missing, quote(t))
+			}
+		}
+		if len(missing) > 0 {
+			v.md.UnmappedStores[store] = fmt.Sprintf("WithStoreTopics names topics the cluster does not have: %v", missing)
+			continue
+		}
+		v.md.StoreSourceTopics[store] = slices.Clone(topics)
+		if sub, ok := topicSub[topics[0]]; ok {
+			v.info.StoreSubtopology[store] = sub
+		}
+	}
+	for _, topics := range v.md.StoreSourceTopics {
+		for _, t := range topics {
+			v.md.TopicPartitions[t] = counts[t]
+		}
+	}
+
+	members := slices.Clone(g.Members)
+	slices.SortFunc(members, func(a, b StreamsMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
+	byHost := map[HostInfo]*Instance{}
+	var order []HostInfo
+	for _, m := range members {
+		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: m.ProcessID,
+			Endpoint: m.Endpoint, RackID: m.RackID, ClientTags: m.ClientTags, AZ: m.RackID}
+		if gm.AZ == "" {
+			for _, t := range m.ClientTags {
+				if t.Key == cfg.azTag {
+					gm.AZ = t.Value
+				}
+			}
+		}
+		v.info.Members = append(v.info.Members, gm)
+		if m.Endpoint.Host == "" {
+			continue
+		}
+		if m.Endpoint.Port <= 0 {
+			return nil, fmt.Errorf("iq: group %s member %s: field userEndpoint.port: %d out of range 1..65535", group, quote(m.MemberID), m.Endpoint.Port)
+		}
+		in := byHost[m.Endpoint]
+		if in == nil {
+			in = &Instance{HostInfo: m.Endpoint, AZ: gm.AZ}
+			byHost[m.Endpoint] = in
+			order = append(order, m.Endpoint)
+		}
+		for _, set := range []struct {
+			field string
+			tasks []StreamsTasks
+			dst   *[]TopicPartition
+		}{{"assignment.activeTasks", m.Active, &in.ActivePartitions}, {"assignment.standbyTasks", m.Standby, &in.StandbyPartitions}} {
+			for _, ts := range set.tasks {
+				topics, ok := v.subtopologies[ts.Subtopology]
+				if !ok {
+					return nil, fmt.Errorf("iq: group %s member %s: field %s: subtopology %s is not in the topology", group, quote(m.MemberID), set.field, quote(ts.Subtopology))
+				}
+				for _, p := range ts.Partitions {
+					for _, t := range topics {
+						if int(p) < counts[t] && p >= 0 {
+							*set.dst = append(*set.dst, TopicPartition{t, int(p)})
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil, fmt.Errorf("iq: group %s: no member sets application.server: interactive queries need it on every instance", group)
+	}
+	for _, h := range order {
+		in := byHost[h]
+		slices.SortFunc(in.ActivePartitions, compareTP)
+		slices.SortFunc(in.StandbyPartitions, compareTP)
+		in.ActiveStores = storesOn(v.md.StoreSourceTopics, in.ActivePartitions)
+		in.StandbyStores = storesOn(v.md.StoreSourceTopics, in.StandbyPartitions)
+		v.md.Instances = append(v.md.Instances, *in)
+	}
+	return v, nil
+}
