@@ -76,9 +76,11 @@ func startServer(t *testing.T) *server {
 	s := &server{addr: ln.Addr().String(), handler: func(c net.Conn) { c.Close() }}
 	var wg sync.WaitGroup
 	var conns []net.Conn
+	closed := false
 	t.Cleanup(func() {
 		ln.Close()
 		s.mu.Lock()
+		closed = true
 		for _, c := range conns {
 			c.Close() // unblocks handlers waiting on Read
 		}
@@ -94,6 +96,13 @@ func startServer(t *testing.T) *server {
 				return
 			}
 			s.mu.Lock()
+			if closed {
+				// Accepted while the cleanup ran: no handler may start
+				// on a connection that nobody will close.
+				s.mu.Unlock()
+				c.Close()
+				return
+			}
 			h := s.handler
 			conns = append(conns, c)
 			s.mu.Unlock()
