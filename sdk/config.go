@@ -30,6 +30,7 @@ const (
 	EnvRetryMaxAttempts = "AZKAFKA_RETRY_MAX_ATTEMPTS"
 	EnvRetryBackoffMin  = "AZKAFKA_RETRY_BACKOFF_MIN"
 	EnvRetryBackoffMax  = "AZKAFKA_RETRY_BACKOFF_MAX"
+	EnvIdempotence      = "AZKAFKA_IDEMPOTENCE"
 )
 
 // Defaults of the connection policy and of the retry policy.
@@ -72,6 +73,7 @@ type options struct {
 	retryAttempts  *int
 	retryMin       *time.Duration
 	retryMax       *time.Duration
+	idempotence    *bool
 	baseDialer     *kafka.Dialer
 	baseTransport  *kafka.Transport
 	getenv         func(string) string
@@ -134,6 +136,15 @@ func WithRetry(maxAttempts int, min, max time.Duration) Option {
 	return func(o *options) { o.retryAttempts, o.retryMin, o.retryMax = &maxAttempts, &min, &max }
 }
 
+// WithIdempotence turns the Writer's idempotent produce path on or off.
+// On (true) requires kafka.Writer.RequiredAcks = kafka.RequireAll, or
+// NewWriter fails; if the cluster then refuses a producer ID,
+// WriteMessages returns that error rather than writing without
+// idempotence. Default: $AZKAFKA_IDEMPOTENCE (auto, true or false), else
+// auto: on when RequiredAcks is RequireAll, and when the cluster refuses a
+// producer ID, one warning and the at-least-once path. See Writer.
+func WithIdempotence(on bool) Option { return func(o *options) { o.idempotence = &on } }
+
 // WithBaseDialer sets the kafka.Dialer whose TLS, SASL, timeouts and
 // resolver the client's Dialer keeps. Default: kafka.DefaultDialer's
 // settings.
@@ -168,6 +179,7 @@ type config struct {
 	connBurst     int
 	redialBackoff retry.Backoff
 	retry         retry.Policy
+	idempotence   idempotence
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
 	clock         clock
@@ -329,6 +341,25 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 			c.retry.Backoff.Max, c.retry.Backoff.Min, EnvRetryBackoffMax, EnvRetryBackoffMin)
 	}
 
+	c.idempotence = idempotence{mode: idempotenceAuto}
+	if v, ok := env(EnvIdempotence); ok {
+		switch strings.ToLower(v) {
+		case "auto":
+		case "true", "1", "on":
+			c.idempotence = idempotence{mode: idempotenceOn, source: EnvIdempotence + "=" + v}
+		case "false", "0", "off":
+			c.idempotence = idempotence{mode: idempotenceOff, source: EnvIdempotence + "=" + v}
+		default:
+			return config{}, fmt.Errorf("sdk: %s=%s: want auto, true or false", EnvIdempotence, quote(v))
+		}
+	}
+	if o.idempotence != nil {
+		c.idempotence = idempotence{mode: idempotenceOff, source: "WithIdempotence(false)"}
+		if *o.idempotence {
+			c.idempotence = idempotence{mode: idempotenceOn, source: "WithIdempotence(true)"}
+		}
+	}
+
 	// AZ last: detection is the only slow step, and is skipped when the
 	// configuration is invalid anyway. azdetect reads its own variables
 	// (AZKAFKA_AZ, WARPSTREAM_AVAILABILITY_ZONE, AZKAFKA_DETECT_*, the cloud
@@ -370,6 +401,20 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	}
 	return c, nil
 }
+
+// idempotence is the Writer's idempotence setting and where it came from.
+type idempotence struct {
+	mode   idempotenceMode
+	source string // the option or variable that set it; "" for the default
+}
+
+type idempotenceMode int
+
+const (
+	idempotenceAuto idempotenceMode = iota
+	idempotenceOn
+	idempotenceOff
+)
 
 func envDuration(env func(string) (string, bool), name string, dst *time.Duration) error {
 	v, ok := env(name)

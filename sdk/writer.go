@@ -67,6 +67,7 @@ type Writer struct {
 	completion func(messages []kafka.Message, err error)
 	counters   counters
 	logRetry   rate.Sometimes
+	idem       *idempotentWriter // nil when not idempotent
 
 	lastRediscover atomic.Int64 // unix nanoseconds of the last rediscover
 
@@ -110,6 +111,10 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
 	}
+	idempotent, why, err := idempotenceDecision(w.RequiredAcks, s.idempotence)
+	if err != nil {
+		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
+	}
 	tr := s.transport()
 	sw := &Writer{
 		s:          s,
@@ -132,6 +137,9 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		sw.resender = cloneWriter(w, tr)
 		sw.resender.Completion = sw.complete
 		sw.resender.BatchTimeout = resenderBatchTimeout
+	}
+	if idempotent {
+		sw.idem = newIdempotentWriter(sw, w, s.idempotence.mode == idempotenceOn, why)
 	}
 	return sw, nil
 }
@@ -189,6 +197,18 @@ func cloneWriter(w *kafka.Writer, tr kafka.RoundTripper) *kafka.Writer {
 // returns only validation errors, like kafka-go; resends happen in the
 // background and Completion reports each message once, after its retries.
 func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if w.idem.active() {
+		var fellBack bool
+		var err error
+		if w.async {
+			fellBack, err = w.idem.q.enqueue(ctx, msgs)
+		} else {
+			fellBack, err = w.idem.write(ctx, msgs)
+		}
+		if !fellBack {
+			return err
+		}
+	}
 	if w.async {
 		return w.writeAsync(ctx, msgs)
 	}
@@ -517,6 +537,12 @@ func (w *Writer) completeLeftovers(msgs []kafka.Message, slots []msgSlot, err er
 // plus kafka.Writer.WriteTimeout). Later calls to WriteMessages fail with
 // io.ErrClosedPipe.
 func (w *Writer) Close() error {
+	if w.idem != nil {
+		w.idem.closed.Store(true)
+		if w.idem.q != nil {
+			w.idem.q.close()
+		}
+	}
 	err := w.inner.Close()
 	if w.async {
 		w.mu.Lock()
@@ -547,6 +573,11 @@ func (w *Writer) Stats() WriterStats {
 		st.Dials += r.Dials
 	}
 	st.SDK = w.counters.snapshot(w.s)
+	if w.idem != nil {
+		w.idem.stats(&st)
+	} else {
+		st.SDK.ProducerID, st.SDK.ProducerEpoch = -1, -1
+	}
 	st.MaxAttempts = int64(w.policy.Attempts())
 	st.Retries = st.SDK.Retries
 	return st

@@ -110,10 +110,15 @@ type Stats struct {
 	// DUPLICATE_SEQUENCE_NUMBER: the batches that a producer without
 	// idempotence would have risked storing twice.
 	DuplicateBatches int64
-	// BatchesResent counts resends of a batch, of any cause.
-	BatchesResent int64
-	// Requests, Messages and Bytes count Produce requests sent, messages
-	// and record-set bytes acknowledged.
+	// BatchesResent counts resends of a batch, of any cause, and
+	// MessagesResent the messages they carried.
+	BatchesResent, MessagesResent int64
+	// Rounds counts resend rounds: the times a Produce call sent again
+	// the batches that had failed.
+	Rounds int64
+	// Requests, Messages and Bytes count Produce requests sent and the
+	// messages and record-set bytes they carried, every attempt included
+	// (as kafka-go's Writer counts).
 	Requests, Messages, Bytes int64
 }
 
@@ -128,7 +133,7 @@ type Producer struct {
 	partsMu sync.Mutex
 	parts   map[topicPartition]*partition
 
-	bumps, dups, resent, requests, messages, bytes atomic.Int64
+	bumps, dups, resent, msgsResent, rounds, requests, messages, bytes atomic.Int64
 }
 
 // New returns a Producer; it asks for its producer ID on first use (or
@@ -220,6 +225,8 @@ func (p *Producer) Stats() Stats {
 		EpochBumps:       p.bumps.Load(),
 		DuplicateBatches: p.dups.Load(),
 		BatchesResent:    p.resent.Load(),
+		MessagesResent:   p.msgsResent.Load(),
+		Rounds:           p.rounds.Load(),
 		Requests:         p.requests.Load(),
 		Messages:         p.messages.Load(),
 		Bytes:            p.bytes.Load(),
@@ -312,7 +319,11 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 			if p.cfg.Rediscover != nil {
 				p.cfg.Rediscover()
 			}
+			p.rounds.Add(1)
 			p.resent.Add(int64(len(pending)))
+			for _, b := range pending {
+				p.msgsResent.Add(int64(len(b.Messages)))
+			}
 		}
 		p.send(ctx, pending)
 	}
@@ -360,8 +371,6 @@ func (p *Producer) succeed(b *Batch, offset int64, duplicate bool) {
 	if duplicate || b.unknown {
 		p.dups.Add(1)
 	}
-	p.messages.Add(int64(n))
-	p.bytes.Add(int64(len(b.buf)))
 }
 
 // send makes one attempt for every batch of pending: one request per
@@ -430,6 +439,8 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) {
 	req := &rawproduce.Request{Acks: int16(kafka.RequireAll), Timeout: int32(p.cfg.Timeout / time.Millisecond)}
 	for _, b := range batches {
 		b.Attempts++
+		p.messages.Add(int64(len(b.Messages)))
+		p.bytes.Add(int64(len(b.buf)))
 		rp := rawproduce.RequestPartition{
 			Partition: int32(b.Partition),
 			RecordSet: protocol.RawRecordSet{Reader: bytes.NewReader(b.buf)},
@@ -444,10 +455,11 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) {
 	r, err := p.cfg.Transport.RoundTrip(ctx, p.cfg.Addr, req)
 	if err != nil {
 		// kafka-go refused to route the request (its metadata changed
-		// since byLeader): nothing was sent. Anything else may have
-		// reached the broker.
+		// since byLeader, or it has no connection pool for the leader
+		// yet): nothing was sent. Anything else may have reached the
+		// broker.
 		var routing *rawproduce.Error
-		if errors.As(err, &routing) {
+		if errors.As(err, &routing) || errors.Is(err, kafka.BrokerNotAvailable) {
 			for _, b := range batches {
 				b.retryErr = err // retried on fresh metadata
 			}
