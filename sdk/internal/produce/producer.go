@@ -373,10 +373,21 @@ func (p *Producer) succeed(b *Batch, offset int64, duplicate bool) {
 	}
 }
 
+// errAttemptTimeout is the error of an attempt that got no answer within
+// Config.Timeout: its outcome is unknown, and a resend is safe.
+var errAttemptTimeout = errors.New("produce: no answer within the request timeout")
+
 // send makes one attempt for every batch of pending: one request per
-// leader, in parallel.
-func (p *Producer) send(ctx context.Context, pending []*Batch) {
+// leader, in parallel, each bounded by Config.Timeout (as kafka-go bounds
+// each produce by WriteTimeout), so that a connection that went silent
+// costs an attempt, not the caller's whole deadline.
+func (p *Producer) send(parent context.Context, pending []*Batch) {
+	ctx, cancel := context.WithTimeoutCause(parent, p.cfg.Timeout, errAttemptTimeout)
+	defer cancel()
 	groups, lookupErr := p.byLeader(ctx, pending)
+	if lookupErr != nil && parent.Err() == nil && context.Cause(ctx) == errAttemptTimeout {
+		lookupErr = fmt.Errorf("%w: %w", errAttemptTimeout, lookupErr)
+	}
 	if lookupErr != nil {
 		for _, b := range pending {
 			p.retryOrFail(b, lookupErr, false)
@@ -465,6 +476,9 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) {
 			}
 			return
 		}
+		if ctx.Err() != nil && context.Cause(ctx) == errAttemptTimeout {
+			err = fmt.Errorf("%w: %w", errAttemptTimeout, err)
+		}
 		for _, b := range batches {
 			p.retryOrFail(b, err, true)
 		}
@@ -552,7 +566,7 @@ func brokerError(code kafka.Error, msg string) error {
 // it with err. unknown says the attempt may have stored b.
 func (p *Producer) retryOrFail(b *Batch, err error, unknown bool) {
 	b.unknown = b.unknown || unknown
-	if p.cfg.Policy.Retryable(err) {
+	if errors.Is(err, errAttemptTimeout) || p.cfg.Policy.Retryable(err) {
 		b.retryErr = err
 		return
 	}
