@@ -198,14 +198,7 @@ func cloneWriter(w *kafka.Writer, tr kafka.RoundTripper) *kafka.Writer {
 // background and Completion reports each message once, after its retries.
 func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
 	if w.idem.active() {
-		var fellBack bool
-		var err error
-		if w.async {
-			fellBack, err = w.idem.q.enqueue(ctx, msgs)
-		} else {
-			fellBack, err = w.idem.write(ctx, msgs)
-		}
-		if !fellBack {
+		if fellBack, err := w.idem.write(ctx, msgs); !fellBack {
 			return err
 		}
 	}
@@ -539,9 +532,7 @@ func (w *Writer) completeLeftovers(msgs []kafka.Message, slots []msgSlot, err er
 func (w *Writer) Close() error {
 	if w.idem != nil {
 		w.idem.closed.Store(true)
-		if w.idem.q != nil {
-			w.idem.q.close()
-		}
+		w.idem.q.close()
 	}
 	err := w.inner.Close()
 	if w.async {

@@ -51,7 +51,8 @@ type idempotentWriter struct {
 	last    produce.Stats // the producer's counters at the previous Stats
 	errors  atomic.Int64  // messages that failed, since the previous Stats
 
-	q *asyncQueue // async mode
+	async bool
+	q     *queue
 }
 
 func newIdempotentWriter(sw *Writer, w *kafka.Writer, explicit bool, source string) *idempotentWriter {
@@ -91,9 +92,8 @@ func newIdempotentWriter(sw *Writer, w *kafka.Writer, explicit bool, source stri
 		Policy:      sw.policy,
 		Rediscover:  func() { sw.rediscover(false) },
 	})
-	if w.Async {
-		iw.q = newAsyncQueue(iw)
-	}
+	iw.async = w.Async
+	iw.q = newQueue(iw)
 	return iw
 }
 
@@ -242,8 +242,15 @@ func (iw *idempotentWriter) checkSizes(msgs []kafka.Message) error {
 	return nil
 }
 
-// write is a synchronous WriteMessages. fellBack reports that the cluster
-// refused a producer ID under auto: the caller writes msgs at least once.
+// write is WriteMessages on the idempotent path. fellBack reports that
+// the cluster refused a producer ID under auto: the caller writes msgs on
+// the at-least-once path instead.
+//
+// The messages join their partitions' queues in call order. A synchronous
+// call then waits for their outcome; its partitions are flushed at once
+// (messages of concurrent calls waiting in the same queues ride along),
+// while in async mode a queue is flushed when it holds BatchSize messages
+// or BatchBytes, or its oldest message waited BatchTimeout.
 func (iw *idempotentWriter) write(ctx context.Context, msgs []kafka.Message) (fellBack bool, err error) {
 	if iw.closed.Load() {
 		return false, io.ErrClosedPipe
@@ -261,86 +268,34 @@ func (iw *idempotentWriter) write(ctx context.Context, msgs []kafka.Message) (fe
 	if err != nil {
 		return false, err
 	}
-	// Each partition's messages in call order, cut into batches; round r
-	// sends the r-th batch of every partition, so a partition's batches
-	// are stored in order.
-	type queue struct {
-		key  assigned
-		idx  []int
-		next int
+	var c *call
+	if !iw.async {
+		c = &call{ctx: ctx, n: len(msgs), remaining: len(msgs), done: make(chan struct{})}
 	}
-	var queues []*queue
-	byKey := make(map[assigned]*queue)
-	for i, a := range where {
-		q := byKey[a]
-		if q == nil {
-			q = &queue{key: a}
-			byKey[a] = q
-			queues = append(queues, q)
-		}
-		q.idx = append(q.idx, i)
+	if err := iw.q.enqueue(msgs, where, c); err != nil {
+		return false, err
 	}
-	var werrs kafka.WriteErrors
-	batches := make([]*produce.Batch, 0, len(queues))
-	spans := make([][]int, 0, len(queues))
-	for {
-		batches, spans = batches[:0], spans[:0]
-		for _, q := range queues {
-			if q.next == len(q.idx) {
-				continue
-			}
-			n := iw.cut(msgs, q.idx[q.next:])
-			span := q.idx[q.next : q.next+n]
-			q.next += n
-			bm := make([]kafka.Message, n)
-			for j, i := range span {
-				bm[j] = msgs[i]
-			}
-			batches = append(batches, &produce.Batch{Topic: q.key.topic, Partition: q.key.partition, Messages: bm})
-			spans = append(spans, span)
-		}
-		if len(batches) == 0 {
-			break
-		}
-		byBatch := make(map[*produce.Batch][]int, len(batches))
-		for j, b := range batches {
-			byBatch[b] = spans[j]
-		}
-		if err := iw.p.Produce(ctx, batches); err != nil {
-			for _, b := range batches {
-				b.Err = err
-			}
-		}
-		for _, b := range batches {
-			iw.report(b)
-			if b.Err == nil {
-				continue
-			}
-			if werrs == nil {
-				werrs = make(kafka.WriteErrors, len(msgs))
-			}
-			for _, i := range byBatch[b] {
-				werrs[i] = b.Err
-			}
-		}
-	}
-	if werrs == nil {
+	if c == nil {
 		return false, nil
 	}
-	return false, werrs
+	<-c.done // bounded: the call's ctx cancels its batches' resends
+	if c.errs == nil {
+		return false, nil
+	}
+	return false, c.errs
 }
 
-// cut returns how many of the messages at idx (in order) form the next
-// batch: at most BatchSize messages and BatchBytes bytes, at least one.
-func (iw *idempotentWriter) cut(msgs []kafka.Message, idx []int) int {
+// cut returns how many of msgs form the next batch: at most BatchSize
+// messages and BatchBytes bytes, at least one.
+func (iw *idempotentWriter) cut(msgs []kafka.Message) int {
 	size := produce.BatchOverhead
-	for n, i := range idx {
-		size += produce.RecordSize(&msgs[i])
+	for n := range msgs {
+		size += produce.RecordSize(&msgs[n])
 		if n == iw.batchSize || (n > 0 && size > iw.batchBytes) {
 			return n
 		}
 	}
-	return len(idx)
+	return len(msgs)
 }
 
 // report counts b's outcome and hands it to Completion.
@@ -395,11 +350,11 @@ func (iw *idempotentWriter) stats(st *WriterStats) {
 	st.SDK.MessagesResent += cur.MessagesResent - prev.MessagesResent
 }
 
-// asyncQueue holds the messages of an async Writer per partition, in call
-// order, and flushes a partition's next batch when it is full or its
-// oldest message waited BatchTimeout, with at most one batch per
-// partition in flight.
-type asyncQueue struct {
+// queue holds the Writer's messages per partition, in the order they
+// were handed over, and flushes each partition's next batch, with at most
+// one batch per partition in flight; batches flushed together share one
+// Produce request per broker.
+type queue struct {
 	iw      *idempotentWriter
 	mu      sync.Mutex
 	parts   map[assigned]*pendingPart
@@ -411,42 +366,41 @@ type asyncQueue struct {
 
 type pendingPart struct {
 	msgs  []kafka.Message
+	calls []callRef // sync mode: whose message each one is
 	bytes int
 	since time.Time // when the oldest waiting message arrived
 	busy  bool      // a batch of this partition is in flight
 }
 
-func newAsyncQueue(iw *idempotentWriter) *asyncQueue {
-	q := &asyncQueue{iw: iw, parts: make(map[assigned]*pendingPart), kick: make(chan struct{}, 1), done: make(chan struct{})}
+// call is a synchronous WriteMessages waiting for its messages.
+type call struct {
+	ctx       context.Context
+	n         int               // messages in the call
+	remaining int               // guarded by queue.mu
+	errs      kafka.WriteErrors // guarded by queue.mu; nil while all succeed
+	done      chan struct{}
+}
+
+type callRef struct {
+	c   *call
+	idx int // index of the message in the call
+}
+
+func newQueue(iw *idempotentWriter) *queue {
+	q := &queue{iw: iw, parts: make(map[assigned]*pendingPart), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go q.loop()
 	return q
 }
 
-// enqueue is an async WriteMessages.
-func (q *asyncQueue) enqueue(ctx context.Context, msgs []kafka.Message) (fellBack bool, err error) {
-	iw := q.iw
-	if iw.closed.Load() {
-		return false, io.ErrClosedPipe
-	}
-	if len(msgs) == 0 {
-		return false, nil
-	}
-	if err := iw.checkSizes(msgs); err != nil {
-		return false, err
-	}
-	if fellBack, err := iw.init(ctx); fellBack || err != nil {
-		return fellBack, err
-	}
-	where, err := iw.assign(ctx, msgs)
-	if err != nil {
-		return false, err
-	}
+// enqueue appends msgs (copied: the caller may reuse them) to their
+// partitions' queues; c is the waiting call, nil in async mode.
+func (q *queue) enqueue(msgs []kafka.Message, where []assigned, c *call) error {
 	now := time.Now()
-	full := false
+	full := c != nil
 	q.mu.Lock()
 	if q.closing {
 		q.mu.Unlock()
-		return false, io.ErrClosedPipe
+		return io.ErrClosedPipe
 	}
 	for i, a := range where {
 		pp := q.parts[a]
@@ -457,33 +411,43 @@ func (q *asyncQueue) enqueue(ctx context.Context, msgs []kafka.Message) (fellBac
 		if len(pp.msgs) == 0 {
 			pp.since = now
 		}
-		pp.msgs = append(pp.msgs, msgs[i]) // a copy: the caller may reuse msgs
+		pp.msgs = append(pp.msgs, msgs[i])
+		if c != nil {
+			pp.calls = append(pp.calls, callRef{c, i})
+		}
 		pp.bytes += produce.RecordSize(&msgs[i])
-		full = full || len(pp.msgs) >= iw.batchSize || pp.bytes+produce.BatchOverhead >= iw.batchBytes
+		full = full || len(pp.msgs) >= q.iw.batchSize || pp.bytes+produce.BatchOverhead >= q.iw.batchBytes
 	}
 	q.mu.Unlock()
 	if full {
 		q.wake()
 	}
-	return false, nil
+	return nil
 }
 
-func (q *asyncQueue) wake() {
+func (q *queue) wake() {
 	select {
 	case q.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (q *asyncQueue) loop() {
+// flight is a set of batches flushed together.
+type flight struct {
+	batches []*produce.Batch
+	calls   [][]callRef // per batch, sync mode
+}
+
+func (q *queue) loop() {
 	defer close(q.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	syncMode := !q.iw.async
 	for {
 		q.mu.Lock()
 		now := time.Now()
 		wait := time.Duration(-1)
-		var ready []*produce.Batch
+		var f flight
 		empty := true
 		for key, pp := range q.parts {
 			if len(pp.msgs) == 0 {
@@ -494,34 +458,39 @@ func (q *asyncQueue) loop() {
 				continue
 			}
 			full := len(pp.msgs) >= q.iw.batchSize || pp.bytes+produce.BatchOverhead >= q.iw.batchBytes
-			if due := pp.since.Add(q.iw.batchTimeout); !full && !q.closing && now.Before(due) {
+			if due := pp.since.Add(q.iw.batchTimeout); !syncMode && !full && !q.closing && now.Before(due) {
 				if d := due.Sub(now); wait < 0 || d < wait {
 					wait = d
 				}
 				continue
 			}
-			idx := make([]int, len(pp.msgs))
-			for i := range idx {
-				idx[i] = i
-			}
-			n := q.iw.cut(pp.msgs, idx)
+			n := q.iw.cut(pp.msgs)
 			batch := &produce.Batch{Topic: key.topic, Partition: key.partition, Messages: pp.msgs[:n:n]}
 			pp.msgs = pp.msgs[n:]
 			for i := range batch.Messages {
 				pp.bytes -= produce.RecordSize(&batch.Messages[i])
 			}
+			if syncMode {
+				f.calls = append(f.calls, pp.calls[:n:n])
+				pp.calls = pp.calls[n:]
+			}
+			if len(pp.msgs) == 0 {
+				// Let the arrays go: a long-lived partition queue
+				// would otherwise keep its high-water mark.
+				pp.msgs, pp.calls = nil, nil
+			}
 			pp.since = now
 			pp.busy = true
-			ready = append(ready, batch)
+			f.batches = append(f.batches, batch)
 		}
-		if len(ready) == 0 && empty && q.flying == 0 && q.closing {
+		if len(f.batches) == 0 && empty && q.flying == 0 && q.closing {
 			q.mu.Unlock()
 			return
 		}
-		q.flying += len(ready)
+		q.flying += len(f.batches)
 		q.mu.Unlock()
-		if len(ready) > 0 {
-			go q.flush(ready)
+		if len(f.batches) > 0 {
+			go q.flush(f)
 		}
 		if wait < 0 {
 			wait = time.Hour
@@ -540,27 +509,81 @@ func (q *asyncQueue) loop() {
 	}
 }
 
-// flush produces one batch per partition and reports them.
-func (q *asyncQueue) flush(batches []*produce.Batch) {
-	if err := q.iw.p.Produce(context.Background(), batches); err != nil {
-		for _, b := range batches {
+// flush produces one flight and reports its batches. In sync mode its
+// resends stop once every call with a message in it has seen its ctx end.
+func (q *queue) flush(f flight) {
+	ctx := context.Background()
+	if f.calls != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var live atomic.Int64
+		seen := make(map[*call]bool)
+		var stops []func() bool
+		for _, refs := range f.calls {
+			for _, r := range refs {
+				if seen[r.c] {
+					continue
+				}
+				seen[r.c] = true
+				live.Add(1)
+				stops = append(stops, context.AfterFunc(r.c.ctx, func() {
+					if live.Add(-1) == 0 {
+						cancel()
+					}
+				}))
+			}
+		}
+		defer func() {
+			for _, stop := range stops {
+				stop()
+			}
+		}()
+	}
+	if err := q.iw.p.Produce(ctx, f.batches); err != nil {
+		for _, b := range f.batches {
 			b.Err = err
 		}
 	}
-	for _, b := range batches {
+	for _, b := range f.batches {
 		q.iw.report(b)
+		b.Release()
 	}
 	q.mu.Lock()
-	for _, b := range batches {
+	for i, b := range f.batches {
 		q.parts[assigned{b.Topic, b.Partition}].busy = false
+		if f.calls == nil {
+			continue
+		}
+		for _, r := range f.calls[i] {
+			c := r.c
+			if b.Err != nil {
+				if c.errs == nil {
+					c.errs = make(kafka.WriteErrors, c.n)
+				}
+				c.errs[r.idx] = callError(c, b.Err)
+			}
+			if c.remaining--; c.remaining == 0 {
+				close(c.done)
+			}
+		}
 	}
-	q.flying -= len(batches)
+	q.flying -= len(f.batches)
 	q.mu.Unlock()
 	q.wake()
 }
 
+// callError is err for a message of c; when c's ctx ended, which stopped
+// the resends, the error says so too.
+func callError(c *call, err error) error {
+	if cerr := c.ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", err, cerr)
+	}
+	return err
+}
+
 // close flushes every waiting message and returns once all were reported.
-func (q *asyncQueue) close() {
+func (q *queue) close() {
 	q.mu.Lock()
 	q.closing = true
 	q.mu.Unlock()

@@ -78,6 +78,35 @@ type Batch struct {
 // Bytes is the size of the encoded record set, once produced.
 func (b *Batch) Bytes() int { return len(b.buf) }
 
+// Release hands b's encoded bytes back for reuse by later batches; b must
+// not be produced again.
+func (b *Batch) Release() {
+	if b.buf != nil && cap(b.buf) <= maxPooled {
+		buf := b.buf[:0]
+		bufferPool.Put(&buf)
+	}
+	b.buf = nil
+}
+
+// maxPooled bounds the buffers kept for reuse, so that one huge batch does
+// not pin its memory.
+const maxPooled = 4 << 20
+
+var bufferPool sync.Pool
+
+// getBuffer returns an empty buffer that holds msgs as a batch without
+// growing (uncompressed).
+func getBuffer(msgs []kafka.Message) []byte {
+	size := BatchOverhead
+	for i := range msgs {
+		size += RecordSize(&msgs[i])
+	}
+	if v, ok := bufferPool.Get().(*[]byte); ok && cap(*v) >= size {
+		return (*v)[:0]
+	}
+	return make([]byte, 0, size)
+}
+
 // partition is the producer state of one topic partition. Its mutex is
 // held while a batch of the partition is in flight, which keeps one batch
 // in flight per partition: batches are stored in the order they are
@@ -258,6 +287,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 	if err := p.Init(ctx); err != nil {
 		return err
 	}
+	batches = slices.Clone(batches) // the caller's order stays
 	slices.SortFunc(batches, func(a, b *Batch) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
@@ -283,6 +313,9 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 		if err := p.sequence(ctx, b); err != nil {
 			b.Err, b.done = err, true
 			continue
+		}
+		if b.buf == nil {
+			b.buf = getBuffer(b.Messages)
 		}
 		buf, err := AppendBatch(b.buf[:0], b.head, b.Messages, p.cfg.Compression, p.cfg.Now())
 		if err != nil {
