@@ -58,7 +58,7 @@ func decodeWithKafkaGo(t testing.TB, b []byte) decoded {
 			t.Fatal(err)
 		}
 		for _, h := range r.Headers {
-			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+			m.Headers = append(m.Headers, kafka.Header(h))
 		}
 		d.records = append(d.records, m)
 	}
