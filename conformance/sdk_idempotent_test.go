@@ -1,0 +1,297 @@
+//go:build conformance
+
+package conformance
+
+// The idempotent sdk.Writer against the real broker: churn side by side
+// with the at-least-once path, responses dropped after the broker stored
+// the batch, and a refused producer ID.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// partitionValues reads every partition of the rig's topic straight from
+// the broker, in offset order.
+func (r *sdkcRig) partitionValues(t *testing.T) [][]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := &kafka.Client{Addr: kafka.TCP(r.addrs...)}
+	ends := r.endOffsets(t)
+	out := make([][]string, r.parts)
+	for p := 0; p < r.parts; p++ {
+		for off := int64(0); off < ends[p]; {
+			res, err := cl.Fetch(ctx, &kafka.FetchRequest{Topic: r.topic, Partition: p, Offset: off, MaxBytes: 16 << 20})
+			if err != nil || res.Error != nil {
+				t.Fatalf("fetch partition %d at %d: %v %v", p, off, err, res.Error)
+			}
+			for {
+				rec, err := res.Records.ReadRecord()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("partition %d at %d: %v", p, off, err)
+				}
+				v, _ := io.ReadAll(rec.Value)
+				out[p] = append(out[p], string(v))
+				off = rec.Offset + 1
+			}
+		}
+	}
+	return out
+}
+
+// reorders counts, over every partition, the messages stored after a
+// message handed to the Writer later in the same sequence; group maps a
+// message's index in deliverytest.Messages to its sequence (a call, or
+// the whole run when calls were made one after another).
+func reorders(parts [][]string, group func(index int) int) int {
+	n := 0
+	for _, vals := range parts {
+		last := map[int]int{}
+		for _, v := range vals {
+			i, _ := strconv.Atoi(v[strings.LastIndexByte(v, '-')+1:])
+			g := group(i)
+			if prev, ok := last[g]; ok && i < prev {
+				n++
+				continue
+			}
+			last[g] = i
+		}
+	}
+	return n
+}
+
+type churnFigures struct {
+	mode                                      string
+	kills                                     int64
+	lost, dups, reorders                      int
+	retries, dupBatches, bumps, batchesResent int64
+	took                                      time.Duration
+}
+
+// idempotentChurn writes n messages (4 goroutines, calls of 100) through
+// a proxy that kills a random connection about every 200 ms, and counts
+// what the broker holds.
+func idempotentChurn(t *testing.T, n int, idempotent, async bool) churnFigures {
+	rig := newSDKCRig(t, "ichurn", 6)
+	sent := deliverytest.Messages("ichurn", n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	opts := append(sdkcOptions(), sdk.WithRetry(10, 100*time.Millisecond, time.Second), sdk.WithIdempotence(idempotent))
+	kw := rig.writerConfig(async)
+	var completionErrs atomic.Int64
+	if async {
+		kw.Completion = func(msgs []kafka.Message, err error) {
+			if err != nil {
+				completionErrs.Add(int64(len(msgs)))
+			}
+		}
+	}
+	w, err := sdk.NewWriter(kw, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	churn := deliverytest.StartChurn(rig.proxy, uint64(time.Now().UnixNano()))
+	start := time.Now()
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				off := int(next.Add(100)) - 100
+				if off >= n {
+					return
+				}
+				if err := w.WriteMessages(ctx, sent[off:min(off+100, n)]...); err != nil {
+					t.Errorf("WriteMessages: %v", err)
+				}
+				time.Sleep(50 * time.Millisecond) // spread over ~15 s of churn
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	took := time.Since(start)
+	churn.Stop()
+	st := w.Stats()
+	if completionErrs.Load() != 0 {
+		t.Errorf("Completion reported %d failed messages", completionErrs.Load())
+	}
+	lost, dups := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
+	mode := "at-least-once"
+	if idempotent {
+		mode = "idempotent"
+	}
+	if async {
+		mode += "/async"
+	} else {
+		mode += "/sync"
+	}
+	return churnFigures{
+		mode: mode, kills: churn.Kills(), lost: lost, dups: dups,
+		// Calls run concurrently: order is defined within a call.
+		reorders: reorders(rig.partitionValues(t), func(i int) int { return i / 100 }),
+		retries:  st.SDK.Retries, dupBatches: st.SDK.DuplicateBatches, bumps: st.SDK.EpochBumps,
+		batchesResent: st.SDK.BatchesResent, took: took,
+	}
+}
+
+// TestSDKIdempotentChurn: 100,000 messages, a random connection killed
+// about every 200 ms while producing, with the idempotent Writer (sync
+// and async) and, side by side, the at-least-once path: the idempotent
+// runs lose nothing, store no duplicate and keep each call's order in
+// every partition.
+func TestSDKIdempotentChurn(t *testing.T) {
+	const n = 100000
+	var rows []churnFigures
+	for _, c := range []struct{ idempotent, async bool }{{true, false}, {true, true}, {false, false}} {
+		f := idempotentChurn(t, n, c.idempotent, c.async)
+		rows = append(rows, f)
+		if f.kills == 0 {
+			t.Fatalf("%s: no connection killed", f.mode)
+		}
+		if f.lost != 0 {
+			t.Errorf("%s: %d of %d messages lost", f.mode, f.lost, n)
+		}
+		if c.idempotent && (f.dups != 0 || f.reorders != 0) {
+			t.Errorf("%s: %d duplicates and %d reordered messages on the broker, want 0 and 0", f.mode, f.dups, f.reorders)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "churn on Kafka, %d messages per run:\n", n)
+	fmt.Fprintf(&b, "%-22s %6s %5s %10s %9s %8s %11s %6s %8s %s\n", "mode", "kills", "lost", "duplicates", "reordered", "retries", "dup-batches", "bumps", "resent", "took")
+	for _, f := range rows {
+		fmt.Fprintf(&b, "%-22s %6d %5d %10d %9d %8d %11d %6d %8d %v\n", f.mode, f.kills, f.lost, f.dups, f.reorders, f.retries, f.dupBatches, f.bumps, f.batchesResent, f.took.Round(time.Millisecond))
+	}
+	t.Log(b.String())
+}
+
+// TestSDKIdempotentLostResponses: every 3rd Produce request is handled by
+// the broker and its response dropped (the connection closed): the
+// resends are the same batches, which the broker acknowledges without
+// storing them again.
+func TestSDKIdempotentLostResponses(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			rig := newSDKCRig(t, "ilost", 3)
+			var injected atomic.Int64
+			rig.proxy.OnRequest(deliverytest.EveryNth(3, 30, kproxy.CloseAfter, &injected, 0))
+			w, err := sdk.NewWriter(rig.writerConfig(async), sdkcOptions()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := deliverytest.Messages("l", 3000)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			for off := 0; off < len(sent); off += 50 {
+				if err := w.WriteMessages(ctx, sent[off:off+50]...); err != nil {
+					t.Errorf("WriteMessages: %v", err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			st := w.Stats()
+			lost, dups := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
+			bad := reorders(rig.partitionValues(t), func(int) int { return 0 })
+			t.Logf("responses dropped %d: lost %d, duplicates %d, reordered %d; producer %d epoch %d, duplicate batches %d, batches resent %d",
+				injected.Load(), lost, dups, bad, st.SDK.ProducerID, st.SDK.ProducerEpoch, st.SDK.DuplicateBatches, st.SDK.BatchesResent)
+			if injected.Load() == 0 {
+				t.Fatal("no response dropped")
+			}
+			if lost != 0 || dups != 0 || bad != 0 {
+				t.Errorf("lost %d, duplicates %d, reordered %d; want 0", lost, dups, bad)
+			}
+			if st.SDK.DuplicateBatches == 0 || !st.SDK.Idempotent {
+				t.Errorf("stats %+v: want duplicate batches counted on an idempotent Writer", st.SDK)
+			}
+		})
+	}
+}
+
+// TestSDKIdempotentInitRefused: the broker's InitProducerId answer turned
+// into CLUSTER_AUTHORIZATION_FAILED by the proxy (what an authorizer
+// without IdempotentWrite answers): auto warns once and writes at least
+// once; an explicit true returns the error and writes nothing.
+func TestSDKIdempotentInitRefused(t *testing.T) {
+	for _, explicit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("explicit=%v", explicit), func(t *testing.T) {
+			rig := newSDKCRig(t, "irefused", 1)
+			rig.proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+				if req.Key != 22 {
+					return resp
+				}
+				r, err := kproxy.DecodeResponse(req, resp)
+				if err != nil {
+					return resp
+				}
+				ir := r.(*kmsg.InitProducerIDResponse)
+				ir.ErrorCode, ir.ProducerID, ir.ProducerEpoch = int16(kafka.ClusterAuthorizationFailed), -1, -1
+				return kproxy.EncodeResponse(req, ir)
+			})
+			var logs strings.Builder
+			var mu sync.Mutex
+			opts := append(sdkcOptions(), sdk.WithLogger(slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return logs.Write(p)
+			}), &slog.HandlerOptions{Level: slog.LevelWarn}))))
+			if explicit {
+				opts = append(opts, sdk.WithIdempotence(true))
+			}
+			w, err := sdk.NewWriter(rig.writerConfig(false), opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			sent := deliverytest.Messages("i", 20)
+			err = w.WriteMessages(ctx, sent...)
+			counts := rig.consumeAll(t)
+			mu.Lock()
+			log := logs.String()
+			mu.Unlock()
+			t.Logf("explicit=%v: WriteMessages: %v; stored %d; log: %s", explicit, err, len(counts), log)
+			if explicit {
+				if !errors.Is(err, kafka.ClusterAuthorizationFailed) || len(counts) != 0 {
+					t.Fatalf("want the refusal and nothing stored")
+				}
+				return
+			}
+			if lost, _ := deliverytest.LostAndDuplicated(sent, counts); err != nil || lost != 0 {
+				t.Fatalf("auto: err %v, %d lost", err, lost)
+			}
+			if strings.Count(log, "refused a producer ID") != 1 {
+				t.Fatalf("auto: want one warning")
+			}
+		})
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
