@@ -341,23 +341,9 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 			c.retry.Backoff.Max, c.retry.Backoff.Min, EnvRetryBackoffMax, EnvRetryBackoffMin)
 	}
 
-	c.idempotence = idempotence{mode: idempotenceAuto}
-	if v, ok := env(EnvIdempotence); ok {
-		switch strings.ToLower(v) {
-		case "auto":
-		case "true", "1", "on":
-			c.idempotence = idempotence{mode: idempotenceOn, source: EnvIdempotence + "=" + v}
-		case "false", "0", "off":
-			c.idempotence = idempotence{mode: idempotenceOff, source: EnvIdempotence + "=" + v}
-		default:
-			return config{}, fmt.Errorf("sdk: %s=%s: want auto, true or false", EnvIdempotence, quote(v))
-		}
-	}
-	if o.idempotence != nil {
-		c.idempotence = idempotence{mode: idempotenceOff, source: "WithIdempotence(false)"}
-		if *o.idempotence {
-			c.idempotence = idempotence{mode: idempotenceOn, source: "WithIdempotence(true)"}
-		}
+	var err error
+	if c.idempotence, err = loadIdempotence(&o, env); err != nil {
+		return config{}, err
 	}
 
 	// AZ last: detection is the only slow step, and is skipped when the
@@ -400,6 +386,59 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		}
 	}
 	return c, nil
+}
+
+// loadIdempotence resolves the Writer's idempotence setting: the option,
+// else $AZKAFKA_IDEMPOTENCE, else auto. An invalid variable is an error
+// even when the option overrides it.
+func loadIdempotence(o *options, env func(string) (string, bool)) (idempotence, error) {
+	setting := idempotence{mode: idempotenceAuto}
+	if v, ok := env(EnvIdempotence); ok {
+		switch strings.ToLower(v) {
+		case "auto":
+		case "true", "1", "on":
+			setting = idempotence{mode: idempotenceOn, source: EnvIdempotence + "=" + v}
+		case "false", "0", "off":
+			setting = idempotence{mode: idempotenceOff, source: EnvIdempotence + "=" + v}
+		default:
+			return idempotence{}, fmt.Errorf("sdk: %s=%s: want auto, true or false", EnvIdempotence, quote(v))
+		}
+	}
+	if o.idempotence != nil {
+		setting = idempotence{mode: idempotenceOff, source: "WithIdempotence(false)"}
+		if *o.idempotence {
+			setting = idempotence{mode: idempotenceOn, source: "WithIdempotence(true)"}
+		}
+	}
+	return setting, nil
+}
+
+// WriterIdempotence reports whether a Writer built with opts and the
+// AZKAFKA_* environment, for a kafka.Writer with RequiredAcks acks, would
+// produce idempotently, and why: the setting that decided, or auto and
+// the acks. err is the error NewWriter would return for this setting
+// (an invalid AZKAFKA_IDEMPOTENCE, or idempotence on with acks other than
+// all). It does not contact the cluster, which can still refuse a
+// producer ID (see Writer).
+func WriterIdempotence(acks kafka.RequiredAcks, opts ...Option) (on bool, why string, err error) {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	getenv := o.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	setting, err := loadIdempotence(&o, func(name string) (string, bool) {
+		v := strings.TrimSpace(getenv(name))
+		return v, v != ""
+	})
+	if err != nil {
+		return false, "", err
+	}
+	return idempotenceDecision(acks, setting)
 }
 
 // idempotence is the Writer's idempotence setting and where it came from.
