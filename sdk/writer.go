@@ -38,7 +38,53 @@ import (
 // goes to an agent of the client's own zone rather than back to the one
 // that closed it (kafka-go alone would wait for its MetadataTTL, 6s).
 //
-// # Delivery guarantee
+// # Idempotence
+//
+// When RequiredAcks is kafka.RequireAll (and unless WithIdempotence(false)
+// or AZKAFKA_IDEMPOTENCE=false turns it off), the Writer produces
+// idempotently, as Kafka's Java producer does by default since Kafka 3.0:
+// it gets a producer ID from the cluster (InitProducerId) on first use and
+// numbers each partition's batches. A resend after a transient error or a
+// leader change is the same batch (same producer epoch, base sequence and
+// records), sent to the partition's current leader, and the broker,
+// which remembers each producer's last five batches per partition,
+// acknowledges a batch it already stored instead of storing it again.
+// One batch per partition is in flight at a time, so each partition
+// stores its messages in the order they were handed to the Writer: within
+// a call, across calls made one after another, and in async mode in call
+// order. Concurrent calls share batches; a synchronous call sends as soon
+// as its messages are queued (BatchTimeout only paces async mode), and
+// batches of partitions led by the same broker go in one request.
+//
+// Exactly once per partition, with these exceptions, which WriteMessages
+// (or Completion) reports as errors and the Writer logs:
+//
+//   - a batch whose outcome stays unknown when the retry policy's attempts
+//     or ctx run out (every attempt's response lost) may have been stored
+//     once; its messages get the error, and the partition moves to a new
+//     producer epoch before its next batch, so nothing later is refused or
+//     stored twice because of it. Resending those messages yourself may
+//     duplicate them;
+//   - a broker that no longer knows the producer (its state expired after
+//     producer.id.expiration.ms, one day by default, without writes from
+//     it, or was lost with a log truncation) answers
+//     UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER; the Writer then
+//     bumps its epoch and resends the batch at sequence 0, which is safe
+//     because the broker refused it, but a batch resent after such a loss
+//     cannot be recognised as a duplicate of one stored before it;
+//   - a producer fenced by a newer epoch (INVALID_PRODUCER_EPOCH,
+//     PRODUCER_FENCED) fails its batch at once, never retried in a loop.
+//
+// With idempotence off (RequireOne, RequireNone, or turned off), the
+// guarantee is at least once, as described next. An explicit
+// WithIdempotence(true) or AZKAFKA_IDEMPOTENCE=true with acks other than
+// RequireAll is a NewWriter error. If the cluster refuses a producer ID
+// (Kafka 4.x wants IdempotentWrite on the cluster or Write on a topic):
+// under auto the Writer logs one warning naming the cause and writes at
+// least once; under an explicit true, WriteMessages returns the error.
+// WriterStats.SDK.Idempotent says which path is in use.
+//
+// # Delivery without idempotence
 //
 // At least once; duplicates are possible. kafka-go has no idempotent
 // producer: when a connection dies after the broker stored a batch but

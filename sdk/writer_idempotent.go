@@ -90,7 +90,7 @@ func newIdempotentWriter(sw *Writer, w *kafka.Writer, explicit bool, source stri
 		Compression: w.Compression,
 		Timeout:     timeout,
 		Policy:      sw.policy,
-		Rediscover:  func() { sw.rediscover(false) },
+		Rediscover:  sw.rediscover,
 	})
 	iw.async = w.Async
 	iw.q = newQueue(iw)

@@ -40,8 +40,9 @@ type Config struct {
 	// zero retry.Policy.
 	Policy retry.Policy
 	// Rediscover, when set, runs before every resend round so that the
-	// Transport fetches fresh metadata (the leader may have moved).
-	Rediscover func()
+	// Transport fetches fresh metadata (the leader may have moved);
+	// lookupFailed says the previous round failed to get metadata at all.
+	Rediscover func(lookupFailed bool)
 	// Now returns the time stamped on records that have none. Default:
 	// time.Now.
 	Now func() time.Time
@@ -326,41 +327,51 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 	}
 	pending := make([]*Batch, 0, len(batches))
 	attempts := p.cfg.Policy.Attempts()
-	for attempt := 0; ; attempt++ {
+	lookupFailed := false
+	for round := 0; ; round++ {
 		pending = pending[:0]
 		for _, b := range batches {
-			if !b.done {
-				pending = append(pending, b)
+			if b.done {
+				continue
 			}
+			// A batch has had its attempts when it was sent that many
+			// times. Rounds in which it could not be sent (no metadata,
+			// no connection to its leader) count up to maxRounds, so that
+			// an unreachable cluster still ends the call.
+			if round > 0 && (b.Attempts >= attempts || round >= maxRounds*attempts) {
+				p.fail(b, fmt.Errorf("produce: gave up after %d attempts: %w", b.Attempts, b.retryErr))
+				continue
+			}
+			pending = append(pending, b)
 		}
 		if len(pending) == 0 {
 			return nil
 		}
-		if attempt > 0 {
-			if attempt >= attempts {
-				for _, b := range pending {
-					p.fail(b, fmt.Errorf("produce: gave up after %d attempts: %w", b.Attempts, b.retryErr))
-				}
-				return nil
-			}
-			if err := p.cfg.Policy.Sleep(ctx, attempt-1); err != nil {
+		if round > 0 {
+			if err := p.cfg.Policy.Sleep(ctx, round-1); err != nil {
 				for _, b := range pending {
 					p.fail(b, fmt.Errorf("%w (not resent: %w)", b.retryErr, err))
 				}
 				return nil
 			}
 			if p.cfg.Rediscover != nil {
-				p.cfg.Rediscover()
+				p.cfg.Rediscover(lookupFailed)
 			}
 			p.rounds.Add(1)
-			p.resent.Add(int64(len(pending)))
 			for _, b := range pending {
-				p.msgsResent.Add(int64(len(b.Messages)))
+				if b.Attempts > 0 {
+					p.resent.Add(1)
+					p.msgsResent.Add(int64(len(b.Messages)))
+				}
 			}
 		}
-		p.send(ctx, pending)
+		lookupFailed = p.send(ctx, pending)
 	}
 }
+
+// maxRounds bounds, in multiples of the policy's attempts, the rounds of
+// one Produce call.
+const maxRounds = 3
 
 // sequence stamps b with its partition's producer ID, epoch and next
 // sequence, moving the partition to the current epoch, or to a new one when
@@ -414,7 +425,8 @@ var errAttemptTimeout = errors.New("produce: no answer within the request timeou
 // leader, in parallel, each bounded by Config.Timeout (as kafka-go bounds
 // each produce by WriteTimeout), so that a connection that went silent
 // costs an attempt, not the caller's whole deadline.
-func (p *Producer) send(parent context.Context, pending []*Batch) {
+// It reports whether the metadata lookup failed, so that nothing was sent.
+func (p *Producer) send(parent context.Context, pending []*Batch) (lookupFailed bool) {
 	ctx, cancel := context.WithTimeoutCause(parent, p.cfg.Timeout, errAttemptTimeout)
 	defer cancel()
 	groups, lookupErr := p.byLeader(ctx, pending)
@@ -422,10 +434,11 @@ func (p *Producer) send(parent context.Context, pending []*Batch) {
 		lookupErr = fmt.Errorf("%w: %w", errAttemptTimeout, lookupErr)
 	}
 	if lookupErr != nil {
+		lookupErr = fmt.Errorf("produce: looking up leaders: %w", lookupErr)
 		for _, b := range pending {
 			p.retryOrFail(b, lookupErr, false)
 		}
-		return
+		return true
 	}
 	var wg sync.WaitGroup
 	for _, g := range groups {
@@ -436,6 +449,7 @@ func (p *Producer) send(parent context.Context, pending []*Batch) {
 		}()
 	}
 	wg.Wait()
+	return false
 }
 
 // byLeader groups batches by the leader kafka-go's Transport would send

@@ -43,7 +43,7 @@ func newRig(t *testing.T, parts, attempts int) *rig {
 		Transport:  tr,
 		Addr:       kafka.TCP(px.Addr()),
 		Policy:     retry.Policy{MaxAttempts: attempts, Backoff: retry.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}},
-		Rediscover: tr.CloseIdleConnections,
+		Rediscover: func(bool) { tr.CloseIdleConnections() },
 	})
 	return &rig{broker: c, proxy: px, tr: tr, p: p, topic: "t"}
 }
