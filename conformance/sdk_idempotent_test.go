@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
@@ -295,3 +298,166 @@ func TestSDKIdempotentInitRefused(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// idempotentBenchCases are the cases of BenchmarkSDKIdempotentWriter: sync
+// calls of 100, sync calls of 10 with kafka-go's default BatchTimeout (1s),
+// and 4 goroutines with calls of 500.
+var idempotentBenchCases = []struct {
+	name                string
+	goroutines, perCall int
+	batchTimeout        time.Duration
+}{
+	{"sync-100", 1, 100, 10 * time.Millisecond},
+	{"sync-10-default-timeout", 1, 10, 0},
+	{"pipelined-4x500", 4, 500, 10 * time.Millisecond},
+}
+
+// idempotentBenchClients returns the writers compared: raw kafka.Writer,
+// sdk.Writer at least once, sdk.Writer idempotent, franz-go's kgo.
+func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Duration) []struct {
+	name string
+	new  func(testing.TB) sdkcWriter
+} {
+	kw := func() *kafka.Writer {
+		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchTimeout: batchTimeout}
+	}
+	newSDK := func(tb testing.TB, idempotent bool) sdkcWriter {
+		w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent), sdk.WithGetenv(func(string) string { return "" }))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return w
+	}
+	return []struct {
+		name string
+		new  func(testing.TB) sdkcWriter
+	}{
+		{"raw", func(testing.TB) sdkcWriter { return kw() }},
+		{"sdk-at-least-once", func(tb testing.TB) sdkcWriter { return newSDK(tb, false) }},
+		{"sdk-idempotent", func(tb testing.TB) sdkcWriter { return newSDK(tb, true) }},
+		{"franz-go", func(tb testing.TB) sdkcWriter {
+			c, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(batchTimeout))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kgoWriter{c}
+		}},
+	}
+}
+
+// BenchmarkSDKIdempotentWriter is BenchmarkWriter of sdk/bench_test.go on
+// the real broker (acks=all, 6 partitions, 100-byte values). Run it with
+//
+//	go test -tags conformance -run '^$' -bench BenchmarkSDKIdempotentWriter -benchmem -count 6 ./conformance
+//
+// with AZKAFKA_CONFORMANCE_BROKERS set, or inside run.sh with
+// TestSDKIdempotentBenchmark, and compare with benchstat -col /client -row /case.
+func BenchmarkSDKIdempotentWriter(b *testing.B) {
+	addrs := brokers(b)
+	topic := idempotentBenchTopic(b, addrs)
+	for _, sc := range idempotentBenchCases {
+		for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout) {
+			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
+				sdkcBenchParallel(b, cl.new(b), sc.goroutines, sc.perCall)
+			})
+		}
+	}
+}
+
+func idempotentBenchTopic(tb testing.TB, addrs []string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-sdk-ibench-%d", time.Now().UnixNano())
+	createTopic(tb, ctx, addrs, topic, 6)
+	return topic
+}
+
+// TestSDKIdempotentBenchmark runs the cases of BenchmarkSDKIdempotentWriter
+// on run.sh's broker when AZKAFKA_CONFORMANCE_BENCH names a file: 6 rounds,
+// the clients alternating, written in the benchmark format for benchstat:
+//
+//	AZKAFKA_CONFORMANCE_BENCH=/tmp/bench.txt CONFORMANCE_RUN=TestSDKIdempotentBenchmark ./conformance/run.sh
+//	benchstat -col /client -row /case /tmp/bench.txt
+func TestSDKIdempotentBenchmark(t *testing.T) {
+	out := os.Getenv("AZKAFKA_CONFORMANCE_BENCH")
+	if out == "" {
+		t.Skip("AZKAFKA_CONFORMANCE_BENCH=<file> runs the writer benchmark")
+	}
+	addrs := brokers(t)
+	topic := idempotentBenchTopic(t, addrs)
+	var lines strings.Builder
+	for round := 0; round < 6; round++ {
+		for _, sc := range idempotentBenchCases {
+			for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout) {
+				r := testing.Benchmark(func(b *testing.B) { sdkcBenchParallel(b, cl.new(b), sc.goroutines, sc.perCall) })
+				line := fmt.Sprintf("BenchmarkSDKIdempotentWriter/case=%s/client=%s-%d\t%s\t%s\n", sc.name, cl.name, runtime.GOMAXPROCS(0), r.String(), r.MemString())
+				lines.WriteString(line)
+				t.Log(strings.TrimSpace(line))
+			}
+		}
+	}
+	if err := os.WriteFile(out, []byte(lines.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type sdkcWriter interface {
+	WriteMessages(context.Context, ...kafka.Message) error
+	Close() error
+}
+
+// sdkcBenchParallel makes b.N calls of perCall 100-byte messages, spread
+// over goroutines, and reports msgs/s and allocs/msg.
+func sdkcBenchParallel(b *testing.B, w sdkcWriter, goroutines, perCall int) {
+	defer w.Close()
+	msgs := deliverytest.Messages("bench", perCall)
+	for i := range msgs {
+		msgs[i].Value = append(make([]byte, 0, 100), msgs[i].Value...)[:100]
+	}
+	ctx := context.Background()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	start := time.Now()
+	calls := make(chan struct{}, b.N)
+	for i := 0; i < b.N; i++ {
+		calls <- struct{}{}
+	}
+	close(calls)
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				if err := w.WriteMessages(ctx, msgs...); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*perCall), "allocs/msg")
+}
+
+// kgoWriter adapts franz-go's client: a call is one ProduceSync.
+type kgoWriter struct{ cl *kgo.Client }
+
+func (w kgoWriter) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	recs := make([]*kgo.Record, len(msgs))
+	for i := range msgs {
+		recs[i] = &kgo.Record{Key: msgs[i].Key, Value: msgs[i].Value}
+	}
+	return w.cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+func (w kgoWriter) Close() error { w.cl.Close(); return nil }
