@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -263,5 +265,45 @@ func TestSessionIDPerInstance(t *testing.T) {
 	}
 	if fixed.sessionID != sid {
 		t.Fatalf("session ID %q, want %q from the env", fixed.sessionID, sid)
+	}
+}
+
+// TestREADMEListsEveryVariable: every AZKAFKA_* variable that loadConfig
+// reads (its own and azdetect's) is in a row of one of the README's
+// variable tables, so the two cannot drift apart.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	read := map[string]bool{}
+	_, err = loadConfig(context.Background(), []Option{WithAZ("az-a"), WithGetenv(func(name string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		read[name] = true
+		return ""
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "| ") {
+			rows = append(rows, line)
+		}
+	}
+	n := 0
+	for name := range read {
+		if !strings.HasPrefix(name, "AZKAFKA_") {
+			continue
+		}
+		n++
+		if !slices.ContainsFunc(rows, func(row string) bool { return strings.Contains(row, "`"+name+"`") }) {
+			t.Errorf("loadConfig reads %s, but no README table row names it", name)
+		}
+	}
+	if n < 10 || !read[EnvIdempotence] {
+		t.Fatalf("loadConfig read %d AZKAFKA_* variables (%v); the recorder missed some", n, read)
 	}
 }
