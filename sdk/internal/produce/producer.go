@@ -156,9 +156,10 @@ type Stats struct {
 type Producer struct {
 	cfg Config
 
-	idMu  sync.Mutex
-	id    producerID
-	idSet bool
+	idMu     sync.Mutex
+	id       producerID
+	idSet    bool
+	initLock chan struct{} // held while InitProducerId is in flight
 
 	partsMu sync.Mutex
 	parts   map[topicPartition]*partition
@@ -175,7 +176,7 @@ func New(cfg Config) *Producer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Producer{cfg: cfg, parts: make(map[topicPartition]*partition), id: producerID{-1, -1}}
+	return &Producer{cfg: cfg, parts: make(map[topicPartition]*partition), id: producerID{-1, -1}, initLock: make(chan struct{}, 1)}
 }
 
 // InitError is the error of an InitProducerId request: the cluster gave
@@ -192,15 +193,31 @@ func (e *InitError) Unwrap() error { return e.Err }
 // The error is an *InitError.
 func (p *Producer) Init(ctx context.Context) error {
 	p.idMu.Lock()
-	defer p.idMu.Unlock()
-	if p.idSet {
+	set := p.idSet
+	p.idMu.Unlock()
+	if set {
+		return nil
+	}
+	// One request at a time; the others wait for it, or for their ctx.
+	select {
+	case p.initLock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.initLock }()
+	p.idMu.Lock()
+	set = p.idSet
+	p.idMu.Unlock()
+	if set {
 		return nil
 	}
 	id, err := p.initProducerID(ctx)
 	if err != nil {
 		return err
 	}
+	p.idMu.Lock()
 	p.id, p.idSet = id, true
+	p.idMu.Unlock()
 	return nil
 }
 
