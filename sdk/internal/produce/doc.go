@@ -4,8 +4,10 @@
 // what a failed batch becomes: resent as the very same bytes, counted as
 // already stored, re-sequenced under a bumped epoch, or an error.
 //
-//	p := produce.New(produce.Config{Transport: tr, Addr: addr})
-//	res := p.Produce(ctx, []*produce.Batch{b}) // one Batch per partition
+//	p := produce.New(produce.Config{Transport: tr, Addr: addr, Policy: policy})
+//	b := &produce.Batch{Topic: "events", Partition: 0, Messages: msgs}
+//	err := p.Produce(ctx, []*produce.Batch{b}) // at most one Batch per partition
+//	// err: no producer ID; b.Err: this batch's outcome
 //
 // The rules it follows, from the broker's side (KIP-98, KIP-360):
 //
