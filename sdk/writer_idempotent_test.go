@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -292,4 +293,54 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestIdempotentWriterFollowsLeaderMoves moves every partition's leader
+// to another broker of a 3-broker embedded cluster, again and again,
+// while sync calls are made one after another: the batches refused with
+// NOT_LEADER_OR_FOLLOWER are resent, unchanged, to the new leader; every
+// message is stored once, in hand-over order.
+func TestIdempotentWriterFollowsLeaderMoves(t *testing.T) {
+	t.Parallel()
+	const parts = 3
+	c := embedded.StartT(t, embedded.Brokers(3), embedded.Topic("moves", parts))
+	rig := &faultRig{broker: c, topic: "moves", parts: parts}
+	w, err := sdk.NewWriter(&kafka.Writer{
+		Addr:         kafka.TCP(c.Addrs()...),
+		Topic:        rig.topic,
+		RequiredAcks: kafka.RequireAll,
+		BatchSize:    10,
+	}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moves atomic.Int64
+	stop := deliverytest.Every(20*time.Millisecond, func() {
+		n := moves.Add(1)
+		for p := int32(0); p < parts; p++ {
+			_ = c.Kfake().MoveTopicPartition(rig.topic, p, int32(n+int64(p))%3)
+		}
+	})
+	sent := deliverytest.Messages("lm", 3000)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for off := 0; off < len(sent); off += 30 {
+		if err := w.WriteMessages(ctx, sent[off:off+30]...); err != nil {
+			t.Fatalf("WriteMessages [%d:%d]: %v", off, off+30, err)
+		}
+	}
+	stop()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	lost, dups := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
+	t.Logf("leader moves %d: lost %d, duplicates %d; batches resent %d, epoch bumps %d", moves.Load(), lost, dups, st.SDK.BatchesResent, st.SDK.EpochBumps)
+	if moves.Load() < 3 || st.SDK.BatchesResent == 0 {
+		t.Fatalf("%d leader moves, %d batches resent: the moves never hit a produce, the test proves nothing", moves.Load(), st.SDK.BatchesResent)
+	}
+	if lost != 0 || dups != 0 {
+		t.Fatalf("lost %d, duplicates %d; want 0 and 0", lost, dups)
+	}
+	requireOrder(t, rig.partitionValues(t), func(int) int { return 0 })
 }
