@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
@@ -343,4 +344,102 @@ func TestIdempotentWriterFollowsLeaderMoves(t *testing.T) {
 		t.Fatalf("lost %d, duplicates %d; want 0 and 0", lost, dups)
 	}
 	requireOrder(t, rig.partitionValues(t), func(int) int { return 0 })
+}
+
+// TestIdempotentWriterKeepsKafkaGoSemantics: per-message topics, headers,
+// keys, compression and automatic topic creation behave as with
+// kafka.Writer on the idempotent path; a message with both or neither
+// topic is kafka-go's error, and a message larger than BatchBytes is a
+// kafka.MessageTooLargeError.
+func TestIdempotentWriterKeepsKafkaGoSemantics(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.KfakeOptions(kfake.AllowAutoTopicCreation()))
+	for _, codec := range []kafka.Compression{0, kafka.Gzip, kafka.Snappy, kafka.Lz4, kafka.Zstd} {
+		t.Run(fmt.Sprintf("compression=%d", codec), func(t *testing.T) {
+			created := fmt.Sprintf("sem-new-%d", codec)
+			topic := fmt.Sprintf("sem-%d", codec)
+			if err := c.CreateTopic(context.Background(), topic, 2); err != nil {
+				t.Fatal(err)
+			}
+			w, err := sdk.NewWriter(&kafka.Writer{
+				Addr:                   kafka.TCP(c.Addrs()...),
+				RequiredAcks:           kafka.RequireAll,
+				Compression:            codec,
+				AllowAutoTopicCreation: true,
+				Balancer:               &kafka.Hash{},
+				BatchBytes:             4096,
+			}, testOptions(t)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			msgs := []kafka.Message{
+				{Topic: topic, Key: []byte("k1"), Value: []byte("v1"), Headers: []kafka.Header{{Key: "h", Value: []byte("1")}}},
+				{Topic: created, Key: []byte("k2"), Value: []byte("v2")},
+				{Topic: topic, Key: []byte("k1"), Value: []byte("v3")},
+			}
+			if err := w.WriteMessages(ctx, msgs...); err != nil {
+				t.Fatal(err)
+			}
+			if !w.Stats().SDK.Idempotent {
+				t.Fatal("not idempotent")
+			}
+			// Same key, same partition, in order, with its header.
+			p := (&kafka.Hash{}).Balance(msgs[0], 0, 1)
+			conn, err := kafka.DialLeader(ctx, "tcp", c.Addrs()[0], topic, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			batch := conn.ReadBatch(1, 1<<20)
+			var got []string
+			for {
+				m, err := batch.ReadMessage()
+				if err != nil {
+					break
+				}
+				if string(m.Value) == "v1" && (len(m.Headers) != 1 || m.Headers[0].Key != "h" || string(m.Headers[0].Value) != "1") {
+					t.Errorf("v1 headers %v", m.Headers)
+				}
+				got = append(got, string(m.Key)+"="+string(m.Value))
+			}
+			batch.Close()
+			if fmt.Sprint(got) != "[k1=v1 k1=v3]" {
+				t.Fatalf("%s partition %d holds %v ", topic, p, got)
+			}
+			ctl, err := kafka.DialContext(ctx, "tcp", c.Addrs()[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ctl.Close()
+			pts, err := ctl.ReadPartitions(created)
+			if err != nil || len(pts) == 0 {
+				t.Fatalf("auto-created topic %s: %v, %d partitions", created, err, len(pts))
+			}
+			counts := deliverytest.ConsumeAll(ctx, t, deliverytest.Topic{Addrs: c.Addrs(), Name: created, Partitions: len(pts)})
+			if len(counts) != 1 || counts["v2"] != 1 {
+				t.Fatalf("auto-created topic %s holds %v, want v2 once", created, counts)
+			}
+
+			both := kafka.Message{Topic: topic, Value: []byte("x")}
+			wt, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: topic, RequiredAcks: kafka.RequireAll}, testOptions(t)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wt.Close()
+			if err := wt.WriteMessages(ctx, both); err == nil || !strings.Contains(err.Error(), "must not be specified for both") {
+				t.Errorf("topic on Writer and message: %v", err)
+			}
+			if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("x")}); err == nil || !strings.Contains(err.Error(), "must be specified") {
+				t.Errorf("no topic: %v", err)
+			}
+			var tooLarge kafka.MessageTooLargeError
+			big := kafka.Message{Topic: topic, Value: make([]byte, 5000)}
+			if err := w.WriteMessages(ctx, msgs[0], big); !errors.As(err, &tooLarge) || len(tooLarge.Remaining) != 1 {
+				t.Errorf("5000-byte message with BatchBytes 4096: %v", err)
+			}
+		})
+	}
 }
