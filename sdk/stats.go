@@ -38,8 +38,11 @@ type SDKStats struct {
 	EpochBumps int64
 	// DuplicateBatches counts batches acknowledged on a resend after an
 	// attempt whose outcome was unknown (the response was lost), or that
-	// the broker reported as duplicates: without idempotence each could
-	// have been stored twice; with it, the broker stored it once.
+	// the broker answered DUPLICATE_SEQUENCE_NUMBER: without idempotence
+	// each could have been stored twice; with it, the broker stored it
+	// once. (Kafka acknowledges a duplicate like a first write, so a
+	// resend after a lost response is counted whether or not the lost
+	// attempt had reached the broker.)
 	DuplicateBatches int64
 	// BatchesResent counts the idempotent Writer's batch resends.
 	BatchesResent int64
