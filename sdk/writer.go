@@ -359,7 +359,9 @@ func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSl
 //
 // lookupFailed says the write failed before any produce, in kafka-go's
 // metadata lookup: kafka-go caches a failed first fetch for MetadataTTL
-// too, so the pools are always dropped then. Otherwise at most once per
+// too, so the pools are always dropped then. The idempotent path also
+// passes true when a broker answered that it does not lead a partition:
+// the cached leaders are known wrong, and its resend must not wait. Otherwise at most once per
 // rediscoverInterval, however many calls fail together.
 func (w *Writer) rediscover(lookupFailed bool) {
 	now := time.Now().UnixNano()

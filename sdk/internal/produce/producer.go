@@ -40,9 +40,11 @@ type Config struct {
 	// zero retry.Policy.
 	Policy retry.Policy
 	// Rediscover, when set, runs before every resend round so that the
-	// Transport fetches fresh metadata (the leader may have moved);
-	// lookupFailed says the previous round failed to get metadata at all.
-	Rediscover func(lookupFailed bool)
+	// Transport fetches fresh metadata (the leader may have moved); stale
+	// says the previous round proved the metadata wrong or missing (no
+	// metadata at all, or a broker answering that it does not lead the
+	// partition), so a fresh fetch is needed now.
+	Rediscover func(stale bool)
 	// Now returns the time stamped on records that have none. Default:
 	// time.Now.
 	Now func() time.Time
@@ -344,7 +346,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 	}
 	pending := make([]*Batch, 0, len(batches))
 	attempts := p.cfg.Policy.Attempts()
-	lookupFailed := false
+	stale := false
 	for round := 0; ; round++ {
 		pending = pending[:0]
 		for _, b := range batches {
@@ -372,7 +374,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 				return nil
 			}
 			if p.cfg.Rediscover != nil {
-				p.cfg.Rediscover(lookupFailed)
+				p.cfg.Rediscover(stale)
 			}
 			p.rounds.Add(1)
 			for _, b := range pending {
@@ -382,7 +384,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 				}
 			}
 		}
-		lookupFailed = p.send(ctx, pending)
+		stale = p.send(ctx, pending)
 	}
 }
 
@@ -442,8 +444,9 @@ var errAttemptTimeout = errors.New("produce: no answer within the request timeou
 // leader, in parallel, each bounded by Config.Timeout (as kafka-go bounds
 // each produce by WriteTimeout), so that a connection that went silent
 // costs an attempt, not the caller's whole deadline.
-// It reports whether the metadata lookup failed, so that nothing was sent.
-func (p *Producer) send(parent context.Context, pending []*Batch) (lookupFailed bool) {
+// It reports whether the round proved the Transport's metadata stale: the
+// lookup failed, or a broker refused a batch as not the leader.
+func (p *Producer) send(parent context.Context, pending []*Batch) (stale bool) {
 	ctx, cancel := context.WithTimeoutCause(parent, p.cfg.Timeout, errAttemptTimeout)
 	defer cancel()
 	groups, lookupErr := p.byLeader(ctx, pending)
@@ -458,15 +461,18 @@ func (p *Producer) send(parent context.Context, pending []*Batch) (lookupFailed 
 		return true
 	}
 	var wg sync.WaitGroup
+	var staleLeader atomic.Bool
 	for _, g := range groups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.sendOne(ctx, g)
+			if p.sendOne(ctx, g) {
+				staleLeader.Store(true)
+			}
 		}()
 	}
 	wg.Wait()
-	return false
+	return staleLeader.Load()
 }
 
 // byLeader groups batches by the leader kafka-go's Transport would send
@@ -510,7 +516,9 @@ func (p *Producer) byLeader(ctx context.Context, batches []*Batch) ([][]*Batch, 
 }
 
 // sendOne sends batches, all led by one broker, in one Produce request.
-func (p *Producer) sendOne(ctx context.Context, batches []*Batch) {
+// It reports whether the answer shows the metadata stale (a partition
+// not led by that broker, or kafka-go unable to route the request).
+func (p *Producer) sendOne(ctx context.Context, batches []*Batch) (stale bool) {
 	req := &rawproduce.Request{Acks: int16(kafka.RequireAll), Timeout: int32(p.cfg.Timeout / time.Millisecond)}
 	for _, b := range batches {
 		b.Attempts++
@@ -538,7 +546,7 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) {
 			for _, b := range batches {
 				b.retryErr = err // retried on fresh metadata
 			}
-			return
+			return true
 		}
 		if ctx.Err() != nil && context.Cause(ctx) == errAttemptTimeout {
 			err = fmt.Errorf("%w: %w", errAttemptTimeout, err)
@@ -546,7 +554,7 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) {
 		for _, b := range batches {
 			p.retryOrFail(b, err, true)
 		}
-		return
+		return false
 	}
 	res := r.(*produceAPI.Response)
 	for _, b := range batches {
@@ -555,8 +563,14 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) {
 			p.retryOrFail(b, fmt.Errorf("produce: no response for %s/%d", b.Topic, b.Partition), true)
 			continue
 		}
+		switch kafka.Error(rp.ErrorCode) {
+		case kafka.NotLeaderForPartition, kafka.LeaderNotAvailable, kafka.UnknownTopicOrPartition,
+			kafka.FencedLeaderEpoch, kafka.UnknownLeaderEpoch:
+			stale = true
+		}
 		p.handle(ctx, b, rp)
 	}
+	return stale
 }
 
 func findPartition(res *produceAPI.Response, topic string, partition int) *produceAPI.ResponsePartition {
