@@ -268,6 +268,9 @@ func (iw *idempotentWriter) write(ctx context.Context, msgs []kafka.Message) (fe
 	if err != nil {
 		return false, err
 	}
+	if err := ctx.Err(); err != nil {
+		return false, err // nothing queued
+	}
 	var c *call
 	if !iw.async {
 		c = &call{ctx: ctx, n: len(msgs), remaining: len(msgs), done: make(chan struct{})}
