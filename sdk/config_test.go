@@ -306,4 +306,50 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	if n < 10 || !read[EnvIdempotence] {
 		t.Fatalf("loadConfig read %d AZKAFKA_* variables (%v); the recorder missed some", n, read)
 	}
+	// The SDK's own variables: the table loadConfig reads is the README's,
+	// defaults included.
+	for _, v := range envVars {
+		if row := "| `" + v.name + "` | " + v.def + " |"; !bytes.Contains(readme, []byte(row)) {
+			t.Errorf("README lacks the row start %q", row)
+		}
+	}
+}
+
+// TestEnvDefaultsAreTheDefaults: setting every variable to the default its
+// table row states changes nothing, so the documented defaults are the
+// real ones.
+func TestEnvDefaultsAreTheDefaults(t *testing.T) {
+	defaults := map[string]string{}
+	for _, v := range envVars {
+		if strings.HasPrefix(v.def, "`") {
+			defaults[v.name] = strings.Trim(v.def, "`")
+		}
+	}
+	if len(defaults) < 8 {
+		t.Fatalf("only %d variables have a literal default", len(defaults))
+	}
+	plain, err := loadConfig(context.Background(), []Option{env(nil), WithAZ("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	explicit, err := loadConfig(context.Background(), []Option{env(defaults), WithAZ("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type knobs struct {
+		lb                   bool
+		rate                 float64
+		burst                int
+		redialMin, redialMax time.Duration
+		attempts             int
+		retryMin, retryMax   time.Duration
+		idem                 idempotenceMode
+	}
+	k := func(c config) knobs {
+		return knobs{c.interzoneLB, c.connRate, c.connBurst, c.redialBackoff.Min, c.redialBackoff.Max,
+			c.retry.MaxAttempts, c.retry.Backoff.Min, c.retry.Backoff.Max, c.idempotence.mode}
+	}
+	if k(plain) != k(explicit) {
+		t.Fatalf("defaults %+v, with the documented defaults set %+v (%v)", k(plain), k(explicit), defaults)
+	}
 }
