@@ -338,6 +338,9 @@ func TestSDKChurn(t *testing.T) {
 	if lostB != 0 || lostC != 0 {
 		t.Errorf("lost: %d not on the broker, %d never consumed", lostB, lostC)
 	}
+	if dupsB != 0 { // RequireAll: the Writer is idempotent
+		t.Errorf("%d duplicates on the broker from an idempotent Writer", dupsB)
+	}
 	rig.requireCommittedToEnd(t, cfg.GroupID)
 }
 

@@ -22,7 +22,10 @@ var churnMessages = flag.Int("churn.messages", 0,
 // connections at random about every 200 ms while messages are produced.
 // Zero messages may be lost, on the broker or for the consumer, the caller
 // may see no error, and the group's commits must reach the end of every
-// partition. Duplicates are counted and logged (-v).
+// partition. The Writer is idempotent (RequireAll): the broker must hold
+// no duplicate, and each partition the messages of a call in the order of
+// the call. The consumer's duplicates (redeliveries) are counted and
+// logged (-v).
 func TestChurn(t *testing.T) {
 	t.Parallel()
 	n := 50000
@@ -42,6 +45,9 @@ func TestChurn(t *testing.T) {
 func churnOptions(t testing.TB) []sdk.Option {
 	return testOptions(t, sdk.WithRetry(10, 100*time.Millisecond, time.Second))
 }
+
+// perCall is the number of messages per WriteMessages call of the churn.
+const perCall = 100
 
 func runChurn(t *testing.T, rig *faultRig, n int) {
 	sent := deliverytest.Messages("churn", n)
@@ -81,8 +87,8 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 	ends := make(chan map[int]int64, 1)
 	go func() { consumerErr <- deliverytest.ConsumeToEnd(consumerCtx, r, n, ends, seen) }()
 
-	// Producer: 4 goroutines, 100 messages per call.
-	const producers, perCall = 4, 100
+	// Producer: 4 goroutines, perCall messages per call.
+	const producers = 4
 	var writeErrs atomic.Int64
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -147,5 +153,12 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 	if lostOnBroker != 0 || lostForConsumer != 0 {
 		t.Errorf("lost messages: %d not on the broker, %d never consumed", lostOnBroker, lostForConsumer)
 	}
+	if dupsOnBroker != 0 {
+		t.Errorf("%d duplicates on the broker from an idempotent Writer (duplicate batches absorbed %d, epoch bumps %d)",
+			dupsOnBroker, wst.SDK.DuplicateBatches, wst.SDK.EpochBumps)
+	}
+	// Calls were made concurrently; within one call (perCall messages
+	// from a multiple of perCall) the order is the call's.
+	requireOrder(t, rig.partitionValues(t), func(i int) int { return i / perCall })
 	rig.requireCommittedToEnd(t, cfg.GroupID)
 }

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -30,6 +31,7 @@ const (
 	EnvRetryMaxAttempts = "AZKAFKA_RETRY_MAX_ATTEMPTS"
 	EnvRetryBackoffMin  = "AZKAFKA_RETRY_BACKOFF_MIN"
 	EnvRetryBackoffMax  = "AZKAFKA_RETRY_BACKOFF_MAX"
+	EnvIdempotence      = "AZKAFKA_IDEMPOTENCE"
 )
 
 // Defaults of the connection policy and of the retry policy.
@@ -72,6 +74,7 @@ type options struct {
 	retryAttempts  *int
 	retryMin       *time.Duration
 	retryMax       *time.Duration
+	idempotence    *bool
 	baseDialer     *kafka.Dialer
 	baseTransport  *kafka.Transport
 	getenv         func(string) string
@@ -134,6 +137,15 @@ func WithRetry(maxAttempts int, min, max time.Duration) Option {
 	return func(o *options) { o.retryAttempts, o.retryMin, o.retryMax = &maxAttempts, &min, &max }
 }
 
+// WithIdempotence turns the Writer's idempotent produce path on or off.
+// On (true) requires kafka.Writer.RequiredAcks = kafka.RequireAll, or
+// NewWriter fails; if the cluster then refuses a producer ID,
+// WriteMessages returns that error rather than writing without
+// idempotence. Default: $AZKAFKA_IDEMPOTENCE (auto, true or false), else
+// auto: on when RequiredAcks is RequireAll, and when the cluster refuses a
+// producer ID, one warning and the at-least-once path. See Writer.
+func WithIdempotence(on bool) Option { return func(o *options) { o.idempotence = &on } }
+
 // WithBaseDialer sets the kafka.Dialer whose TLS, SASL, timeouts and
 // resolver the client's Dialer keeps. Default: kafka.DefaultDialer's
 // settings.
@@ -168,6 +180,7 @@ type config struct {
 	connBurst     int
 	redialBackoff retry.Backoff
 	retry         retry.Policy
+	idempotence   idempotence
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
 	clock         clock
@@ -205,12 +218,26 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		c.clock = *o.clock
 	}
 
-	// Client ID pieces. Every variable is validated even when an option
-	// overrides it: a broken environment is reported, never ignored.
-	envUserID, _ := env(EnvClientID)
-	if _, err := cleanUserID(envUserID); err != nil {
-		return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvClientID, quote(envUserID), err)
+	// The environment first, every variable validated even when an
+	// option overrides it: a broken environment is reported, never
+	// ignored. Then the options.
+	c.interzoneLB = true
+	c.connRate, c.connBurst = DefaultMaxConnRate, DefaultMaxConnBurst
+	c.redialBackoff = retry.Backoff{Min: DefaultRedialBackoffMin, Max: DefaultRedialBackoffMax}
+	c.retry = retry.Policy{
+		MaxAttempts: retry.DefaultMaxAttempts,
+		Backoff:     retry.Backoff{Min: retry.DefaultBackoffMin, Max: retry.DefaultBackoffMax},
 	}
+	c.idempotence = idempotence{mode: idempotenceAuto}
+	for _, v := range envVars {
+		if val, ok := env(v.name); ok {
+			if err := v.set(&c, val); err != nil {
+				return config{}, fmt.Errorf("sdk: %s=%s: %w", v.name, quote(val), err)
+			}
+		}
+	}
+
+	// Client ID pieces.
 	switch {
 	case o.clientID != nil:
 		c.userID = *o.clientID
@@ -222,14 +249,6 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		if _, err := cleanUserID(c.userID); err != nil {
 			return config{}, fmt.Errorf("sdk: base ClientID: %w", err)
 		}
-	default:
-		c.userID = envUserID
-	}
-	if v, ok := env(EnvSessionID); ok {
-		if err := validSessionID(v); err != nil {
-			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvSessionID, quote(v), err)
-		}
-		c.sessionID = v
 	}
 	if o.sessionID != nil {
 		if err := validSessionID(*o.sessionID); err != nil {
@@ -237,34 +256,11 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		}
 		c.sessionID = *o.sessionID
 	}
-	c.interzoneLB = true
-	if v, ok := env(EnvInterzoneLB); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return config{}, fmt.Errorf("sdk: %s=%s: want true or false", EnvInterzoneLB, quote(v))
-		}
-		c.interzoneLB = b
-	}
 	if o.interzoneLB != nil {
 		c.interzoneLB = *o.interzoneLB
 	}
 
 	// Connection policy.
-	c.connRate, c.connBurst = DefaultMaxConnRate, DefaultMaxConnBurst
-	if v, ok := env(EnvMaxConnRate); ok {
-		r, err := parseRate(v)
-		if err != nil {
-			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvMaxConnRate, quote(v), err)
-		}
-		c.connRate = r
-	}
-	if v, ok := env(EnvMaxConnBurst); ok {
-		n, err := parsePositiveInt(v)
-		if err != nil {
-			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvMaxConnBurst, quote(v), err)
-		}
-		c.connBurst = n
-	}
 	if o.connRate != nil {
 		if r := *o.connRate; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 			return config{}, fmt.Errorf("sdk: WithMaxConnRate(%v, %d): rate must be a finite number >= 0", r, *o.connBurst)
@@ -279,14 +275,6 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	} else if c.connRate > 0 {
 		c.limiter = sharedLimiter(c.connRate, c.connBurst)
 	}
-
-	c.redialBackoff = retry.Backoff{Min: DefaultRedialBackoffMin, Max: DefaultRedialBackoffMax}
-	if err := envDuration(env, EnvRedialBackoffMin, &c.redialBackoff.Min); err != nil {
-		return config{}, err
-	}
-	if err := envDuration(env, EnvRedialBackoffMax, &c.redialBackoff.Max); err != nil {
-		return config{}, err
-	}
 	if o.redialBackoff != nil {
 		c.redialBackoff = *o.redialBackoff
 	}
@@ -296,23 +284,6 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	}
 
 	// Retry policy.
-	c.retry = retry.Policy{
-		MaxAttempts: retry.DefaultMaxAttempts,
-		Backoff:     retry.Backoff{Min: retry.DefaultBackoffMin, Max: retry.DefaultBackoffMax},
-	}
-	if v, ok := env(EnvRetryMaxAttempts); ok {
-		n, err := parsePositiveInt(v)
-		if err != nil {
-			return config{}, fmt.Errorf("sdk: %s=%s: %w", EnvRetryMaxAttempts, quote(v), err)
-		}
-		c.retry.MaxAttempts = n
-	}
-	if err := envDuration(env, EnvRetryBackoffMin, &c.retry.Backoff.Min); err != nil {
-		return config{}, err
-	}
-	if err := envDuration(env, EnvRetryBackoffMax, &c.retry.Backoff.Max); err != nil {
-		return config{}, err
-	}
 	if o.retryAttempts != nil {
 		if *o.retryAttempts < 1 || *o.retryMin <= 0 || *o.retryMax < *o.retryMin {
 			return config{}, fmt.Errorf("sdk: WithRetry(%d, %v, %v): want attempts >= 1 and 0 < min <= max",
@@ -327,6 +298,10 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	if o.retryPolicy == nil && c.retry.Backoff.Max < c.retry.Backoff.Min {
 		return config{}, fmt.Errorf("sdk: retry backoff max %v is below min %v (%s, %s)",
 			c.retry.Backoff.Max, c.retry.Backoff.Min, EnvRetryBackoffMax, EnvRetryBackoffMin)
+	}
+
+	if o.idempotence != nil {
+		c.idempotence = idempotenceOption(*o.idempotence)
 	}
 
 	// AZ last: detection is the only slow step, and is skipped when the
@@ -371,20 +346,152 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	return c, nil
 }
 
-func envDuration(env func(string) (string, bool), name string, dst *time.Duration) error {
-	v, ok := env(name)
-	if !ok {
+// envVar is one AZKAFKA_* variable of the SDK: its name, its default as
+// the README's table states it, and how a value sets the config. set runs
+// only for a variable that is set (not blank); loadConfig wraps its error
+// with the name and the quoted value. azdetect reads its own variables
+// (AZKAFKA_AZ, AZKAFKA_DETECT_*, ...).
+type envVar struct {
+	name string
+	def  string
+	set  func(c *config, v string) error
+}
+
+// envVars is every variable loadConfig reads for itself, in the README's
+// order.
+var envVars = []envVar{
+	{EnvClientID, "none", func(c *config, v string) error {
+		if _, err := cleanUserID(v); err != nil {
+			return err
+		}
+		c.userID = v
 		return nil
+	}},
+	{EnvSessionID, "random UUID v4 per client", func(c *config, v string) error {
+		if err := validSessionID(v); err != nil {
+			return err
+		}
+		c.sessionID = v
+		return nil
+	}},
+	{EnvInterzoneLB, "`true`", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("want true or false")
+		}
+		c.interzoneLB = b
+		return nil
+	}},
+	{EnvMaxConnRate, "`50`", func(c *config, v string) (err error) {
+		c.connRate, err = parseRate(v)
+		return err
+	}},
+	{EnvMaxConnBurst, "`50`", func(c *config, v string) (err error) {
+		c.connBurst, err = parsePositiveInt(v)
+		return err
+	}},
+	{EnvRedialBackoffMin, "`50ms`", func(c *config, v string) (err error) {
+		c.redialBackoff.Min, err = parsePositiveDuration(v)
+		return err
+	}},
+	{EnvRedialBackoffMax, "`1s`", func(c *config, v string) (err error) {
+		c.redialBackoff.Max, err = parsePositiveDuration(v)
+		return err
+	}},
+	{EnvRetryMaxAttempts, "`10`", func(c *config, v string) (err error) {
+		c.retry.MaxAttempts, err = parsePositiveInt(v)
+		return err
+	}},
+	{EnvRetryBackoffMin, "`100ms`", func(c *config, v string) (err error) {
+		c.retry.Backoff.Min, err = parsePositiveDuration(v)
+		return err
+	}},
+	{EnvRetryBackoffMax, "`1s`", func(c *config, v string) (err error) {
+		c.retry.Backoff.Max, err = parsePositiveDuration(v)
+		return err
+	}},
+	{EnvIdempotence, "`auto`", func(c *config, v string) (err error) {
+		c.idempotence, err = parseIdempotence(v)
+		return err
+	}},
+}
+
+// parseIdempotence parses AZKAFKA_IDEMPOTENCE.
+func parseIdempotence(v string) (idempotence, error) {
+	switch strings.ToLower(v) {
+	case "auto":
+		return idempotence{mode: idempotenceAuto}, nil
+	case "true", "1", "on":
+		return idempotence{mode: idempotenceOn, source: EnvIdempotence + "=" + v}, nil
+	case "false", "0", "off":
+		return idempotence{mode: idempotenceOff, source: EnvIdempotence + "=" + v}, nil
 	}
+	return idempotence{}, errors.New("want auto, true or false")
+}
+
+// idempotenceOption is the setting of WithIdempotence(on).
+func idempotenceOption(on bool) idempotence {
+	if on {
+		return idempotence{mode: idempotenceOn, source: "WithIdempotence(true)"}
+	}
+	return idempotence{mode: idempotenceOff, source: "WithIdempotence(false)"}
+}
+
+// WriterIdempotence reports whether a Writer built with opts and the
+// AZKAFKA_* environment, for a kafka.Writer with RequiredAcks acks, would
+// produce idempotently, and why: the setting that decided, or auto and
+// the acks. err is the error NewWriter would return for this setting
+// (an invalid AZKAFKA_IDEMPOTENCE, or idempotence on with acks other than
+// all). It does not contact the cluster, which can still refuse a
+// producer ID (see Writer).
+func WriterIdempotence(acks kafka.RequiredAcks, opts ...Option) (on bool, why string, err error) {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	getenv := o.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	setting := idempotence{mode: idempotenceAuto}
+	if v := strings.TrimSpace(getenv(EnvIdempotence)); v != "" {
+		var err error
+		if setting, err = parseIdempotence(v); err != nil {
+			return false, "", fmt.Errorf("sdk: %s=%s: %w", EnvIdempotence, quote(v), err)
+		}
+	}
+	if o.idempotence != nil {
+		setting = idempotenceOption(*o.idempotence)
+	}
+	return idempotenceDecision(acks, setting)
+}
+
+// idempotence is the Writer's idempotence setting and where it came from.
+type idempotence struct {
+	mode   idempotenceMode
+	source string // the option or variable that set it; "" for the default
+}
+
+type idempotenceMode int
+
+const (
+	idempotenceAuto idempotenceMode = iota
+	idempotenceOn
+	idempotenceOff
+)
+
+// parsePositiveDuration parses a duration > 0.
+func parsePositiveDuration(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		return fmt.Errorf("sdk: %s=%s: not a duration (e.g. 250ms, 2s)", name, quote(v))
+		return 0, errors.New("not a duration (e.g. 250ms, 2s)")
 	}
 	if d <= 0 {
-		return fmt.Errorf("sdk: %s=%s: must be > 0", name, quote(v))
+		return 0, errors.New("must be > 0")
 	}
-	*dst = d
-	return nil
+	return d, nil
 }
 
 // parseRate parses connections per second; "0" and "off" mean unlimited.

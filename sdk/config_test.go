@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -263,5 +265,91 @@ func TestSessionIDPerInstance(t *testing.T) {
 	}
 	if fixed.sessionID != sid {
 		t.Fatalf("session ID %q, want %q from the env", fixed.sessionID, sid)
+	}
+}
+
+// TestREADMEListsEveryVariable: every AZKAFKA_* variable that loadConfig
+// reads (its own and azdetect's) is in a row of one of the README's
+// variable tables, so the two cannot drift apart.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	read := map[string]bool{}
+	_, err = loadConfig(context.Background(), []Option{WithAZ("az-a"), WithGetenv(func(name string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		read[name] = true
+		return ""
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "| ") {
+			rows = append(rows, line)
+		}
+	}
+	n := 0
+	for name := range read {
+		if !strings.HasPrefix(name, "AZKAFKA_") {
+			continue
+		}
+		n++
+		if !slices.ContainsFunc(rows, func(row string) bool { return strings.Contains(row, "`"+name+"`") }) {
+			t.Errorf("loadConfig reads %s, but no README table row names it", name)
+		}
+	}
+	if n < 10 || !read[EnvIdempotence] {
+		t.Fatalf("loadConfig read %d AZKAFKA_* variables (%v); the recorder missed some", n, read)
+	}
+	// The SDK's own variables: the table loadConfig reads is the README's,
+	// defaults included.
+	for _, v := range envVars {
+		if row := "| `" + v.name + "` | " + v.def + " |"; !bytes.Contains(readme, []byte(row)) {
+			t.Errorf("README lacks the row start %q", row)
+		}
+	}
+}
+
+// TestEnvDefaultsAreTheDefaults: setting every variable to the default its
+// table row states changes nothing, so the documented defaults are the
+// real ones.
+func TestEnvDefaultsAreTheDefaults(t *testing.T) {
+	defaults := map[string]string{}
+	for _, v := range envVars {
+		if strings.HasPrefix(v.def, "`") {
+			defaults[v.name] = strings.Trim(v.def, "`")
+		}
+	}
+	if len(defaults) < 8 {
+		t.Fatalf("only %d variables have a literal default", len(defaults))
+	}
+	plain, err := loadConfig(context.Background(), []Option{env(nil), WithAZ("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	explicit, err := loadConfig(context.Background(), []Option{env(defaults), WithAZ("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type knobs struct {
+		lb                   bool
+		rate                 float64
+		burst                int
+		redialMin, redialMax time.Duration
+		attempts             int
+		retryMin, retryMax   time.Duration
+		idem                 idempotenceMode
+	}
+	k := func(c config) knobs {
+		return knobs{c.interzoneLB, c.connRate, c.connBurst, c.redialBackoff.Min, c.redialBackoff.Max,
+			c.retry.MaxAttempts, c.retry.Backoff.Min, c.retry.Backoff.Max, c.idempotence.mode}
+	}
+	if k(plain) != k(explicit) {
+		t.Fatalf("defaults %+v, with the documented defaults set %+v (%v)", k(plain), k(explicit), defaults)
 	}
 }

@@ -17,6 +17,15 @@
 //	transport, err := sdk.NewTransport(nil)
 //	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport}
 //
+// # Idempotent produce
+//
+// A Writer with RequiredAcks kafka.RequireAll produces idempotently by
+// default (AZKAFKA_IDEMPOTENCE, WithIdempotence): a producer ID from the
+// cluster, a sequence per partition, one batch per partition in flight,
+// and a resend is the same batch, which the broker stores once. Each
+// partition keeps the order messages were handed over in. See Writer for
+// the exact guarantee and the cases that remain.
+//
 // # Configuration
 //
 // Options (WithAZ, WithClientID, WithMaxConnRate, WithRetry, ...) win over

@@ -89,3 +89,19 @@ func ExampleNewWriter_async() {
 	fmt.Println("delivered", total)
 	// Output: delivered 2
 }
+
+// WriterIdempotence tells, without contacting the cluster, whether a Writer
+// would produce idempotently, and why.
+func ExampleWriterIdempotence() {
+	noEnv := sdk.WithGetenv(func(string) string { return "" })
+	for _, acks := range []kafka.RequiredAcks{kafka.RequireAll, kafka.RequireOne} {
+		on, why, _ := sdk.WriterIdempotence(acks, noEnv)
+		fmt.Println(on, why)
+	}
+	_, _, err := sdk.WriterIdempotence(kafka.RequireOne, noEnv, sdk.WithIdempotence(true))
+	fmt.Println(err)
+	// Output:
+	// true auto: RequiredAcks is RequireAll
+	// false auto: RequiredAcks is RequireOne, not RequireAll
+	// WithIdempotence(true) needs kafka.Writer.RequiredAcks = kafka.RequireAll (it is RequireOne): set RequiredAcks to kafka.RequireAll, or turn idempotence off
+}

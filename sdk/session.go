@@ -25,6 +25,7 @@ type session struct {
 	azErr       error  // why az is unknown
 	interzoneLB bool
 	retry       retry.Policy
+	idempotence idempotence
 	logger      *slog.Logger
 	policy      *connPolicy
 
@@ -74,6 +75,7 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 		azErr:         c.azErr,
 		interzoneLB:   c.interzoneLB,
 		retry:         c.retry,
+		idempotence:   c.idempotence,
 		logger:        c.logger,
 		policy:        newConnPolicy(c),
 		baseDialer:    c.baseDialer,

@@ -23,6 +23,29 @@ type SDKStats struct {
 	// reset or refused; temporary Kafka errors) that azkafka absorbed
 	// instead of returning them.
 	TransientErrors int64
+	// Idempotent reports whether the Writer's writes take the idempotent
+	// path (see Writer): false when it is off, or when under auto the
+	// cluster refused a producer ID.
+	Idempotent bool
+	// ProducerID and ProducerEpoch are the idempotent Writer's current
+	// producer identity; -1 before the cluster gave one.
+	ProducerID    int64
+	ProducerEpoch int16
+	// EpochBumps counts the idempotent Writer's moves to a new producer
+	// epoch (or ID): after the broker lost the producer's state, or
+	// before the next batch of a partition whose last batch had an
+	// unknown outcome.
+	EpochBumps int64
+	// DuplicateBatches counts batches acknowledged on a resend after an
+	// attempt whose outcome was unknown (the response was lost), or that
+	// the broker answered DUPLICATE_SEQUENCE_NUMBER: without idempotence
+	// each could have been stored twice; with it, the broker stored it
+	// once. (Kafka acknowledges a duplicate like a first write, so a
+	// resend after a lost response is counted whether or not the lost
+	// attempt had reached the broker.)
+	DuplicateBatches int64
+	// BatchesResent counts the idempotent Writer's batch resends.
+	BatchesResent int64
 	// Conn holds the connection counters: connections created, dial
 	// failures and time spent throttled by the rate limit and re-dial
 	// backoff.

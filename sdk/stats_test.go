@@ -57,6 +57,14 @@ func TestWriterStats(t *testing.T) {
 		{"SDK.AZ", st.SDK.AZ, "az-a"},
 		{"SDK.AZSource", st.SDK.AZSource, "option"},
 		{"Messages (kafka-go, all attempts)", st.Messages, int64(15)},
+		// RequireAll: idempotent. One batch, sent three times; its
+		// outcome was unknown before the last (the proxy closed the
+		// connection), so it counts as a duplicate avoided.
+		{"SDK.Idempotent", st.SDK.Idempotent, true},
+		{"SDK.BatchesResent", st.SDK.BatchesResent, int64(2)},
+		{"SDK.DuplicateBatches", st.SDK.DuplicateBatches, int64(1)},
+		{"SDK.EpochBumps", st.SDK.EpochBumps, int64(0)},
+		{"SDK.ProducerID >= 0", st.SDK.ProducerID >= 0, true},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)

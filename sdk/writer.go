@@ -38,7 +38,53 @@ import (
 // goes to an agent of the client's own zone rather than back to the one
 // that closed it (kafka-go alone would wait for its MetadataTTL, 6s).
 //
-// # Delivery guarantee
+// # Idempotence
+//
+// When RequiredAcks is kafka.RequireAll (and unless WithIdempotence(false)
+// or AZKAFKA_IDEMPOTENCE=false turns it off), the Writer produces
+// idempotently, as Kafka's Java producer does by default since Kafka 3.0:
+// it gets a producer ID from the cluster (InitProducerId) on first use and
+// numbers each partition's batches. A resend after a transient error or a
+// leader change is the same batch (same producer epoch, base sequence and
+// records), sent to the partition's current leader, and the broker,
+// which remembers each producer's last five batches per partition,
+// acknowledges a batch it already stored instead of storing it again.
+// One batch per partition is in flight at a time, so each partition
+// stores its messages in the order they were handed to the Writer: within
+// a call, across calls made one after another, and in async mode in call
+// order. Concurrent calls share batches; a synchronous call sends as soon
+// as its messages are queued (BatchTimeout only paces async mode), and
+// batches of partitions led by the same broker go in one request.
+//
+// Exactly once per partition, with these exceptions, which WriteMessages
+// (or Completion) reports as errors and the Writer logs:
+//
+//   - a batch whose outcome stays unknown when the retry policy's attempts
+//     or ctx run out (every attempt's response lost) may have been stored
+//     once; its messages get the error, and the partition moves to a new
+//     producer epoch before its next batch, so nothing later is refused or
+//     stored twice because of it. Resending those messages yourself may
+//     duplicate them;
+//   - a broker that no longer knows the producer (its state expired after
+//     producer.id.expiration.ms, one day by default, without writes from
+//     it, or was lost with a log truncation) answers
+//     UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER; the Writer then
+//     bumps its epoch and resends the batch at sequence 0, which is safe
+//     because the broker refused it, but a batch resent after such a loss
+//     cannot be recognised as a duplicate of one stored before it;
+//   - a producer fenced by a newer epoch (INVALID_PRODUCER_EPOCH,
+//     PRODUCER_FENCED) fails its batch at once, never retried in a loop.
+//
+// With idempotence off (RequireOne, RequireNone, or turned off), the
+// guarantee is at least once, as described next. An explicit
+// WithIdempotence(true) or AZKAFKA_IDEMPOTENCE=true with acks other than
+// RequireAll is a NewWriter error. If the cluster refuses a producer ID
+// (Kafka 4.x wants IdempotentWrite on the cluster or Write on a topic):
+// under auto the Writer logs one warning naming the cause and writes at
+// least once; under an explicit true, WriteMessages returns the error.
+// WriterStats.SDK.Idempotent says which path is in use.
+//
+// # Delivery without idempotence
 //
 // At least once; duplicates are possible. kafka-go has no idempotent
 // producer: when a connection dies after the broker stored a batch but
@@ -67,6 +113,7 @@ type Writer struct {
 	completion func(messages []kafka.Message, err error)
 	counters   counters
 	logRetry   rate.Sometimes
+	idem       *idempotentWriter // nil when not idempotent
 
 	lastRediscover atomic.Int64 // unix nanoseconds of the last rediscover
 
@@ -110,6 +157,10 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
 	}
+	idempotent, why, err := idempotenceDecision(w.RequiredAcks, s.idempotence)
+	if err != nil {
+		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
+	}
 	tr := s.transport()
 	sw := &Writer{
 		s:          s,
@@ -132,6 +183,9 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		sw.resender = cloneWriter(w, tr)
 		sw.resender.Completion = sw.complete
 		sw.resender.BatchTimeout = resenderBatchTimeout
+	}
+	if idempotent {
+		sw.idem = newIdempotentWriter(sw, w, s.idempotence.mode == idempotenceOn, why)
 	}
 	return sw, nil
 }
@@ -189,6 +243,11 @@ func cloneWriter(w *kafka.Writer, tr kafka.RoundTripper) *kafka.Writer {
 // returns only validation errors, like kafka-go; resends happen in the
 // background and Completion reports each message once, after its retries.
 func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if w.idem.active() {
+		if fellBack, err := w.idem.write(ctx, msgs); !fellBack {
+			return err
+		}
+	}
 	if w.async {
 		return w.writeAsync(ctx, msgs)
 	}
@@ -300,7 +359,9 @@ func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSl
 //
 // lookupFailed says the write failed before any produce, in kafka-go's
 // metadata lookup: kafka-go caches a failed first fetch for MetadataTTL
-// too, so the pools are always dropped then. Otherwise at most once per
+// too, so the pools are always dropped then. The idempotent path also
+// passes true when a broker answered that it does not lead a partition:
+// the cached leaders are known wrong, and its resend must not wait. Otherwise at most once per
 // rediscoverInterval, however many calls fail together.
 func (w *Writer) rediscover(lookupFailed bool) {
 	now := time.Now().UnixNano()
@@ -517,6 +578,10 @@ func (w *Writer) completeLeftovers(msgs []kafka.Message, slots []msgSlot, err er
 // plus kafka.Writer.WriteTimeout). Later calls to WriteMessages fail with
 // io.ErrClosedPipe.
 func (w *Writer) Close() error {
+	if w.idem != nil {
+		w.idem.closed.Store(true)
+		w.idem.q.close()
+	}
 	err := w.inner.Close()
 	if w.async {
 		w.mu.Lock()
@@ -547,6 +612,11 @@ func (w *Writer) Stats() WriterStats {
 		st.Dials += r.Dials
 	}
 	st.SDK = w.counters.snapshot(w.s)
+	if w.idem != nil {
+		w.idem.stats(&st)
+	} else {
+		st.SDK.ProducerID, st.SDK.ProducerEpoch = -1, -1
+	}
 	st.MaxAttempts = int64(w.policy.Attempts())
 	st.Retries = st.SDK.Retries
 	return st

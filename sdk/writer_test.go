@@ -299,8 +299,9 @@ var writerFaults = []writerFault{
 // and asynchronously, and counts what reached the broker.
 func TestWriterDeliversThroughFaults(t *testing.T) {
 	for _, fault := range writerFaults {
-		for _, mode := range []string{"sync", "sync-completion", "async"} {
-			async, completion := mode == "async", mode != "sync"
+		for _, mode := range []string{"sync", "sync-completion", "async", "at-least-once/sync", "at-least-once/async"} {
+			async, completion := strings.HasSuffix(mode, "async"), mode != "sync" && mode != "at-least-once/sync"
+			idempotent := !strings.HasPrefix(mode, "at-least-once")
 			t.Run(fault.name+"/"+mode, func(t *testing.T) {
 				t.Parallel()
 				start := newFaultRig
@@ -342,7 +343,7 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 						}
 					}
 				}
-				w, err := sdk.NewWriter(kw, testOptions(t)...)
+				w, err := sdk.NewWriter(kw, testOptions(t, sdk.WithIdempotence(idempotent))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -380,10 +381,22 @@ func TestWriterDeliversThroughFaults(t *testing.T) {
 				if lost != 0 {
 					t.Errorf("%d of %d messages lost", lost, len(sent))
 				}
+				if idempotent && dups != 0 {
+					t.Errorf("%d duplicates stored by an idempotent Writer", dups)
+				}
 				if !fault.dupsPossible && dups != 0 {
 					t.Errorf("%d duplicates, but the broker never saw the failed requests", dups)
 				}
-				if st.SDK.Retries == 0 || st.SDK.MessagesResent == 0 {
+				if st.SDK.Idempotent != idempotent {
+					t.Errorf("Stats().SDK.Idempotent = %v, want %v", st.SDK.Idempotent, idempotent)
+				}
+				if idempotent && fault.name == "close after broker handled produce" && st.SDK.DuplicateBatches == 0 {
+					t.Errorf("Stats().SDK.DuplicateBatches = 0 after %d responses dropped behind stored batches", injected.Load())
+				}
+				// The idempotent path gets its producer ID and partitions
+				// before producing: faults may all land there, retried
+				// without resending a message.
+				if st.SDK.Retries == 0 || (st.SDK.MessagesResent == 0 && !idempotent) {
 					t.Errorf("stats show no retries (%d) or resent messages (%d) despite %d faults",
 						st.SDK.Retries, st.SDK.MessagesResent, injected.Load())
 				}
@@ -482,12 +495,6 @@ func failPartitions(t testing.TB, p *kproxy.Proxy, code int16, parts ...int32) {
 func TestWriterErrors(t *testing.T) {
 	const topicAuthorizationFailed = 29 // not retriable
 	partitionOf := func(m kafka.Message) int { return (&kafka.Hash{}).Balance(m, 0, 1, 2) }
-	type result struct {
-		err      error
-		produces int64 // Produce requests the proxy saw
-		st       sdk.WriterStats
-		elapsed  time.Duration
-	}
 	for _, tc := range []struct {
 		name string
 		// produce decides the fate of the nth Produce request (1-based).
@@ -496,20 +503,22 @@ func TestWriterErrors(t *testing.T) {
 		failParts []int32
 		retry     sdk.Option
 		timeout   time.Duration
-		check     func(t *testing.T, msgs []kafka.Message, r result)
+		check     func(t *testing.T, msgs []kafka.Message, r writerErrorsResult)
 	}{
 		{
 			name:      "permanent error on every partition is not resent",
 			failParts: []int32{0, 1, 2},
-			check: func(t *testing.T, msgs []kafka.Message, r result) {
+			check: func(t *testing.T, msgs []kafka.Message, r writerErrorsResult) {
 				werrs := requireWriteErrors(t, r.err, len(msgs))
 				for i, e := range werrs {
 					if !errors.Is(e, kafka.TopicAuthorizationFailed) {
 						t.Errorf("message %d: error %v, want kafka.TopicAuthorizationFailed", i, e)
 					}
 				}
-				if r.produces != 3 || r.st.SDK.Retries != 0 {
-					t.Errorf("%d produce requests and %d retries, want 3 (one per partition) and 0", r.produces, r.st.SDK.Retries)
+				// kafka-go sends one request per partition, the idempotent
+				// path one per broker.
+				if want := r.perBroker(3, 1); r.produces != want || r.st.SDK.Retries != 0 {
+					t.Errorf("%d produce requests and %d retries, want %d and 0", r.produces, r.st.SDK.Retries, want)
 				}
 			},
 		},
@@ -522,7 +531,7 @@ func TestWriterErrors(t *testing.T) {
 				return kproxy.Forward
 			},
 			failParts: []int32{1},
-			check: func(t *testing.T, msgs []kafka.Message, r result) {
+			check: func(t *testing.T, msgs []kafka.Message, r writerErrorsResult) {
 				werrs := requireWriteErrors(t, r.err, len(msgs))
 				for i, e := range werrs {
 					if wantErr := partitionOf(msgs[i]) == 1; wantErr != errors.Is(e, kafka.TopicAuthorizationFailed) || !wantErr && e != nil {
@@ -538,15 +547,15 @@ func TestWriterErrors(t *testing.T) {
 			name:    "attempts run out",
 			produce: func(int64) kproxy.Action { return kproxy.CloseBefore },
 			retry:   sdk.WithRetry(3, time.Millisecond, 5*time.Millisecond),
-			check: func(t *testing.T, msgs []kafka.Message, r result) {
+			check: func(t *testing.T, msgs []kafka.Message, r writerErrorsResult) {
 				werrs := requireWriteErrors(t, r.err, len(msgs))
 				for i, e := range werrs {
 					if !retry.IsTransient(e) || !strings.Contains(fmt.Sprint(e), "gave up after 3 attempts") {
 						t.Errorf("message %d: error %v, want a transient error after 3 attempts", i, e)
 					}
 				}
-				if r.produces != 9 || r.st.SDK.Retries != 2 {
-					t.Errorf("%d produce requests and %d retries, want 9 (3 attempts × 3 partitions) and 2", r.produces, r.st.SDK.Retries)
+				if want := r.perBroker(9, 3); r.produces != want || r.st.SDK.Retries != 2 {
+					t.Errorf("%d produce requests and %d retries, want %d (3 attempts) and 2", r.produces, r.st.SDK.Retries, want)
 				}
 			},
 		},
@@ -555,7 +564,7 @@ func TestWriterErrors(t *testing.T) {
 			produce: func(int64) kproxy.Action { return kproxy.CloseBefore },
 			retry:   sdk.WithRetry(1000, 20*time.Millisecond, 50*time.Millisecond),
 			timeout: 300 * time.Millisecond,
-			check: func(t *testing.T, msgs []kafka.Message, r result) {
+			check: func(t *testing.T, msgs []kafka.Message, r writerErrorsResult) {
 				werrs := requireWriteErrors(t, r.err, len(msgs))
 				for i, e := range werrs {
 					if !errors.Is(e, context.DeadlineExceeded) {
@@ -568,50 +577,74 @@ func TestWriterErrors(t *testing.T) {
 			},
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			rig := newFaultRig(t, "errors", 3)
-			opts := testOptions(t)
-			if tc.retry != nil {
-				opts = append(opts, tc.retry)
-			}
-			w, err := sdk.NewWriter(&kafka.Writer{
-				Addr:         kafka.TCP(rig.proxy.Addr()),
-				Topic:        rig.topic,
-				Balancer:     &kafka.Hash{},
-				RequiredAcks: kafka.RequireAll,
-				BatchTimeout: time.Millisecond,
-			}, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
-			msgs := deliverytest.Messages("e", 30)
-			timeout := tc.timeout
-			if timeout == 0 {
-				timeout = 20 * time.Second
-			}
-			var produces atomic.Int64
-			rig.proxy.OnRequest(func(r kproxy.Request) kproxy.Action {
-				if r.Key != 0 {
-					return kproxy.Forward
+		for _, idempotent := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/idempotent=%v", tc.name, idempotent), func(t *testing.T) {
+				t.Parallel()
+				rig := newFaultRig(t, "errors", 3)
+				opts := testOptions(t, sdk.WithIdempotence(idempotent))
+				if tc.retry != nil {
+					opts = append(opts, tc.retry)
 				}
-				n := produces.Add(1)
-				if tc.produce == nil {
-					return kproxy.Forward
+				w, err := sdk.NewWriter(&kafka.Writer{
+					Addr:         kafka.TCP(rig.proxy.Addr()),
+					Topic:        rig.topic,
+					Balancer:     &kafka.Hash{},
+					RequiredAcks: kafka.RequireAll,
+					BatchTimeout: time.Millisecond,
+				}, opts...)
+				if err != nil {
+					t.Fatal(err)
 				}
-				return tc.produce(n)
+				defer w.Close()
+				msgs := deliverytest.Messages("e", 30)
+				timeout := tc.timeout
+				if timeout == 0 {
+					timeout = 20 * time.Second
+				}
+				var produces atomic.Int64
+				rig.proxy.OnRequest(func(r kproxy.Request) kproxy.Action {
+					if r.Key != 0 {
+						return kproxy.Forward
+					}
+					n := produces.Add(1)
+					if tc.produce == nil {
+						return kproxy.Forward
+					}
+					return tc.produce(n)
+				})
+				if tc.failParts != nil {
+					failPartitions(t, rig.proxy, topicAuthorizationFailed, tc.failParts...)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				defer cancel()
+				start := time.Now()
+				err = w.WriteMessages(ctx, msgs...)
+				st := w.Stats()
+				if st.SDK.Idempotent != idempotent {
+					t.Fatalf("Stats().SDK.Idempotent = %v, want %v", st.SDK.Idempotent, idempotent)
+				}
+				tc.check(t, msgs, writerErrorsResult{err: err, produces: produces.Load(), st: st, elapsed: time.Since(start), idempotent: idempotent})
 			})
-			if tc.failParts != nil {
-				failPartitions(t, rig.proxy, topicAuthorizationFailed, tc.failParts...)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			start := time.Now()
-			err = w.WriteMessages(ctx, msgs...)
-			tc.check(t, msgs, result{err: err, produces: produces.Load(), st: w.Stats(), elapsed: time.Since(start)})
-		})
+		}
 	}
+}
+
+// writerErrorsResult is what TestWriterErrors checks after a write.
+type writerErrorsResult struct {
+	idempotent bool
+	err        error
+	produces   int64 // Produce requests the proxy saw
+	st         sdk.WriterStats
+	elapsed    time.Duration
+}
+
+// perBroker returns the produce requests expected of kafka-go's path
+// (one per partition) or of the idempotent path (one per broker).
+func (r writerErrorsResult) perBroker(perPartition, perBroker int64) int64 {
+	if r.idempotent {
+		return perBroker
+	}
+	return perPartition
 }
 
 func requireWriteErrors(t *testing.T, err error, n int) kafka.WriteErrors {

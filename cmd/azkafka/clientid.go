@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/azkafka/azkafka/azdetect"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -22,7 +24,7 @@ var (
 	clientIDDetect func(context.Context) (azdetect.Result, error) = nil // nil: the SDK's default
 )
 
-const clientIDUsage = `Usage: azkafka clientid [--json]
+const clientIDUsage = `Usage: azkafka clientid [--json] [--acks all|one|none]
 
 Prints the Kafka client ID a client built with the azkafka SDK would send
 from this process, with this environment:
@@ -35,10 +37,14 @@ comes from AZKAFKA_AZ (or WARPSTREAM_AVAILABILITY_ZONE), else from detection
 and a warning is printed on stderr.
 
 With --json, prints one object: {"client_id", "session_id", "az",
-"az_source", "interzone_lb"}; "az" and "az_source" are "" when unknown.
+"az_source", "interzone_lb", "writer_idempotent", "writer_idempotence"};
+"az" and "az_source" are "" when unknown. "writer_idempotent" says whether
+an sdk.Writer with RequiredAcks --acks (default all) would produce
+idempotently, and "writer_idempotence" why (the setting that decided, or
+auto and the acks); the cluster can still refuse a producer ID.
 
 Environment: AZKAFKA_CLIENT_ID, AZKAFKA_SESSION_ID, AZKAFKA_INTERZONE_LB,
-AZKAFKA_AZ and the detection variables; the other AZKAFKA_* variables of the
+AZKAFKA_IDEMPOTENCE, AZKAFKA_AZ and the detection variables; the other AZKAFKA_* variables of the
 SDK are validated too.
 
 Exit status: 0 printed, 2 usage or configuration error.
@@ -51,7 +57,13 @@ type clientIDOutput struct {
 	AZ          string `json:"az"`
 	AZSource    string `json:"az_source"`
 	InterzoneLB bool   `json:"interzone_lb"`
+	// WriterIdempotent and WriterIdempotence: see sdk.WriterIdempotence.
+	WriterIdempotent  bool   `json:"writer_idempotent"`
+	WriterIdempotence string `json:"writer_idempotence"`
 }
+
+// acksByName are the --acks values.
+var acksByName = map[string]kafka.RequiredAcks{"all": kafka.RequireAll, "one": kafka.RequireOne, "none": kafka.RequireNone}
 
 func runClientID(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	for _, a := range args {
@@ -63,12 +75,18 @@ func runClientID(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("clientid", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	asJSON := flags.Bool("json", false, "print the client ID and its parts as JSON")
+	acksName := flags.String("acks", "all", "RequiredAcks of the Writer whose idempotence --json reports: all, one or none")
 	if err := flags.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "azkafka clientid: %v\n\n%s", err, clientIDUsage)
 		return exitUsage
 	}
 	if flags.NArg() > 0 {
 		fmt.Fprintf(stderr, "azkafka clientid: unexpected argument %q\n", flags.Arg(0))
+		return exitUsage
+	}
+	acks, ok := acksByName[*acksName]
+	if !ok {
+		fmt.Fprintf(stderr, "azkafka clientid: --acks=%q: want all, one or none\n", *acksName)
 		return exitUsage
 	}
 	opts := []sdk.Option{
@@ -90,11 +108,16 @@ func runClientID(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if id.AZ == "" {
 		fmt.Fprintf(stderr, "azkafka clientid: warning: availability zone unknown, the client ID has no warpstream_az pair: %v\n", id.AZError)
 	}
+	idempotent, why, err := sdk.WriterIdempotence(acks, opts...)
+	if err != nil {
+		why = "NewWriter would fail: " + err.Error()
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(clientIDOutput{
 			ClientID: id.ClientID, SessionID: id.SessionID, AZ: id.AZ, AZSource: id.AZSource, InterzoneLB: id.InterzoneLB,
+			WriterIdempotent: idempotent, WriterIdempotence: why,
 		}); err != nil {
 			fmt.Fprintf(stderr, "azkafka clientid: %v\n", err)
 			return exitFail

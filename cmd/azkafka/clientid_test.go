@@ -89,13 +89,13 @@ func TestClientIDCommandJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out.String())
 	}
-	for _, k := range []string{"client_id", "session_id", "az", "az_source", "interzone_lb"} {
+	for _, k := range []string{"client_id", "session_id", "az", "az_source", "interzone_lb", "writer_idempotent", "writer_idempotence"} {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("key %q missing from %s", k, out.String())
 		}
 	}
-	if len(doc) != 5 {
-		t.Errorf("keys %v, want exactly five", doc)
+	if len(doc) != 7 {
+		t.Errorf("keys %v, want exactly seven", doc)
 	}
 	parts, err := sdk.ParseClientID(doc["client_id"].(string))
 	if err != nil {
@@ -107,5 +107,41 @@ func TestClientIDCommandJSON(t *testing.T) {
 	}
 	if doc["az"] != "eu-west-1b" || doc["az_source"] != "env" || doc["interzone_lb"] != true {
 		t.Fatalf("doc %v", doc)
+	}
+	if doc["writer_idempotent"] != true || doc["writer_idempotence"] != "auto: RequiredAcks is RequireAll" {
+		t.Fatalf("writer idempotence %v %v, want true and auto", doc["writer_idempotent"], doc["writer_idempotence"])
+	}
+}
+
+func TestClientIDCommandWriterIdempotence(t *testing.T) {
+	for _, tc := range []struct {
+		env, acks string
+		want      bool
+		why       string
+	}{
+		{"", "one", false, "auto: RequiredAcks is RequireOne, not RequireAll"},
+		{"false", "all", false, "AZKAFKA_IDEMPOTENCE=false"},
+		{"true", "all", true, "AZKAFKA_IDEMPOTENCE=true"},
+		{"true", "none", false, "NewWriter would fail: AZKAFKA_IDEMPOTENCE=true needs kafka.Writer.RequiredAcks = kafka.RequireAll"},
+	} {
+		withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "az-a", "AZKAFKA_IDEMPOTENCE": tc.env}, nil)
+		var out, errOut bytes.Buffer
+		if got := run([]string{"clientid", "--json", "--acks", tc.acks}, strings.NewReader(""), &out, &errOut); got != exitOK {
+			t.Fatalf("env %q acks %s: status %d, stderr %q", tc.env, tc.acks, got, errOut.String())
+		}
+		var doc struct {
+			On  bool   `json:"writer_idempotent"`
+			Why string `json:"writer_idempotence"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.On != tc.want || !strings.HasPrefix(doc.Why, tc.why) {
+			t.Errorf("env %q acks %s: %v %q, want %v %q", tc.env, tc.acks, doc.On, doc.Why, tc.want, tc.why)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if got := run([]string{"clientid", "--acks", "two"}, strings.NewReader(""), &out, &errOut); got != exitUsage || !strings.Contains(errOut.String(), `--acks="two"`) {
+		t.Fatalf("--acks two: status %d, stderr %q", got, errOut.String())
 	}
 }

@@ -28,6 +28,7 @@ func TestQuickstartSimulated(t *testing.T) {
 		regexp.MustCompile(`in the last 1s: produce 0, fetch 0\n`),
 		regexp.MustCompile(`switch: +converged to az-b in `),
 		regexp.MustCompile(`messages: +produced ([1-9]\d*), consumed ([1-9]\d*), lost 0, duplicated \d+, failed writes 0\n`),
+		regexp.MustCompile(`writer: +idempotent true \(producer ID \d+\)`),
 	} {
 		if !want.Match(out.Bytes()) {
 			t.Errorf("report lacks %q", want)
