@@ -102,7 +102,16 @@ func errRefused(t *testing.T) error {
 }
 
 func errTLSHandshakeClosed(t *testing.T) error {
-	addr := listen(t, func(c *net.TCPConn) { c.Close() })
+	// The server reads the whole ClientHello record before it closes: a
+	// close with unread bytes would send an RST (ECONNRESET), and a close
+	// before the hello arrives makes the hello draw one.
+	addr := listen(t, func(c *net.TCPConn) {
+		var hdr [5]byte // TLS record header: type, version, length
+		if _, err := io.ReadFull(c, hdr[:]); err == nil {
+			_, _ = io.CopyN(io.Discard, c, int64(hdr[3])<<8|int64(hdr[4]))
+		}
+		c.Close()
+	})
 	return tls.Client(dial(t, addr), &tls.Config{ServerName: "broker"}).Handshake()
 }
 
