@@ -114,6 +114,7 @@ func TestAZSimStories(t *testing.T) {
 			deliverytest.CheckStory(t, tc.name, rep, deliverytest.StoryWant{
 				FetchConverges: tc.fetch, ProduceConverges: tc.produce,
 				RemoveLocal: tc.removeLocal, NoFailedWrites: tc.sdk, MaySkipStored: tc.maySkip,
+				NoDuplicates: tc.sdk, // the sdk Writer is idempotent (acks=all)
 			})
 		})
 	}

@@ -111,8 +111,8 @@ func runSimulated(ctx context.Context, out io.Writer) error {
 		verdict, rep.Convergence.Round(time.Millisecond), story.Interval, rep.LBCloses)
 	fmt.Fprintf(out, "produce latency: p99 %v steady, %v during the switch\n",
 		rep.SteadyP99.Round(100*time.Microsecond), rep.SwitchP99.Round(100*time.Microsecond))
-	fmt.Fprintf(out, "messages:        produced %d, consumed %d, lost %d, duplicated %d, failed writes %d\n",
-		rep.Acked+rep.Failed, rep.Consumed, rep.Lost, rep.Duplicates, rep.Failed)
+	fmt.Fprintf(out, "messages:        produced %d, consumed %d, lost %d, duplicated %d, failed writes %d (re-delivered to the group after a rebalance: %d)\n",
+		rep.Acked+rep.Failed, rep.Consumed, rep.Lost, rep.Duplicates, rep.Failed, rep.Redelivered)
 	fmt.Fprintf(out, "writer:          idempotent %v (producer ID %d): %d batches resent, %d after a lost response (stored once either way)\n",
 		st.Idempotent, st.ProducerID, st.BatchesResent, st.DuplicateBatches)
 	if rep.Lost != 0 || !rep.Converged {

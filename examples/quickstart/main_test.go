@@ -27,7 +27,8 @@ func TestQuickstartSimulated(t *testing.T) {
 		regexp.MustCompile(`before the az-b agent \([0-9.]+s\): produce [1-9]\d*, fetch [1-9]\d*\n`),
 		regexp.MustCompile(`in the last 1s: produce 0, fetch 0\n`),
 		regexp.MustCompile(`switch: +converged to az-b in `),
-		regexp.MustCompile(`messages: +produced ([1-9]\d*), consumed ([1-9]\d*), lost 0, duplicated \d+, failed writes 0\n`),
+		regexp.MustCompile(`messages: +produced ([1-9]\d*), consumed ([1-9]\d*), lost 0, duplicated 0, failed writes 0 \(re-delivered to the group after a rebalance: \d+\)\n`),
+		regexp.MustCompile(`writer: +idempotent true \(producer ID \d+\)`),
 		regexp.MustCompile(`writer: +idempotent true \(producer ID \d+\)`),
 	} {
 		if !want.Match(out.Bytes()) {

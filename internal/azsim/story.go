@@ -106,7 +106,11 @@ type StoryReport struct {
 	SwitchWrites                               int
 	// Message accounting. Acked writes returned nil; Failed returned an
 	// error (the message may still have been stored: FailedButStored).
-	Produced, Acked, Failed, Consumed, Lost, Duplicates, FailedButStored int
+	// Duplicates counts values stored more than once (seen at two or more
+	// offsets: a producer-side duplicate); Redelivered counts deliveries of
+	// an offset the consumer had already returned (a consumer-group
+	// re-delivery after a rebalance, not a duplicate on the broker).
+	Produced, Acked, Failed, Consumed, Lost, Duplicates, Redelivered, FailedButStored int
 	// LostStored counts the lost messages found on the broker by reading
 	// every partition directly after the story: stored but never consumed
 	// (a consumer-side skip). Lost - LostStored were acknowledged to the
@@ -187,7 +191,8 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 		writes []write
 		acked  = map[string]bool{}
 		failed = map[string]bool{}
-		seen   = map[string]int{}
+		seen   = map[string]int{}                // value -> deliveries
+		stored = map[string]map[offsetKey]bool{} // value -> offsets it was delivered from
 	)
 	consCtx, stopCons := context.WithCancel(ctx)
 	consDone := make(chan struct{})
@@ -205,6 +210,12 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 			// commit) was handed to the caller: it counts.
 			mu.Lock()
 			seen[string(m.Value)]++
+			at := stored[string(m.Value)]
+			if at == nil {
+				at = map[offsetKey]bool{}
+				stored[string(m.Value)] = at
+			}
+			at[offsetKey{m.Partition, m.Offset}] = true
 			mu.Unlock()
 		}
 	}()
@@ -402,7 +413,8 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 	rep.Failed = len(failed)
 	for v, n := range seen {
 		rep.Consumed++
-		rep.Duplicates += n - 1
+		rep.Duplicates += len(stored[v]) - 1
+		rep.Redelivered += n - len(stored[v])
 		if failed[v] {
 			rep.FailedButStored++
 		}
@@ -433,6 +445,12 @@ func (s Story) Run(ctx context.Context) (StoryReport, error) {
 	return rep, nil
 }
 
+// offsetKey is where a record is stored.
+type offsetKey struct {
+	partition int
+	offset    int64
+}
+
 // percentile returns the p-th percentile (nearest rank) of ds, 0 if empty.
 func percentile(ds []time.Duration, p int) time.Duration {
 	if len(ds) == 0 {
@@ -447,10 +465,10 @@ func percentile(ds []time.Duration, p int) time.Duration {
 // String renders the report's headline figures.
 func (r StoryReport) String() string {
 	return fmt.Sprintf("cross-AZ produce+fetch bytes: before=%d after=%d settled=%d after-removal=%d; local=%d; moved=%v, settled window from %v; converged=%v in %v; "+
-		"produce p50/p99 steady=%v/%v switch=%v/%v (%d writes); produced=%d acked=%d failed=%d consumed=%d lost=%d (stored %d, e.g. %q) duplicates=%d failed-but-stored=%d; lb-closes=%d",
+		"produce p50/p99 steady=%v/%v switch=%v/%v (%d writes); produced=%d acked=%d failed=%d consumed=%d lost=%d (stored %d, e.g. %q) duplicates=%d redelivered=%d failed-but-stored=%d; lb-closes=%d",
 		pf(r.CrossBefore), pf(r.CrossAfter), pf(r.CrossSettled), pf(r.CrossAfterRemoval), pf(r.Local), r.Moved, r.SettledAt.Round(time.Millisecond), r.Converged, r.Convergence.Round(time.Millisecond),
 		r.SteadyP50.Round(10*time.Microsecond), r.SteadyP99.Round(10*time.Microsecond), r.SwitchP50.Round(10*time.Microsecond), r.SwitchP99.Round(10*time.Microsecond), r.SwitchWrites,
-		r.Produced, r.Acked, r.Failed, r.Consumed, r.Lost, r.LostStored, r.LostSample, r.Duplicates, r.FailedButStored, r.LBCloses)
+		r.Produced, r.Acked, r.Failed, r.Consumed, r.Lost, r.LostStored, r.LostSample, r.Duplicates, r.Redelivered, r.FailedButStored, r.LBCloses)
 }
 
 func pf(t Traffic) int64 { return t.ProduceBytes + t.FetchBytes }

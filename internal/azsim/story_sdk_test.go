@@ -82,7 +82,7 @@ func TestStorySDK(t *testing.T) {
 			}
 			deliverytest.CheckStory(t, tc.name, rep, deliverytest.StoryWant{
 				FetchConverges: "yes", ProduceConverges: "yes",
-				RemoveLocal: tc.removeLocal, NoFailedWrites: true,
+				RemoveLocal: tc.removeLocal, NoFailedWrites: true, NoDuplicates: true, // the Writer is idempotent (acks=all)
 			})
 		})
 	}

@@ -21,6 +21,10 @@ type StoryWant struct {
 	// (a plain kafka-go group reader can, after a rejoin); such skips are
 	// logged. Acknowledged messages missing from the broker always fail.
 	MaySkipStored bool
+	// NoDuplicates: no message may be stored twice (an idempotent
+	// producer). Re-deliveries of one offset to the consumer group are
+	// counted apart and allowed.
+	NoDuplicates bool
 }
 
 // CheckStory logs rep and checks it against want: cross-AZ traffic before
@@ -52,6 +56,9 @@ func CheckStory(tb testing.TB, name string, rep azsim.StoryReport, want StoryWan
 		tb.Errorf("the consumer skipped %d stored messages (%q)", rep.Lost, rep.LostSample)
 	case rep.Lost != 0:
 		tb.Logf("the consumer skipped %d stored messages (%q)", rep.Lost, rep.LostSample)
+	}
+	if want.NoDuplicates && rep.Duplicates != 0 {
+		tb.Errorf("%d messages stored more than once", rep.Duplicates)
 	}
 	if want.NoFailedWrites && rep.Failed != 0 {
 		tb.Errorf("%d writes failed: %q", rep.Failed, rep.WriteErrors)
