@@ -172,16 +172,18 @@ func (b *dedicatedBroker) start() error {
 }
 
 // waitAnswer returns once the broker answers a Metadata request, or
-// ctx's error with the last failure. It has a Transport of its own: one
-// shared with earlier requests can answer Metadata from its cache of the
-// killed process.
+// ctx's error with the last failure. Each attempt has a Transport of its
+// own: a kafka-go Transport answers Metadata from its cache (of the killed
+// process, for one shared with earlier requests), and after a failed
+// connect it keeps returning that error until its MetadataTTL (6 s) ends,
+// which would notice the restarted broker seconds late.
 func (b *dedicatedBroker) waitAnswer(ctx context.Context) error {
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 2 * time.Second, Transport: tr}
 	var last error
 	for {
+		tr := &kafka.Transport{}
+		cl := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 2 * time.Second, Transport: tr}
 		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{})
+		tr.CloseIdleConnections()
 		if err == nil && len(md.Brokers) > 0 {
 			return nil
 		}
