@@ -130,6 +130,16 @@ type restartFigures struct {
 	retries, bumps, resent, dupBatches                                  int64
 }
 
+// restartBrokerConfig is added to the dedicated broker's config. A broker
+// restarted after SIGKILL registers again with the controller, which
+// refuses a new incarnation while the killed one's heartbeat session
+// still runs (broker.session.timeout.ms, 9 s by default); shorter
+// heartbeats and session let the restart through sooner.
+var restartBrokerConfig = []string{
+	"broker.heartbeat.interval.ms=500",
+	"broker.session.timeout.ms=2000",
+}
+
 // TestSDKIdempotentBrokerRestart: a sync and an async idempotent Writer
 // produce keyed, numbered messages to 6 partitions of a dedicated broker,
 // which is killed with SIGKILL mid-production and restarted on the same log
@@ -138,7 +148,9 @@ type restartFigures struct {
 // message once, no message twice, and each Writer's messages in the order
 // they were handed over.
 func TestSDKIdempotentBrokerRestart(t *testing.T) {
-	b := startDedicatedBroker(t)
+	t0 := time.Now()
+	b := startDedicatedBroker(t, restartBrokerConfig...)
+	t.Logf("dedicated broker answered Metadata %v after its first start", time.Since(t0).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const parts = 6
