@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
+	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -125,6 +127,72 @@ func (rw *restartWriter) run(ctx context.Context, stop <-chan struct{}, slots ch
 	}
 }
 
+// responseHold catches, once armed, the first Produce response of each of
+// n clients that the broker answered without error for every partition:
+// onResponse marks it, onCut blocks its relay until release, then cuts it
+// at byte 0 (the connection closes, the client never reads it).
+type responseHold struct {
+	n     int
+	full  chan struct{} // closed when n responses are held
+	freed chan struct{} // closed by release
+
+	mu      sync.Mutex
+	armed   bool
+	clients map[string]bool
+	marked  map[[2]int64]bool // conn ID, correlation ID
+	cut     atomic.Int64      // held responses cut
+}
+
+func newResponseHold(n int) *responseHold {
+	return &responseHold{n: n, full: make(chan struct{}), freed: make(chan struct{}),
+		clients: map[string]bool{}, marked: map[[2]int64]bool{}}
+}
+
+func (h *responseHold) arm() { h.mu.Lock(); h.armed = true; h.mu.Unlock() }
+
+func (h *responseHold) release() { close(h.freed) }
+
+func (h *responseHold) onResponse(req kproxy.Request, resp []byte) []byte {
+	if req.Key != 0 { // Produce
+		return resp
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.armed || h.clients[req.ClientID] || len(h.clients) == h.n {
+		return resp
+	}
+	r, err := kproxy.DecodeResponse(req, resp)
+	pr, ok := r.(*kmsg.ProduceResponse)
+	if err != nil || !ok {
+		return resp
+	}
+	for _, tp := range pr.Topics {
+		for _, pp := range tp.Partitions {
+			if pp.ErrorCode != 0 {
+				return resp
+			}
+		}
+	}
+	h.clients[req.ClientID] = true
+	h.marked[[2]int64{int64(req.ConnID), int64(req.CorrelationID)}] = true
+	if len(h.clients) == h.n {
+		close(h.full)
+	}
+	return resp
+}
+
+func (h *responseHold) onCut(req kproxy.Request, _ int) int {
+	h.mu.Lock()
+	held := h.marked[[2]int64{int64(req.ConnID), int64(req.CorrelationID)}]
+	h.mu.Unlock()
+	if !held {
+		return -1
+	}
+	<-h.freed
+	h.cut.Add(1)
+	return 0
+}
+
 type restartFigures struct {
 	acked, failed, failedStored, stored, lost, dups, reordered, unknown int
 	retries, bumps, resent, dupBatches                                  int64
@@ -151,6 +219,18 @@ func TestSDKIdempotentBrokerRestart(t *testing.T) {
 	t0 := time.Now()
 	b := startDedicatedBroker(t, restartBrokerConfig...)
 	t.Logf("dedicated broker answered Metadata %v after its first start", time.Since(t0).Round(time.Millisecond))
+	// The Writers reach the broker through a proxy, which holds one
+	// answered Produce response of each Writer while the broker is killed
+	// and then drops it: batches the broker stored before the kill whose
+	// acknowledgement never arrived.
+	p, err := kproxy.Start(b.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	hold := newResponseHold(2)
+	p.OnResponse(hold.onResponse)
+	p.OnResponseCut(hold.onCut)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const parts = 6
@@ -181,7 +261,7 @@ func TestSDKIdempotentBrokerRestart(t *testing.T) {
 			rw.name = "async"
 		}
 		kw := &kafka.Writer{
-			Addr:         kafka.TCP(b.Addrs()...),
+			Addr:         kafka.TCP(p.Addr()),
 			Topic:        topic,
 			Balancer:     &kafka.Hash{},
 			RequiredAcks: kafka.RequireAll,
@@ -242,8 +322,16 @@ func TestSDKIdempotentBrokerRestart(t *testing.T) {
 	}
 
 	waitFor("both Writers have 1,000 messages acknowledged", allAcked([2]int64{1000, 1000}))
+	hold.arm()
+	select {
+	case <-hold.full:
+	case <-ctx.Done():
+		stopWriters()
+		t.Fatalf("waiting for an answered Produce of each Writer to hold: %v", ctx.Err())
+	}
 	start := time.Now()
 	b.Kill9()
+	hold.release()
 	killed := [2]int64{writers[0].acked.Load(), writers[1].acked.Load()}
 	retriesAtKill := [2]int64{writers[0].pollStats(), writers[1].pollStats()}
 	// The pause: until both Writers have retried against the dead broker,
@@ -265,6 +353,9 @@ func TestSDKIdempotentBrokerRestart(t *testing.T) {
 		rw.pollStats()
 	}
 
+	if got := hold.cut.Load(); got != 2 {
+		t.Errorf("%d held Produce responses cut, want 2 (one per Writer)", got)
+	}
 	rig := &sdkcRig{addrs: b.Addrs(), topic: topic, parts: parts}
 	stored := rig.partitionValues(t)
 	figs := map[string]*restartFigures{"sync": {}, "async": {}}
@@ -322,8 +413,9 @@ func TestSDKIdempotentBrokerRestart(t *testing.T) {
 			t.Logf("%s Writer: %d messages failed (%d of them stored anyway, once); errors: %v", rw.name, f.failed, f.failedStored, rw.errs)
 		}
 	}
-	t.Logf("broker killed after %d/%d acknowledged (sync/async); both Writers retrying %v after the kill; broker answering again %v after; "+
-		"both Writers 1,000 further messages on %v after; pid starts %d", killed[0], killed[1],
+	t.Logf("broker killed after %d/%d acknowledged (sync/async), with one answered Produce response of each Writer held (then cut: %d); "+
+		"both Writers retrying %v after the kill; broker answering again %v after; "+
+		"both Writers 1,000 further messages on %v after; pid starts %d", killed[0], killed[1], hold.cut.Load(),
 		outageSeen.Round(time.Millisecond), restarted.Round(time.Millisecond), resumed.Round(time.Millisecond), b.starts)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%-6s %8s %6s %13s %7s %5s %10s %9s %8s %6s %7s %11s\n", "writer", "acked", "failed", "failed+stored", "stored", "lost", "duplicates", "reordered", "retries", "bumps", "resent", "dup-batches")
