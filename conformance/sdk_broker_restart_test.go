@@ -135,6 +135,7 @@ type responseHold struct {
 	n     int
 	full  chan struct{} // closed when n responses are held
 	freed chan struct{} // closed by release
+	once  sync.Once
 
 	mu      sync.Mutex
 	armed   bool
@@ -150,7 +151,8 @@ func newResponseHold(n int) *responseHold {
 
 func (h *responseHold) arm() { h.mu.Lock(); h.armed = true; h.mu.Unlock() }
 
-func (h *responseHold) release() { close(h.freed) }
+// release lets the held responses go (cut); safe to call more than once.
+func (h *responseHold) release() { h.once.Do(func() { close(h.freed) }) }
 
 func (h *responseHold) onResponse(req kproxy.Request, resp []byte) []byte {
 	if req.Key != 0 { // Produce
@@ -210,11 +212,13 @@ var restartBrokerConfig = []string{
 
 // TestSDKIdempotentBrokerRestart: a sync and an async idempotent Writer
 // produce keyed, numbered messages to 6 partitions of a dedicated broker,
-// which is killed with SIGKILL mid-production and restarted on the same log
-// dir and ports once both Writers have seen the outage. The Writers carry
-// on by themselves; read back, every partition holds each acknowledged
-// message once, no message twice, and each Writer's messages in the order
-// they were handed over.
+// which is killed with SIGKILL mid-production, while one answered Produce
+// response of each Writer is held back (and then dropped), and restarted
+// on the same log dir and ports once both Writers are retrying. The
+// Writers carry on by themselves; read back, every partition holds each
+// acknowledged message once, no message twice, and each Writer's messages
+// in the order they were handed over. No flush setting is needed: SIGKILL
+// ends the process, and the page cache keeps what the broker wrote.
 func TestSDKIdempotentBrokerRestart(t *testing.T) {
 	t0 := time.Now()
 	b := startDedicatedBroker(t, restartBrokerConfig...)
@@ -231,6 +235,7 @@ func TestSDKIdempotentBrokerRestart(t *testing.T) {
 	hold := newResponseHold(2)
 	p.OnResponse(hold.onResponse)
 	p.OnResponseCut(hold.onCut)
+	t.Cleanup(hold.release) // before p.Close, if the test ends early
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const parts = 6
