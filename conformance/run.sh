@@ -12,8 +12,10 @@
 #      starts kafka.Kafka on free loopback ports; then waits until the broker
 #      answers a Metadata request;
 #   4. runs `go test -tags conformance -count=1 -timeout 40m -v ./conformance/...`
-#      with AZKAFKA_CONFORMANCE_BROKERS and AZKAFKA_CONFORMANCE_JAVA_DIR exported,
-#      and exits with its status.
+#      with AZKAFKA_CONFORMANCE_BROKERS and AZKAFKA_CONFORMANCE_JAVA_DIR exported
+#      (and AZKAFKA_CONFORMANCE_BROKER_CLASSPATH, the file holding the broker's
+#      java classpath, when step 3 resolved it: tests that start a broker of
+#      their own use it), and exits with its status.
 # The broker is stopped on exit, on failure and on Ctrl-C (SIGINT/SIGTERM);
 # if this script is SIGKILLed, a watchdog stops the broker and the tests. On
 # failure the tail of the broker log is printed and the temp dir is kept.
@@ -237,6 +239,9 @@ main() {
 	# ---- 4. tests
 	export AZKAFKA_CONFORMANCE_BROKERS="$brokers"
 	export AZKAFKA_CONFORMANCE_JAVA_DIR="$conf/java"
+	if [ -s "$work/broker.classpath" ]; then
+		export AZKAFKA_CONFORMANCE_BROKER_CLASSPATH="$work/broker.classpath"
+	fi
 	run_flags=()
 	[ -z "${CONFORMANCE_RUN:-}" ] || run_flags=(-run "$CONFORMANCE_RUN")
 	log "go test -tags conformance -count=1 -timeout 40m -v ${run_flags[*]} ./conformance/..."
