@@ -26,6 +26,7 @@ type session struct {
 	interzoneLB bool
 	retry       retry.Policy
 	idempotence idempotence
+	rackAware   bool
 	logger      *slog.Logger
 	policy      *connPolicy
 
@@ -76,6 +77,7 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 		interzoneLB:   c.interzoneLB,
 		retry:         c.retry,
 		idempotence:   c.idempotence,
+		rackAware:     c.rackAware,
 		logger:        c.logger,
 		policy:        newConnPolicy(c),
 		baseDialer:    c.baseDialer,
