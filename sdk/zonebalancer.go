@@ -97,6 +97,9 @@ func decodeZoneUserData(b []byte) (string, error) {
 		return "", fmt.Errorf("zone user data of %d bytes: truncated length", len(b))
 	}
 	n := int(binary.BigEndian.Uint16(b[1:3]))
+	if n > 255 {
+		return "", fmt.Errorf("zone user data: zone of %d bytes, at most 255 allowed", n)
+	}
 	if len(b) < 3+n {
 		return "", fmt.Errorf("zone user data: zone of %d bytes, %d present", n, len(b)-3)
 	}
