@@ -169,6 +169,9 @@ type Identity struct {
 	AZError error
 	// InterzoneLB reports whether ClientID asks for interzone load balancing.
 	InterzoneLB bool
+	// RackAwarePartitioning reports whether a Writer would send keyless
+	// messages to partitions led in AZ (WithRackAwarePartitioning).
+	RackAwarePartitioning bool
 }
 
 // ResolveIdentity resolves opts and the AZKAFKA_* environment as a new
@@ -189,5 +192,7 @@ func ResolveIdentity(ctx context.Context, opts ...Option) (Identity, error) {
 		AZSource:    s.azSource,
 		AZError:     s.azErr,
 		InterzoneLB: s.interzoneLB,
+
+		RackAwarePartitioning: s.rackAware,
 	}, nil
 }
