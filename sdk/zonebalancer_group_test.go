@@ -2,10 +2,12 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,4 +193,63 @@ func TestZoneAffinityGroup(t *testing.T) {
 			t.Errorf("member in %s holds %v, want 2 partitions", zone, ps)
 		}
 	}
+}
+
+// TestZoneAffinityGroupRollingUpgrade runs a consumer group through a
+// rolling upgrade on the embedded cluster: an old member on kafka-go's
+// default balancers (range, round-robin), then two members listing
+// ZoneAffinityGroupBalancer and range. The group agrees on range; a
+// member listing only the new balancer is refused with
+// INCONSISTENT_GROUP_PROTOCOL (why both are listed). A group whose
+// members all list it takes the zone-affinity protocol: TestZoneAffinityGroup.
+// (Replacing the old member within this group is not tested: the embedded
+// broker then keeps answering INCONSISTENT_GROUP_PROTOCOL to the
+// rejoining members.)
+func TestZoneAffinityGroupRollingUpgrade(t *testing.T) {
+	t.Parallel()
+	const topic, group = "upgrade", "upgrade-g"
+	c := embedded.StartT(t, embedded.Brokers(3), embedded.Topic(topic, 6))
+	addrs := c.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	both := func(zone string) []kafka.GroupBalancer {
+		return []kafka.GroupBalancer{sdk.ZoneAffinityGroupBalancer{Zone: zone}, kafka.RangeGroupBalancer{}}
+	}
+
+	old := groupReader(t, addrs, group, topic, "az-c") // kafka-go's default balancers
+	waitGroup(ctx, t, addrs, group, func(g groupState) bool { return len(g.members) == 1 })
+	for _, zone := range rigRacks[:2] {
+		r := groupReader(t, addrs, group, topic, zone, both(zone)...)
+		defer r.Close()
+	}
+	mixed := waitGroup(ctx, t, addrs, group, func(g groupState) bool { return len(g.members) == 3 })
+	if mixed.protocol != "range" {
+		t.Fatalf("mixed group uses protocol %q, want range", mixed.protocol)
+	}
+
+	// A member listing only the new protocol is refused while the old
+	// member is in the group.
+	refused := make(chan struct{})
+	var once sync.Once
+	lone, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: group, Brokers: addrs, Topics: []string{topic},
+		GroupBalancers:    []kafka.GroupBalancer{sdk.ZoneAffinityGroupBalancer{Zone: "az-c"}},
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second, RebalanceTimeout: 2 * time.Second,
+		JoinGroupBackoff: 100 * time.Millisecond,
+		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) {
+			if strings.Contains(fmt.Sprintf(f, a...), "Inconsistent Group Protocol") {
+				once.Do(func() { close(refused) })
+			}
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-refused:
+	case <-ctx.Done():
+		t.Fatalf("a member listing only %s was never refused by a group with a range-only member", sdk.ZoneAffinityProtocol)
+	}
+	lone.Close()
+	old.Close()
 }
