@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -290,5 +291,41 @@ func TestWriterRackAwareFollowsLeaders(t *testing.T) {
 		if keyedAfter[p] != keyedBefore[p] {
 			t.Fatalf("keyed messages moved with the leaders: per partition before %v, after %v", keyedBefore, keyedAfter)
 		}
+	}
+}
+
+// BenchmarkWriterRackAware is a synchronous call of 100 keyless messages
+// on the embedded broker (no racks, so every partition stays in use) with
+// and without rack-aware partitioning: the difference is the cost of
+// reading the leaders' racks before each call.
+func BenchmarkWriterRackAware(b *testing.B) {
+	c := embedded.StartT(b, embedded.Topic("bench-rack", 6))
+	msgs := deliverytest.Messages("bench", 100)
+	for i := range msgs {
+		msgs[i].Key = nil
+	}
+	for _, on := range []bool{false, true} {
+		b.Run("rack-aware="+strconv.FormatBool(on), func(b *testing.B) {
+			w, err := sdk.NewWriter(&kafka.Writer{
+				Addr:         kafka.TCP(c.Addrs()...),
+				Topic:        "bench-rack",
+				RequiredAcks: kafka.RequireAll,
+			}, sdk.WithAZ("az-a"), sdk.WithRackAwarePartitioning(on), sdk.WithGetenv(func(string) string { return "" }),
+				sdk.WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			ctx := context.Background()
+			if err := w.WriteMessages(ctx, msgs...); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := w.WriteMessages(ctx, msgs...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
