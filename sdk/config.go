@@ -32,6 +32,7 @@ const (
 	EnvRetryBackoffMin  = "AZKAFKA_RETRY_BACKOFF_MIN"
 	EnvRetryBackoffMax  = "AZKAFKA_RETRY_BACKOFF_MAX"
 	EnvIdempotence      = "AZKAFKA_IDEMPOTENCE"
+	EnvRackAware        = "AZKAFKA_RACK_AWARE_PARTITIONING"
 )
 
 // Defaults of the connection policy and of the retry policy.
@@ -75,6 +76,7 @@ type options struct {
 	retryMin       *time.Duration
 	retryMax       *time.Duration
 	idempotence    *bool
+	rackAware      *bool
 	baseDialer     *kafka.Dialer
 	baseTransport  *kafka.Transport
 	getenv         func(string) string
@@ -146,6 +148,14 @@ func WithRetry(maxAttempts int, min, max time.Duration) Option {
 // producer ID, one warning and the at-least-once path. See Writer.
 func WithIdempotence(on bool) Option { return func(o *options) { o.idempotence = &on } }
 
+// WithRackAwarePartitioning turns the Writer's rack-aware partitioning of
+// keyless messages on or off: a message without a key goes to a partition
+// whose leader's rack (broker.rack) is the client's AZ, chosen among those
+// by the Writer's Balancer; when no leader is in the AZ, or the AZ is
+// unknown, among all partitions as before. Messages with a key are never
+// moved. Default: $AZKAFKA_RACK_AWARE_PARTITIONING, else false.
+func WithRackAwarePartitioning(on bool) Option { return func(o *options) { o.rackAware = &on } }
+
 // WithBaseDialer sets the kafka.Dialer whose TLS, SASL, timeouts and
 // resolver the client's Dialer keeps. Default: kafka.DefaultDialer's
 // settings.
@@ -181,6 +191,7 @@ type config struct {
 	redialBackoff retry.Backoff
 	retry         retry.Policy
 	idempotence   idempotence
+	rackAware     bool
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
 	clock         clock
@@ -303,6 +314,9 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	if o.idempotence != nil {
 		c.idempotence = idempotenceOption(*o.idempotence)
 	}
+	if o.rackAware != nil {
+		c.rackAware = *o.rackAware
+	}
 
 	// AZ last: detection is the only slow step, and is skipped when the
 	// configuration is invalid anyway. azdetect reads its own variables
@@ -413,6 +427,14 @@ var envVars = []envVar{
 	{EnvIdempotence, "`auto`", func(c *config, v string) (err error) {
 		c.idempotence, err = parseIdempotence(v)
 		return err
+	}},
+	{EnvRackAware, "`false`", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("want true or false")
+		}
+		c.rackAware = b
+		return nil
 	}},
 }
 

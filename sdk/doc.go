@@ -26,6 +26,13 @@
 // partition keeps the order messages were handed over in. See Writer for
 // the exact guarantee and the cases that remain.
 //
+// # Zone affinity on Apache Kafka and MSK
+//
+// Where a broker's zone is its broker.rack, WithRackAwarePartitioning
+// (AZKAFKA_RACK_AWARE_PARTITIONING) makes the Writer send keyless messages
+// to partitions led in the client's AZ, and ZoneAffinityGroupBalancer
+// gives the members of a consumer group the partitions led in their zone.
+//
 // # Configuration
 //
 // Options (WithAZ, WithClientID, WithMaxConnRate, WithRetry, ...) win over

@@ -26,6 +26,7 @@ type session struct {
 	interzoneLB bool
 	retry       retry.Policy
 	idempotence idempotence
+	rackAware   bool
 	logger      *slog.Logger
 	policy      *connPolicy
 
@@ -76,6 +77,7 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 		interzoneLB:   c.interzoneLB,
 		retry:         c.retry,
 		idempotence:   c.idempotence,
+		rackAware:     c.rackAware,
 		logger:        c.logger,
 		policy:        newConnPolicy(c),
 		baseDialer:    c.baseDialer,
@@ -167,6 +169,9 @@ type Identity struct {
 	AZError error
 	// InterzoneLB reports whether ClientID asks for interzone load balancing.
 	InterzoneLB bool
+	// RackAwarePartitioning reports whether a Writer would send keyless
+	// messages to partitions led in AZ (WithRackAwarePartitioning).
+	RackAwarePartitioning bool
 }
 
 // ResolveIdentity resolves opts and the AZKAFKA_* environment as a new
@@ -187,5 +192,7 @@ func ResolveIdentity(ctx context.Context, opts ...Option) (Identity, error) {
 		AZSource:    s.azSource,
 		AZError:     s.azErr,
 		InterzoneLB: s.interzoneLB,
+
+		RackAwarePartitioning: s.rackAware,
 	}, nil
 }

@@ -113,7 +113,8 @@ type Writer struct {
 	completion func(messages []kafka.Message, err error)
 	counters   counters
 	logRetry   rate.Sometimes
-	idem       *idempotentWriter // nil when not idempotent
+	idem       *idempotentWriter  // nil when not idempotent
+	rack       *rackAwareBalancer // nil without rack-aware partitioning
 
 	lastRediscover atomic.Int64 // unix nanoseconds of the last rediscover
 
@@ -184,8 +185,22 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		sw.resender.Completion = sw.complete
 		sw.resender.BatchTimeout = resenderBatchTimeout
 	}
+	if s.rackAware {
+		if s.az == "" {
+			s.logger.Warn("azkafka: rack-aware partitioning is on but the AZ is unknown, so keyless messages use every partition; set AZKAFKA_AZ or sdk.WithAZ",
+				"cause", s.azErr)
+		}
+		sw.rack = newRackAwareBalancer(w.Balancer, w.Topic, s.az)
+		sw.inner.Balancer = sw.rack
+		if sw.resender != nil {
+			sw.resender.Balancer = sw.rack
+		}
+	}
 	if idempotent {
 		sw.idem = newIdempotentWriter(sw, w, s.idempotence.mode == idempotenceOn, why)
+		if sw.rack != nil {
+			sw.idem.balancer = sw.rack
+		}
 	}
 	return sw, nil
 }
@@ -243,6 +258,9 @@ func cloneWriter(w *kafka.Writer, tr kafka.RoundTripper) *kafka.Writer {
 // returns only validation errors, like kafka-go; resends happen in the
 // background and Completion reports each message once, after its retries.
 func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if w.rack != nil {
+		w.refreshRacks(ctx, msgs)
+	}
 	if w.idem.active() {
 		if fellBack, err := w.idem.write(ctx, msgs); !fellBack {
 			return err

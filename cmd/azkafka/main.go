@@ -1,6 +1,8 @@
 // Command azkafka is the operator's tool for azkafka: it shows which
 // availability zone a process would detect, the client ID it would send,
-// where keys land on partitions, and how interactive queries are routed.
+// how a cluster's brokers and partition leaders sit relative to the
+// client's zone, where keys land on partitions, and how interactive
+// queries are routed.
 //
 //	azkafka help
 //	azkafka version
@@ -32,6 +34,7 @@ type command struct {
 var commands = map[string]command{
 	"clientid":  {"print the Kafka client ID this process would send", runClientID},
 	"detect":    {"show the availability zone this process would detect", runDetect},
+	"diagnose":  {"connect to a cluster and show brokers, racks, in-zone leaders, round trips and what the SDK would do", runDiagnose},
 	"iq":        {"route interactive queries: which Kafka Streams instance holds a key", runIQ},
 	"partition": {"show where keys land on partitions and what moves when a topic grows", runPartition},
 	"version":   {"print the azkafka version", runVersion},

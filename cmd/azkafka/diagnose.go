@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/sdk"
+)
+
+const diagnoseUsage = `Usage: azkafka diagnose --bootstrap host:port[,host:port...] [--json] [--topic name] [--timeout 10s]
+
+Connects to the cluster as an SDK client of this process would (same
+client ID, AZ and connection policy, from the same AZKAFKA_* environment)
+and prints: the client ID and the AZ; every broker with its rack, whether
+it is in the client's zone and the round-trip time of an ApiVersions
+request (the best of 3, after the connection is open); for each topic
+(all non-internal topics, or --topic), how many partition leaders are in
+the client's zone; and what the SDK would do: the interzone flag,
+rack-aware partitioning of keyless messages (AZKAFKA_RACK_AWARE_PARTITIONING)
+and what sdk.ZoneAffinityGroupBalancer would give a member in this zone.
+
+A broker's zone is its rack (broker.rack); on MSK racks are zone IDs, so
+run with AZKAFKA_AZ_FORMAT=id. TLS and SASL are not supported yet.
+
+With --json, prints one object: {"client_id", "az", "az_source",
+"interzone_lb", "rack_aware_partitioning", "brokers": [{"id", "addr",
+"rack", "in_zone", "rtt_ms"}], "topics": [{"name", "partitions",
+"leaders_in_zone", "partitions_in_zone", "keyless_partitions"}], "advice": [...]}.
+
+Exit status: 0 printed, 1 the cluster could not be reached, 2 usage or
+configuration error.
+`
+
+type diagnoseBroker struct {
+	ID     int     `json:"id"`
+	Addr   string  `json:"addr"`
+	Rack   string  `json:"rack"`
+	InZone bool    `json:"in_zone"`
+	RTTms  float64 `json:"rtt_ms"` // -1: no answer
+}
+
+type diagnoseTopic struct {
+	Name          string `json:"name"`
+	Partitions    int    `json:"partitions"`
+	LeadersInZone int    `json:"leaders_in_zone"`
+	InZone        []int  `json:"partitions_in_zone"`
+	// KeylessPartitions are the partitions an sdk.Writer of this process
+	// would send keyless messages to.
+	KeylessPartitions []int `json:"keyless_partitions"`
+}
+
+type diagnoseOutput struct {
+	ClientID    string           `json:"client_id"`
+	AZ          string           `json:"az"`
+	AZSource    string           `json:"az_source"`
+	InterzoneLB bool             `json:"interzone_lb"`
+	RackAware   bool             `json:"rack_aware_partitioning"`
+	Brokers     []diagnoseBroker `json:"brokers"`
+	Topics      []diagnoseTopic  `json:"topics"`
+	Advice      []string         `json:"advice"`
+}
+
+func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprint(stdout, diagnoseUsage)
+			return exitOK
+		}
+	}
+	flags := flag.NewFlagSet("diagnose", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	bootstrap := flags.String("bootstrap", "", "host:port[,host:port...] of the cluster")
+	asJSON := flags.Bool("json", false, "print JSON")
+	topic := flags.String("topic", "", "only this topic")
+	timeout := flags.Duration("timeout", 10*time.Second, "bound on the whole run")
+	if err := flags.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "azkafka diagnose: %v\n\n%s", err, diagnoseUsage)
+		return exitUsage
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(stderr, "azkafka diagnose: unexpected argument %q\n", flags.Arg(0))
+		return exitUsage
+	}
+	var addrs []string
+	for a := range strings.SplitSeq(*bootstrap, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			fmt.Fprintf(stderr, "azkafka diagnose: --bootstrap=%q: %q is not host:port\n", *bootstrap, a)
+			return exitUsage
+		}
+		addrs = append(addrs, a)
+	}
+	if len(addrs) == 0 {
+		fmt.Fprintf(stderr, "azkafka diagnose: --bootstrap is required, e.g. --bootstrap broker-1:9092\n\n%s", diagnoseUsage)
+		return exitUsage
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "azkafka diagnose: --timeout=%v: must be > 0\n", *timeout)
+		return exitUsage
+	}
+
+	opts := []sdk.Option{sdk.WithGetenv(clientIDGetenv), sdk.WithLogger(slog.New(slog.DiscardHandler))}
+	if clientIDDetect != nil {
+		opts = append(opts, sdk.WithDetector(clientIDDetect))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	id, err := sdk.ResolveIdentity(ctx, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "azkafka diagnose: invalid configuration: %v\n", err)
+		return exitUsage
+	}
+	tr, err := sdk.NewTransport(nil, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "azkafka diagnose: invalid configuration: %v\n", err)
+		return exitUsage
+	}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr}
+	req := &kafka.MetadataRequest{}
+	if *topic != "" {
+		req.Topics = []string{*topic}
+	}
+	md, err := cl.Metadata(ctx, req)
+	if err != nil {
+		fmt.Fprintf(stderr, "azkafka diagnose: no metadata from %s: %v (check the address, the network path and that the listener is PLAINTEXT)\n", strings.Join(addrs, ","), err)
+		return exitFail
+	}
+
+	out := diagnoseOutput{ClientID: id.ClientID, AZ: id.AZ, AZSource: id.AZSource, InterzoneLB: id.InterzoneLB, RackAware: id.RackAwarePartitioning}
+	inZone := map[int]bool{}
+	for _, b := range md.Brokers {
+		addr := net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
+		local := id.AZ != "" && b.Rack == id.AZ
+		inZone[b.ID] = local
+		out.Brokers = append(out.Brokers, diagnoseBroker{ID: b.ID, Addr: addr, Rack: b.Rack, InZone: local, RTTms: brokerRTT(ctx, cl, addr)})
+	}
+	slices.SortFunc(out.Brokers, func(a, b diagnoseBroker) int { return a.ID - b.ID })
+	racks := 0
+	for _, b := range out.Brokers {
+		if b.Rack != "" {
+			racks++
+		}
+	}
+	for _, t := range md.Topics {
+		if t.Internal || t.Error != nil {
+			continue
+		}
+		dt := diagnoseTopic{Name: t.Name, Partitions: len(t.Partitions), InZone: []int{}}
+		all := []int{}
+		for _, p := range t.Partitions {
+			all = append(all, p.ID)
+			if inZone[p.Leader.ID] {
+				dt.LeadersInZone++
+				dt.InZone = append(dt.InZone, p.ID)
+			}
+		}
+		slices.Sort(dt.InZone)
+		slices.Sort(all)
+		dt.KeylessPartitions = all
+		if id.RackAwarePartitioning && len(dt.InZone) > 0 {
+			dt.KeylessPartitions = dt.InZone
+		}
+		out.Topics = append(out.Topics, dt)
+	}
+	slices.SortFunc(out.Topics, func(a, b diagnoseTopic) int { return strings.Compare(a.Name, b.Name) })
+	out.Advice = diagnoseAdvice(out, racks)
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "azkafka diagnose: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
+	az := out.AZ
+	if az == "" {
+		az = "unknown"
+	}
+	fmt.Fprintf(stdout, "client ID  %s\nAZ         %s (%s)\n\nbrokers:\n", out.ClientID, az, out.AZSource)
+	for _, b := range out.Brokers {
+		rtt := "no answer"
+		if b.RTTms >= 0 {
+			rtt = fmt.Sprintf("%.2f ms", b.RTTms)
+		}
+		fmt.Fprintf(stdout, "  %-4d %-24s rack %-12q in zone %-5v rtt %s\n", b.ID, b.Addr, b.Rack, b.InZone, rtt)
+	}
+	fmt.Fprintln(stdout, "\ntopics (partition leaders in the client's zone):")
+	for _, t := range out.Topics {
+		fmt.Fprintf(stdout, "  %-30s %d of %d %v\n", t.Name, t.LeadersInZone, t.Partitions, t.InZone)
+	}
+	fmt.Fprintln(stdout, "\nthe SDK would:")
+	for _, a := range out.Advice {
+		fmt.Fprintf(stdout, "  - %s\n", a)
+	}
+	return exitOK
+}
+
+// brokerRTT is the best of 3 ApiVersions round trips to addr, in ms, after
+// a first one that opens the connection; -1 when it does not answer.
+func brokerRTT(ctx context.Context, cl *kafka.Client, addr string) float64 {
+	if _, err := cl.ApiVersions(ctx, &kafka.ApiVersionsRequest{Addr: kafka.TCP(addr)}); err != nil {
+		return -1
+	}
+	best := time.Duration(-1)
+	for range 3 {
+		start := time.Now()
+		if _, err := cl.ApiVersions(ctx, &kafka.ApiVersionsRequest{Addr: kafka.TCP(addr)}); err != nil {
+			return -1
+		}
+		if d := time.Since(start); best < 0 || d < best {
+			best = d
+		}
+	}
+	return float64(best.Microseconds()) / 1000
+}
+
+// diagnoseAdvice says what the SDK would do with this cluster.
+func diagnoseAdvice(out diagnoseOutput, racks int) []string {
+	var a []string
+	if out.InterzoneLB {
+		a = append(a, "send warpstream_interzone_lb=true (WarpStream agents close connections from other zones; Apache Kafka ignores it)")
+	} else {
+		a = append(a, "not ask for interzone load balancing (AZKAFKA_INTERZONE_LB=false)")
+	}
+	switch {
+	case out.AZ == "":
+		a = append(a, "not know its zone: set AZKAFKA_AZ, or see azkafka detect; without it nothing below can stay in-zone")
+	case racks == 0:
+		a = append(a, "find no broker rack: set broker.rack on the brokers for rack-aware partitioning and zone-aware assignment to work")
+	}
+	localBrokers := 0
+	for _, b := range out.Brokers {
+		if b.InZone {
+			localBrokers++
+		}
+	}
+	if out.AZ != "" && racks > 0 && localBrokers == 0 {
+		a = append(a, fmt.Sprintf("find no broker with rack %q: compare the racks above with the AZ (on MSK set AZKAFKA_AZ_FORMAT=id)", out.AZ))
+	}
+	for _, t := range out.Topics {
+		switch {
+		case !out.RackAware:
+			a = append(a, fmt.Sprintf("topic %s: spread keyless messages over all %d partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use the %d led in-zone)",
+				t.Name, t.Partitions, t.LeadersInZone))
+		case t.LeadersInZone == 0:
+			a = append(a, fmt.Sprintf("topic %s: spread keyless messages over all %d partitions (no leader in-zone)", t.Name, t.Partitions))
+		default:
+			a = append(a, fmt.Sprintf("topic %s: send keyless messages to the %d partitions led in-zone %v; keyed messages keep their partition", t.Name, t.LeadersInZone, t.InZone))
+		}
+		if t.LeadersInZone > 0 {
+			a = append(a, fmt.Sprintf("topic %s: with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the %d partitions led here first, as far as balance allows", t.Name, t.LeadersInZone))
+		}
+	}
+	return a
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/kproxy"
+)
+
+// rackedBroker starts an embedded broker with topic "events" (4
+// partitions) behind a proxy that gives it the rack rack, and returns the
+// proxy's address.
+func rackedBroker(t *testing.T, rack string) string {
+	t.Helper()
+	c := embedded.StartT(t, embedded.Topic("events", 4))
+	p, err := kproxy.Start(c.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	p.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != 3 {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			t.Errorf("decoding metadata: %v", err)
+			return resp
+		}
+		mr := r.(*kmsg.MetadataResponse)
+		for i := range mr.Brokers {
+			mr.Brokers[i].Rack = &rack
+		}
+		return kproxy.EncodeResponse(req, mr)
+	})
+	return p.Addr()
+}
+
+func TestDiagnoseCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rack      string
+		env       map[string]string
+		wantLocal bool
+		keyless   int    // partitions keyless messages would use
+		advice    string // in one line of advice
+	}{
+		{"in zone, rack-aware", "az-a", map[string]string{"AZKAFKA_AZ": "az-a", "AZKAFKA_RACK_AWARE_PARTITIONING": "true"}, true, 4,
+			"send keyless messages to the 4 partitions led in-zone [0 1 2 3]"},
+		{"in zone, option off", "az-a", map[string]string{"AZKAFKA_AZ": "az-a"}, true, 4,
+			"AZKAFKA_RACK_AWARE_PARTITIONING=true would use the 4 led in-zone"},
+		{"other zone", "az-b", map[string]string{"AZKAFKA_AZ": "az-a", "AZKAFKA_RACK_AWARE_PARTITIONING": "true"}, false, 4,
+			`find no broker with rack "az-a"`},
+		{"no racks", "", map[string]string{"AZKAFKA_AZ": "az-a"}, false, 4,
+			"find no broker rack"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withClientIDEnv(t, tc.env, nil)
+			addr := rackedBroker(t, tc.rack)
+			var stdout, stderr bytes.Buffer
+			if st := run([]string{"diagnose", "--bootstrap", addr, "--json", "--topic", "events"}, nil, &stdout, &stderr); st != exitOK {
+				t.Fatalf("status %d, stderr %s", st, stderr.String())
+			}
+			var out diagnoseOutput
+			if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+				t.Fatalf("%v in %s", err, stdout.String())
+			}
+			if out.AZ != "az-a" || !strings.Contains(out.ClientID, "warpstream_az=az-a") {
+				t.Errorf("AZ %q, client ID %q", out.AZ, out.ClientID)
+			}
+			if len(out.Brokers) != 1 || out.Brokers[0].Rack != tc.rack || out.Brokers[0].InZone != tc.wantLocal || out.Brokers[0].RTTms < 0 {
+				t.Fatalf("brokers %+v; want one with rack %q, in zone %v and an RTT", out.Brokers, tc.rack, tc.wantLocal)
+			}
+			if len(out.Topics) != 1 || out.Topics[0].Partitions != 4 || len(out.Topics[0].KeylessPartitions) != tc.keyless {
+				t.Fatalf("topics %+v", out.Topics)
+			}
+			if want := map[bool]int{true: 4, false: 0}[tc.wantLocal]; out.Topics[0].LeadersInZone != want {
+				t.Errorf("leaders in zone %d, want %d", out.Topics[0].LeadersInZone, want)
+			}
+			if !strings.Contains(strings.Join(out.Advice, "\n"), tc.advice) {
+				t.Errorf("advice %q lacks %q", out.Advice, tc.advice)
+			}
+			// The text form carries the same facts.
+			stdout.Reset()
+			if st := run([]string{"diagnose", "--bootstrap", addr, "--topic", "events"}, nil, &stdout, &stderr); st != exitOK {
+				t.Fatalf("text: status %d, stderr %s", st, stderr.String())
+			}
+			for _, want := range []string{out.Brokers[0].Addr, "events", tc.advice} {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("text output lacks %q:\n%s", want, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+func TestDiagnoseCommandErrors(t *testing.T) {
+	withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "az-a"}, nil)
+	for _, tc := range []struct {
+		args       []string
+		env        map[string]string
+		wantStatus int
+		wantErr    string
+	}{
+		{[]string{}, nil, exitUsage, "--bootstrap is required"},
+		{[]string{"--bootstrap", "broker"}, nil, exitUsage, `"broker" is not host:port`},
+		{[]string{"--bootstrap", "127.0.0.1:9", "--timeout", "0s"}, nil, exitUsage, "--timeout=0s"},
+		{[]string{"--bootstrap", "127.0.0.1:1", "--timeout", "2s"}, nil, exitFail, "no metadata from 127.0.0.1:1"},
+		{[]string{"--bootstrap", "127.0.0.1:1"}, map[string]string{"AZKAFKA_AZ": "az-a", "AZKAFKA_RACK_AWARE_PARTITIONING": "maybe"}, exitUsage,
+			`AZKAFKA_RACK_AWARE_PARTITIONING="maybe": want true or false`},
+	} {
+		if tc.env != nil {
+			withClientIDEnv(t, tc.env, nil)
+		}
+		var stdout, stderr bytes.Buffer
+		if st := run(append([]string{"diagnose"}, tc.args...), nil, &stdout, &stderr); st != tc.wantStatus || !strings.Contains(stderr.String(), tc.wantErr) {
+			t.Errorf("%v: status %d, stderr %q; want %d and %q", tc.args, st, stderr.String(), tc.wantStatus, tc.wantErr)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package sdk
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+
+	"github.com/segmentio/kafka-go"
+	metaAPI "github.com/segmentio/kafka-go/protocol/metadata"
+)
+
+// rackAwareBalancer wraps the user's kafka.Balancer for rack-aware
+// partitioning of keyless messages (what Java's producer calls
+// partitioner.rack.aware): a message without a key goes to one of the
+// partitions whose leader's rack is the client's AZ, chosen by the user's
+// balancer among them; when no leader is in the AZ, among all partitions.
+// A message with a key is handed to the user's balancer with every
+// partition, so keyed placement never changes.
+//
+// The leaders' racks come from the Transport's metadata (refresh), which
+// kafka-go refreshes every MetadataTTL and the Writer refreshes before a
+// resend: a leader that moved is seen at the latest then.
+//
+// Balance is safe for concurrent use as far as the inner balancer is.
+type rackAwareBalancer struct {
+	inner kafka.Balancer
+	topic string // the Writer's Topic, for messages that name none
+	az    string
+	view  atomic.Pointer[rackView]
+}
+
+// rackView is one metadata snapshot: per topic, its partition count and
+// the partitions led by a broker of the client's AZ, in increasing order.
+type rackView struct {
+	topics map[string]rackTopic
+}
+
+type rackTopic struct {
+	partitions int
+	local      []int
+	isLocal    []bool // indexed by partition
+}
+
+func newRackAwareBalancer(inner kafka.Balancer, topic, az string) *rackAwareBalancer {
+	if inner == nil {
+		inner = &kafka.RoundRobin{}
+	}
+	return &rackAwareBalancer{inner: inner, topic: topic, az: az}
+}
+
+// Balance implements kafka.Balancer.
+func (b *rackAwareBalancer) Balance(msg kafka.Message, partitions ...int) int {
+	if len(msg.Key) > 0 {
+		return b.inner.Balance(msg, partitions...)
+	}
+	if local := b.localPartitions(msg.Topic, partitions); len(local) > 0 {
+		return b.inner.Balance(msg, local...)
+	}
+	return b.inner.Balance(msg, partitions...)
+}
+
+// localPartitions returns the subset of partitions led in the client's AZ,
+// nil when there is none or the racks are unknown. It does not modify
+// partitions (kafka-go shares that slice between calls).
+func (b *rackAwareBalancer) localPartitions(topic string, partitions []int) []int {
+	if topic == "" {
+		topic = b.topic
+	}
+	v := b.view.Load()
+	if v == nil {
+		return nil
+	}
+	t, ok := v.topics[topic]
+	if !ok || len(t.local) == 0 {
+		return nil
+	}
+	if isIdentity(partitions, t.partitions) {
+		return t.local // read only: balancers do not modify their input
+	}
+	var out []int
+	for _, p := range partitions {
+		if p >= 0 && p < len(t.isLocal) && t.isLocal[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// isIdentity reports whether partitions is 0..n-1, which is what both
+// produce paths pass.
+func isIdentity(partitions []int, n int) bool {
+	if len(partitions) != n {
+		return false
+	}
+	return n == 0 || (partitions[0] == 0 && partitions[n-1] == n-1)
+}
+
+// refresh reads the leaders' racks of topics from the Transport's metadata
+// (kafka-go answers from its cache) and makes them the view. On error the
+// previous view stays: the write that follows reports the problem.
+func (b *rackAwareBalancer) refresh(ctx context.Context, rt kafka.RoundTripper, addr net.Addr, topics []string) error {
+	r, err := rt.RoundTrip(ctx, addr, &metaAPI.Request{TopicNames: topics})
+	if err != nil {
+		return err
+	}
+	b.view.Store(newRackView(r.(*metaAPI.Response), b.az))
+	return nil
+}
+
+// newRackView builds the view of resp for a client in az.
+func newRackView(resp *metaAPI.Response, az string) *rackView {
+	local := make(map[int32]bool, len(resp.Brokers))
+	for _, br := range resp.Brokers {
+		if az != "" && br.Rack == az {
+			local[br.NodeID] = true
+		}
+	}
+	v := &rackView{topics: make(map[string]rackTopic, len(resp.Topics))}
+	for _, t := range resp.Topics {
+		if t.ErrorCode != 0 {
+			continue
+		}
+		n := 0
+		for _, p := range t.Partitions {
+			if int(p.PartitionIndex) >= n {
+				n = int(p.PartitionIndex) + 1
+			}
+		}
+		rt := rackTopic{partitions: len(t.Partitions), isLocal: make([]bool, n)}
+		for _, p := range t.Partitions {
+			if p.LeaderID >= 0 && local[p.LeaderID] {
+				rt.isLocal[p.PartitionIndex] = true
+			}
+		}
+		for p, ok := range rt.isLocal {
+			if ok {
+				rt.local = append(rt.local, p)
+			}
+		}
+		v.topics[t.Name] = rt
+	}
+	return v
+}
+
+// keylessTopics returns the topics of the keyless messages of msgs, nil
+// when every message has a key.
+func keylessTopics(msgs []kafka.Message, writerTopic string) []string {
+	var out []string
+	for i := range msgs {
+		if len(msgs[i].Key) > 0 {
+			continue
+		}
+		t := msgs[i].Topic
+		if t == "" {
+			t = writerTopic
+		}
+		if t == "" {
+			continue // the write reports the missing topic
+		}
+		if len(out) == 0 {
+			out = []string{t}
+			continue
+		}
+		found := false
+		for _, have := range out {
+			if have == t {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// refreshRacks refreshes the rack view for the keyless messages of msgs.
+func (w *Writer) refreshRacks(ctx context.Context, msgs []kafka.Message) {
+	topics := keylessTopics(msgs, w.inner.Topic)
+	if len(topics) == 0 {
+		return
+	}
+	if err := w.rack.refresh(ctx, w.transport, w.inner.Addr, topics); err != nil {
+		w.s.logger.Debug("azkafka: rack-aware partitioning: metadata unavailable, keeping the previous leaders", "err", err)
+	}
+}
