@@ -399,7 +399,7 @@ func newQueue(iw *idempotentWriter) *queue {
 // partitions' queues; c is the waiting call, nil in async mode.
 func (q *queue) enqueue(msgs []kafka.Message, where []assigned, c *call) error {
 	now := time.Now()
-	full := c != nil
+	full := c != nil // wake the loop: a sync call, a new deadline or a full batch
 	q.mu.Lock()
 	if q.closing {
 		q.mu.Unlock()
@@ -412,7 +412,10 @@ func (q *queue) enqueue(msgs []kafka.Message, where []assigned, c *call) error {
 			q.parts[a] = pp
 		}
 		if len(pp.msgs) == 0 {
+			// The partition's BatchTimeout starts now: the loop must
+			// learn of it, or an idle loop would sleep past it.
 			pp.since = now
+			full = true
 		}
 		pp.msgs = append(pp.msgs, msgs[i])
 		if c != nil {
