@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,9 @@ type Config struct {
 	// Compression of the record batches. Default: none.
 	Compression compress.Compression
 	// Timeout is the Produce request's timeout, which the broker applies
-	// to replication. Default: 10s.
+	// to replication. The client waits for each answer that long and a
+	// margin (up to 2s) more before it counts the attempt as timed out.
+	// Default: 10s.
 	Timeout time.Duration
 	// Policy bounds the attempts of a batch and spaces them. Default: the
 	// zero retry.Policy.
@@ -384,6 +387,19 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 				}
 			}
 		}
+		if err := ctx.Err(); err != nil {
+			// Never send once the caller gave up: a batch not sent now
+			// was not stored by this call (unless an earlier attempt's
+			// outcome is unknown, which fail reports).
+			for _, b := range pending {
+				cause := err
+				if b.retryErr != nil {
+					cause = fmt.Errorf("%w (not resent: %w)", b.retryErr, err)
+				}
+				p.fail(b, cause)
+			}
+			return nil
+		}
 		stale = p.send(ctx, pending)
 	}
 }
@@ -436,21 +452,43 @@ func (p *Producer) succeed(b *Batch, offset int64, duplicate bool) {
 	}
 }
 
+// attemptMargin is how much longer the client waits for a Produce answer
+// than the timeout the request gives the broker, so that a broker that
+// answers at its timeout is heard.
+const attemptMargin = 2 * time.Second
+
+// attemptTimeout bounds one attempt: the broker's timeout and a margin.
+func (p *Producer) attemptTimeout() time.Duration {
+	return p.cfg.Timeout + min(attemptMargin, p.cfg.Timeout)
+}
+
+// attemptTimedOut reports whether err ended an attempt, bounded by ctx
+// (deadline) within parent, because the attempt's time ran out, not the
+// caller's. kafka-go sets the socket deadline to ctx's, so the socket's
+// i/o timeout may come back before ctx's own timer fired.
+func attemptTimedOut(parent, ctx context.Context, err error, deadline time.Time) bool {
+	if parent.Err() != nil {
+		return false
+	}
+	return ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)
+}
+
 // errAttemptTimeout is the error of an attempt that got no answer within
 // Config.Timeout: its outcome is unknown, and a resend is safe.
 var errAttemptTimeout = errors.New("produce: no answer within the request timeout")
 
 // send makes one attempt for every batch of pending: one request per
-// leader, in parallel, each bounded by Config.Timeout (as kafka-go bounds
+// leader, in parallel, each bounded by Config.Timeout and a margin (as kafka-go bounds
 // each produce by WriteTimeout), so that a connection that went silent
 // costs an attempt, not the caller's whole deadline.
 // It reports whether the round proved the Transport's metadata stale: the
 // lookup failed, or a broker refused a batch as not the leader.
 func (p *Producer) send(parent context.Context, pending []*Batch) (stale bool) {
-	ctx, cancel := context.WithTimeoutCause(parent, p.cfg.Timeout, errAttemptTimeout)
+	deadline := time.Now().Add(p.attemptTimeout())
+	ctx, cancel := context.WithDeadlineCause(parent, deadline, errAttemptTimeout)
 	defer cancel()
 	groups, lookupErr := p.byLeader(ctx, pending)
-	if lookupErr != nil && parent.Err() == nil && context.Cause(ctx) == errAttemptTimeout {
+	if lookupErr != nil && attemptTimedOut(parent, ctx, lookupErr, deadline) {
 		lookupErr = fmt.Errorf("%w: %w", errAttemptTimeout, lookupErr)
 	}
 	if lookupErr != nil {
@@ -466,7 +504,7 @@ func (p *Producer) send(parent context.Context, pending []*Batch) (stale bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if p.sendOne(ctx, g) {
+			if p.sendOne(parent, ctx, deadline, g) {
 				staleLeader.Store(true)
 			}
 		}()
@@ -518,7 +556,7 @@ func (p *Producer) byLeader(ctx context.Context, batches []*Batch) ([][]*Batch, 
 // sendOne sends batches, all led by one broker, in one Produce request.
 // It reports whether the answer shows the metadata stale (a partition
 // not led by that broker, or kafka-go unable to route the request).
-func (p *Producer) sendOne(ctx context.Context, batches []*Batch) (stale bool) {
+func (p *Producer) sendOne(parent, ctx context.Context, deadline time.Time, batches []*Batch) (stale bool) {
 	req := &rawproduce.Request{Acks: int16(kafka.RequireAll), Timeout: int32(p.cfg.Timeout / time.Millisecond)}
 	for _, b := range batches {
 		b.Attempts++
@@ -548,7 +586,16 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) (stale bool) {
 			}
 			return true
 		}
-		if ctx.Err() != nil && context.Cause(ctx) == errAttemptTimeout {
+		if ctx.Err() != nil {
+			// kafka-go returns on a done ctx while its connection may
+			// still be encoding the request from b.buf: leave that
+			// buffer to it, and keep a copy, so that neither a new
+			// header nor Release touches bytes still being read.
+			for _, b := range batches {
+				b.buf = bytes.Clone(b.buf)
+			}
+		}
+		if attemptTimedOut(parent, ctx, err, deadline) {
 			err = fmt.Errorf("%w: %w", errAttemptTimeout, err)
 		}
 		for _, b := range batches {
@@ -601,6 +648,13 @@ func (p *Producer) handle(ctx context.Context, b *Batch, rp *produceAPI.Response
 		// batch is the only one in flight, so it can start a new epoch
 		// at sequence 0.
 		err := brokerError(code, rp.ErrorMessage)
+		if b.unknown {
+			// An earlier attempt may have stored the batch: sending it
+			// again under a new epoch could store it twice. It fails as
+			// ambiguous, and the partition moves to a new epoch.
+			p.fail(b, fmt.Errorf("produce: %s/%d rejected after an attempt whose outcome is unknown: %w", b.Topic, b.Partition, err))
+			return
+		}
 		if b.bumpsLeft == 0 {
 			p.fail(b, fmt.Errorf("produce: %s/%d still rejected after new epochs: %w", b.Topic, b.Partition, err))
 			return
@@ -628,8 +682,15 @@ func (p *Producer) handle(ctx context.Context, b *Batch, rp *produceAPI.Response
 		}
 		// A timeout may have stored the batch; a moved leader did not,
 		// but treating every retried error as unknown costs at most an
-		// epoch bump.
-		p.retryOrFail(b, err, true)
+		// epoch bump. The errors below refuse the batch as a whole,
+		// before it is appended: it was not stored.
+		switch code {
+		case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidRecord, kafka.InvalidMessage,
+			kafka.TopicAuthorizationFailed, kafka.InvalidRequiredAcks, kafka.UnsupportedForMessageFormat:
+			p.retryOrFail(b, err, false)
+		default:
+			p.retryOrFail(b, err, true)
+		}
 	}
 }
 
