@@ -78,6 +78,8 @@ type Batch struct {
 	unknown   bool // an attempt's outcome is unknown
 	retryErr  error
 	done      bool
+	reported  bool // done, its partition freed and onDone called
+	onDone    func(*Batch)
 	bumpsLeft int
 }
 
@@ -307,6 +309,15 @@ func (p *Producer) partition(topic string, part int) *partition {
 // The error is not nil only when no batch could be sent at all: the
 // producer has no ID (an *InitError) or ctx ended while waiting for it.
 func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
+	return p.ProduceEach(ctx, batches, nil)
+}
+
+// ProduceEach is Produce that also calls done, when not nil, for each
+// batch as soon as its outcome is filled in, while other batches may
+// still be in flight; done runs once per batch, on any goroutine, and
+// not at all when the error is not nil. Once done runs, the batch's
+// partition is free for the next batch.
+func (p *Producer) ProduceEach(ctx context.Context, batches []*Batch, done func(*Batch)) error {
 	if err := p.Init(ctx); err != nil {
 		return err
 	}
@@ -324,10 +335,13 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 	for _, b := range batches {
 		b.part = p.partition(b.Topic, b.Partition)
 		b.part.mu.Lock()
+		b.onDone, b.reported = done, false
 	}
 	defer func() {
 		for _, b := range batches {
-			b.part.mu.Unlock()
+			if !b.reported {
+				b.part.mu.Unlock()
+			}
 		}
 	}()
 	for _, b := range batches {
@@ -351,6 +365,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 	attempts := p.cfg.Policy.Attempts()
 	stale := false
 	for round := 0; ; round++ {
+		p.finish(batches)
 		pending = pending[:0]
 		for _, b := range batches {
 			if b.done {
@@ -367,6 +382,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 			pending = append(pending, b)
 		}
 		if len(pending) == 0 {
+			p.finish(batches)
 			return nil
 		}
 		if round > 0 {
@@ -374,6 +390,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 				for _, b := range pending {
 					p.fail(b, fmt.Errorf("%w (not resent: %w)", b.retryErr, err))
 				}
+				p.finish(batches)
 				return nil
 			}
 			if p.cfg.Rediscover != nil {
@@ -398,6 +415,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 				}
 				p.fail(b, cause)
 			}
+			p.finish(batches)
 			return nil
 		}
 		stale = p.send(ctx, pending)
@@ -617,7 +635,24 @@ func (p *Producer) sendOne(parent, ctx context.Context, deadline time.Time, batc
 		}
 		p.handle(ctx, b, rp)
 	}
+	p.finish(batches)
 	return stale
+}
+
+// finish frees the partition of every batch of batches that is done and
+// not yet reported, and reports it. Each batch is finished by one
+// goroutine at a time: the one sending it, or Produce between rounds.
+func (p *Producer) finish(batches []*Batch) {
+	for _, b := range batches {
+		if !b.done || b.reported {
+			continue
+		}
+		b.reported = true
+		b.part.mu.Unlock()
+		if b.onDone != nil {
+			b.onDone(b)
+		}
+	}
 }
 
 func findPartition(res *produceAPI.Response, topic string, partition int) *produceAPI.ResponsePartition {

@@ -1,0 +1,107 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/kproxy"
+)
+
+// TestIdempotentSyncCallQueuedBehindStuckBatchEndsWithItsCtx: a sync
+// call whose messages wait behind another call's batch that gets no
+// answer returns its ctx's error once its ctx ends, and its messages are
+// never sent.
+func TestIdempotentSyncCallQueuedBehindStuckBatchEndsWithItsCtx(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("queued", 1))
+	px, err := kproxy.Start(c.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	held, release := make(chan struct{}), make(chan struct{})
+	var first bool
+	px.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key == 0 && !first { // one connection's responses run in order
+			first = true
+			close(held)
+			<-release // the first Produce answer waits for the test
+		}
+		return resp
+	})
+	w, err := NewWriter(&kafka.Writer{
+		Addr:         kafka.TCP(px.Addr()),
+		Topic:        "queued",
+		RequiredAcks: kafka.RequireAll,
+		WriteTimeout: 30 * time.Second, // the held attempt does not time out
+	}, WithAZ("az-a"), WithIdempotence(true), WithLogger(slog.New(slog.DiscardHandler)),
+		WithGetenv(func(string) string { return "" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseOnce := func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}
+	t.Cleanup(func() { releaseOnce(); w.Close() })
+	wait, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelWait()
+
+	resA := make(chan error, 1)
+	go func() { resA <- w.WriteMessages(wait, kafka.Message{Value: []byte("a")}) }()
+	select {
+	case <-held:
+	case <-wait.Done():
+		t.Fatal("call A's batch never reached the broker")
+	}
+
+	bctx, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	enqueued := make(chan struct{})
+	w.idem.q.mu.Lock()
+	w.idem.q.testEnqueued = func(ctx context.Context) {
+		if ctx == bctx {
+			close(enqueued)
+		}
+	}
+	w.idem.q.mu.Unlock()
+	resB := make(chan error, 1)
+	go func() { resB <- w.WriteMessages(bctx, kafka.Message{Value: []byte("b")}) }()
+	select {
+	case <-enqueued:
+	case <-wait.Done():
+		t.Fatal("call B's message never joined the queue")
+	}
+	cancelB()
+	select {
+	case err := <-resB:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("call B: %v, want context.Canceled", err)
+		}
+	case <-wait.Done():
+		t.Fatal("call B did not return within 10s of its ctx ending: it waited for call A's batch")
+	}
+
+	releaseOnce()
+	if err := <-resA; err != nil {
+		t.Fatalf("call A: %v", err)
+	}
+	// A later call's batch would carry b if it still waited in the queue.
+	if err := w.WriteMessages(wait, kafka.Message{Value: []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	got := deliverytest.ConsumeAll(wait, t, deliverytest.Topic{Addrs: c.Addrs(), Name: "queued", Partitions: 1})
+	if len(got) != 2 || got["a"] != 1 || got["c"] != 1 {
+		t.Fatalf("stored %v, want a and c once, b never", got)
+	}
+}
