@@ -270,8 +270,8 @@ func (iw *idempotentWriter) checkSizes(msgs []kafka.Message) error {
 //
 // When a synchronous call's ctx ends first, its messages still waiting in
 // the queues are never sent, it waits for its batches already in flight
-// (their resends stop), and it returns the ctx's error unless every
-// message was stored.
+// (their resends stop): each message's error in the kafka.WriteErrors
+// wraps the ctx's error.
 func (iw *idempotentWriter) write(ctx context.Context, msgs []kafka.Message) (fellBack bool, err error) {
 	if iw.closed.Load() {
 		return false, io.ErrClosedPipe
@@ -310,9 +310,6 @@ func (iw *idempotentWriter) write(ctx context.Context, msgs []kafka.Message) (fe
 		// call in it has seen its ctx end.
 		iw.q.withdraw(c)
 		<-c.done
-		if c.errs != nil {
-			return false, ctx.Err() // as kafka.Writer answers a call whose ctx ended
-		}
 	}
 	if c.errs == nil {
 		return false, nil
@@ -491,7 +488,7 @@ func (q *queue) withdraw(c *call) {
 			if c.errs == nil {
 				c.errs = make(kafka.WriteErrors, c.n)
 			}
-			c.errs[r.idx] = fmt.Errorf("not sent: %w", err)
+			c.errs[r.idx] = fmt.Errorf("sdk: message not sent: the call's ctx ended while it waited in its partition's queue: %w", err)
 			if c.remaining--; c.remaining == 0 {
 				close(c.done)
 			}

@@ -85,8 +85,9 @@ func TestIdempotentSyncCallQueuedBehindStuckBatchEndsWithItsCtx(t *testing.T) {
 	cancelB()
 	select {
 	case err := <-resB:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("call B: %v, want context.Canceled", err)
+		var werrs kafka.WriteErrors
+		if !errors.As(err, &werrs) || len(werrs) != 1 || !errors.Is(werrs[0], context.Canceled) {
+			t.Fatalf("call B: %v, want kafka.WriteErrors with one error wrapping context.Canceled", err)
 		}
 	case <-wait.Done():
 		t.Fatal("call B did not return within 10s of its ctx ending: it waited for call A's batch")
