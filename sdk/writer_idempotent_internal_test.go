@@ -12,6 +12,7 @@ import (
 	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/sdk/internal/produce"
 )
 
 // TestIdempotentSyncCallQueuedBehindStuckBatchEndsWithItsCtx: a sync
@@ -104,5 +105,53 @@ func TestIdempotentSyncCallQueuedBehindStuckBatchEndsWithItsCtx(t *testing.T) {
 	got := deliverytest.ConsumeAll(wait, t, deliverytest.Topic{Addrs: c.Addrs(), Name: "queued", Partitions: 1})
 	if len(got) != 2 || got["a"] != 1 || got["c"] != 1 {
 		t.Fatalf("stored %v, want a and c once, b never", got)
+	}
+}
+
+// TestIdempotentFlightOutlivesEndedCall: a flight that carries messages of
+// a call whose ctx already ended and of a live call is produced for the
+// live one: the ended call cannot cancel it before the live one counts.
+func TestIdempotentFlightOutlivesEndedCall(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("ended", 1))
+	w, err := NewWriter(&kafka.Writer{
+		Addr:         kafka.TCP(c.Addrs()[0]),
+		Topic:        "ended",
+		RequiredAcks: kafka.RequireAll,
+	}, WithAZ("az-a"), WithIdempotence(true), WithLogger(slog.New(slog.DiscardHandler)),
+		WithGetenv(func(string) string { return "" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("first")}); err != nil {
+		t.Fatal(err) // the producer ID and metadata are in place
+	}
+	ended, end := context.WithCancel(context.Background())
+	end()
+	q := w.idem.q
+	key := assigned{"ended", 0}
+	for i := range 200 { // each round gives the ended call's callback a head start
+		dead := &call{ctx: ended, n: 1, remaining: 1, done: make(chan struct{})}
+		live := &call{ctx: ctx, n: 1, remaining: 1, done: make(chan struct{})}
+		msgs := []kafka.Message{{Value: []byte("dead")}, {Value: []byte("live")}}
+		q.mu.Lock()
+		q.parts[key].busy = true
+		q.flying++
+		q.mu.Unlock()
+		q.flush(flight{
+			batches: []*produce.Batch{{Topic: key.topic, Partition: key.partition, Messages: msgs}},
+			calls:   [][]callRef{{{dead, 0}, {live, 0}}},
+		})
+		select {
+		case <-live.done:
+		case <-ctx.Done():
+			t.Fatal("the live call was never settled")
+		}
+		if live.errs != nil {
+			t.Fatalf("round %d: the live call's batch failed: %v", i, live.errs)
+		}
 	}
 }
