@@ -166,6 +166,7 @@ type Producer struct {
 	idMu     sync.Mutex
 	id       producerID
 	idSet    bool
+	fenced   bool // a broker holds a newer epoch of id: the next bump takes a new ID
 	initLock chan struct{} // held while InitProducerId is in flight
 
 	partsMu sync.Mutex
@@ -251,14 +252,14 @@ func (p *Producer) bump(ctx context.Context, from producerID) (producerID, error
 	if p.id != from {
 		return p.id, nil
 	}
-	if p.id.epoch < math.MaxInt16 {
+	if p.id.epoch < math.MaxInt16 && !p.fenced {
 		p.id.epoch++
 	} else {
 		id, err := p.initProducerID(ctx)
 		if err != nil {
 			return p.id, err
 		}
-		p.id = id
+		p.id, p.fenced = id, false
 	}
 	p.bumps.Add(1)
 	return p.id, nil
@@ -707,7 +708,13 @@ func (p *Producer) handle(ctx context.Context, b *Batch, rp *produceAPI.Response
 		b.retryErr = err
 	case kafka.InvalidProducerEpoch, kafka.ProducerFenced, kafka.InvalidProducerIDMapping:
 		// Another producer holds a newer epoch of this ID: resending
-		// cannot succeed. The partition takes a new epoch next time.
+		// cannot succeed. A bumped epoch could be that producer's own,
+		// so the partition's next batch takes a new producer ID.
+		p.idMu.Lock()
+		if p.id.id == b.head.ProducerID && p.id.epoch == b.head.ProducerEpoch {
+			p.fenced = true
+		}
+		p.idMu.Unlock()
 		b.part.reset = true
 		p.fail(b, brokerError(code, rp.ErrorMessage))
 	default:
