@@ -166,7 +166,7 @@ type Producer struct {
 	idMu     sync.Mutex
 	id       producerID
 	idSet    bool
-	fenced   bool // a broker holds a newer epoch of id: the next bump takes a new ID
+	fenced   bool          // a broker holds a newer epoch of id: the next bump takes a new ID
 	initLock chan struct{} // held while InitProducerId is in flight
 
 	partsMu sync.Mutex
