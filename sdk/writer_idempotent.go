@@ -641,7 +641,12 @@ func (q *queue) settle(f flight, i int, b *produce.Batch) {
 	q.iw.report(b)
 	b.Release()
 	q.mu.Lock()
-	q.parts[assigned{b.Topic, b.Partition}].busy = false
+	key := assigned{b.Topic, b.Partition}
+	pp := q.parts[key]
+	pp.busy = false
+	if len(pp.msgs) == 0 {
+		delete(q.parts, key) // a Writer over many partitions keeps only the ones in use
+	}
 	if f.calls != nil {
 		for _, r := range f.calls[i] {
 			c := r.c

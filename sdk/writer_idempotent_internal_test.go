@@ -155,3 +155,36 @@ func TestIdempotentFlightOutlivesEndedCall(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotentQueueForgetsIdlePartitions: once a partition's batches
+// are all settled and nothing waits, the queue keeps no state for it.
+func TestIdempotentQueueForgetsIdlePartitions(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("idle", 4))
+	w, err := NewWriter(&kafka.Writer{
+		Addr:         kafka.TCP(c.Addrs()[0]),
+		Topic:        "idle",
+		RequiredAcks: kafka.RequireAll,
+	}, WithAZ("az-a"), WithIdempotence(true), WithLogger(slog.New(slog.DiscardHandler)),
+		WithGetenv(func(string) string { return "" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msgs := make([]kafka.Message, 8) // round robin: every partition
+	for i := range msgs {
+		msgs[i].Value = []byte{byte('a' + i)}
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	q := w.idem.q
+	q.mu.Lock()
+	n := len(q.parts)
+	q.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("the queue keeps %d partitions after every message was settled, want 0", n)
+	}
+}
