@@ -138,7 +138,7 @@ func TestIdempotentFlightOutlivesEndedCall(t *testing.T) {
 		live := &call{ctx: ctx, n: 1, remaining: 1, done: make(chan struct{})}
 		msgs := []kafka.Message{{Value: []byte("dead")}, {Value: []byte("live")}}
 		q.mu.Lock()
-		q.parts[key].busy = true
+		q.parts[key] = &pendingPart{busy: true} // as the loop leaves it for a flight
 		q.flying++
 		q.mu.Unlock()
 		q.flush(flight{
