@@ -159,3 +159,58 @@ func TestProduceRefusedBatchIsNotAmbiguous(t *testing.T) {
 		t.Fatalf("%d epoch bumps, want 0", st.EpochBumps)
 	}
 }
+
+// While a new producer ID is being asked for, Stats answers: the request
+// does not hold the producer's ID lock.
+func TestProduceNewIDLeavesStatsFree(t *testing.T) {
+	r := newRig(t, 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a := &Batch{Topic: "t", Partition: 0, Messages: values("a", 1)}
+	if err := r.p.Produce(ctx, []*Batch{a}); err != nil || a.Err != nil {
+		t.Fatal(err, a.Err)
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var inits atomic.Int64
+	r.proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key == 22 && inits.Add(1) == 1 {
+			close(held)
+			<-release
+		}
+		return resp
+	})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	r.p.idMu.Lock()
+	r.p.fenced = true // as after INVALID_PRODUCER_EPOCH for the current epoch
+	r.p.idMu.Unlock()
+	r.p.partition("t", 0).reset = true
+	b := &Batch{Topic: "t", Partition: 0, Messages: values("b", 1)}
+	res := make(chan error, 1)
+	go func() { res <- r.p.Produce(ctx, []*Batch{b}) }()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("no InitProducerId for the new ID")
+	}
+	stats := make(chan Stats, 1)
+	go func() { stats <- r.p.Stats() }()
+	select {
+	case <-stats:
+	case <-ctx.Done():
+		t.Fatal("Stats blocked while InitProducerId was in flight")
+	}
+	close(release)
+	if err := <-res; err != nil || b.Err != nil {
+		t.Fatal(err, b.Err)
+	}
+	if st := r.p.Stats(); st.EpochBumps != 1 {
+		t.Fatalf("%d epoch bumps, want 1 (the new ID)", st.EpochBumps)
+	}
+	wantStored(t, r.stored(t, 0), values("a", 1), values("b", 1))
+}

@@ -245,22 +245,42 @@ func (p *Producer) initProducerID(ctx context.Context) (producerID, error) {
 // another partition did already, and returns the current ID and epoch.
 // Idempotent producers bump their epoch themselves (KIP-360): a broker
 // accepts a higher epoch for a producer ID when its sequence starts at 0.
-// At the last epoch the producer asks for a new producer ID instead.
+// At the last epoch, or once a broker fenced the current one, the
+// producer asks for a new producer ID instead.
 func (p *Producer) bump(ctx context.Context, from producerID) (producerID, error) {
 	p.idMu.Lock()
-	defer p.idMu.Unlock()
 	if p.id != from {
+		defer p.idMu.Unlock()
 		return p.id, nil
 	}
 	if p.id.epoch < math.MaxInt16 && !p.fenced {
+		defer p.idMu.Unlock()
 		p.id.epoch++
-	} else {
-		id, err := p.initProducerID(ctx)
-		if err != nil {
-			return p.id, err
-		}
-		p.id, p.fenced = id, false
+		p.bumps.Add(1)
+		return p.id, nil
 	}
+	p.idMu.Unlock()
+	// A new producer ID: one request at a time, without holding idMu
+	// (Stats and other partitions' sequence stay free), each attempt
+	// bounded like a produce attempt.
+	select {
+	case p.initLock <- struct{}{}:
+	case <-ctx.Done():
+		return p.current(), ctx.Err()
+	}
+	defer func() { <-p.initLock }()
+	if cur := p.current(); cur != from {
+		return cur, nil // another partition got it meanwhile
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, p.attemptTimeout(), errAttemptTimeout)
+	defer cancel()
+	id, err := p.initProducerID(actx)
+	if err != nil {
+		return p.current(), err
+	}
+	p.idMu.Lock()
+	defer p.idMu.Unlock()
+	p.id, p.fenced = id, false
 	p.bumps.Add(1)
 	return p.id, nil
 }
