@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ type idempotentWriter struct {
 	batchSize    int
 	batchBytes   int
 	batchTimeout time.Duration
+	timeout      time.Duration // WriteTimeout: bounds each attempt
 	allowCreate  bool
 	completion   func([]kafka.Message, error)
 	// explicit: idempotence was asked for (WithIdempotence(true) or the
@@ -84,6 +86,7 @@ func newIdempotentWriter(sw *Writer, w *kafka.Writer, explicit bool, source stri
 	if timeout <= 0 {
 		timeout = defaultWriteTimeout
 	}
+	iw.timeout = timeout
 	iw.p = produce.New(produce.Config{
 		Transport:   sw.transport,
 		Addr:        w.Addr,
@@ -109,10 +112,19 @@ func (iw *idempotentWriter) init(ctx context.Context) (fellBack bool, err error)
 	policy.ShouldRetry = func(err error) bool {
 		// kafka-go's Transport answers BrokerNotAvailable when it has no
 		// connection to the broker it picked yet: retried like a close.
-		return shouldRetry(err) || errors.Is(err, kafka.BrokerNotAvailable)
+		return shouldRetry(err) || errors.Is(err, kafka.BrokerNotAvailable) || errors.Is(err, errInitAttemptTimeout)
 	}
 	err = policy.Do(ctx, func(ctx context.Context) error {
-		err := iw.p.Init(ctx)
+		// Each attempt is bounded like a produce attempt, so that a
+		// connection gone silent costs an attempt, not the caller's
+		// whole deadline (or, with an async Writer's background ctx,
+		// every write forever).
+		actx, cancel := context.WithTimeoutCause(ctx, iw.timeout, errInitAttemptTimeout)
+		defer cancel()
+		err := iw.p.Init(actx)
+		if err != nil && ctx.Err() == nil && actx.Err() != nil {
+			err = fmt.Errorf("%w: %w", errInitAttemptTimeout, err)
+		}
 		if err != nil && policy.Retryable(err) {
 			iw.w.counters.transient.Add(1)
 			iw.w.counters.retries.Add(1)
@@ -135,6 +147,10 @@ func (iw *idempotentWriter) init(ctx context.Context) (fellBack bool, err error)
 	}
 	return true, nil
 }
+
+// errInitAttemptTimeout is the error of an InitProducerId attempt that got
+// no answer within the Writer's WriteTimeout; it is retried.
+var errInitAttemptTimeout = errors.New("no answer within WriteTimeout")
 
 // refusesProducerID reports whether err is the cluster's answer that it
 // gives this client no producer ID: not authorized (Kafka 4.x wants
@@ -251,6 +267,11 @@ func (iw *idempotentWriter) checkSizes(msgs []kafka.Message) error {
 // (messages of concurrent calls waiting in the same queues ride along),
 // while in async mode a queue is flushed when it holds BatchSize messages
 // or BatchBytes, or its oldest message waited BatchTimeout.
+//
+// When a synchronous call's ctx ends first, its messages still waiting in
+// the queues are never sent, it waits for its batches already in flight
+// (their resends stop): each message's error in the kafka.WriteErrors
+// wraps the ctx's error.
 func (iw *idempotentWriter) write(ctx context.Context, msgs []kafka.Message) (fellBack bool, err error) {
 	if iw.closed.Load() {
 		return false, io.ErrClosedPipe
@@ -281,7 +302,15 @@ func (iw *idempotentWriter) write(ctx context.Context, msgs []kafka.Message) (fe
 	if c == nil {
 		return false, nil
 	}
-	<-c.done // bounded: the call's ctx cancels its batches' resends
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		// Messages still waiting in their queues are never sent; those
+		// in flight end soon: the flight stops resending once every
+		// call in it has seen its ctx end.
+		iw.q.withdraw(c)
+		<-c.done
+	}
 	if c.errs == nil {
 		return false, nil
 	}
@@ -365,6 +394,10 @@ type queue struct {
 	closing bool
 	kick    chan struct{}
 	done    chan struct{}
+
+	// Test hooks, nil outside tests; called with mu held.
+	testEnqueued  func(ctx context.Context) // a sync call's messages joined the queues
+	testWithdrawn func(c *call)             // a sync call's waiting messages were withdrawn
 }
 
 type pendingPart struct {
@@ -399,7 +432,7 @@ func newQueue(iw *idempotentWriter) *queue {
 // partitions' queues; c is the waiting call, nil in async mode.
 func (q *queue) enqueue(msgs []kafka.Message, where []assigned, c *call) error {
 	now := time.Now()
-	full := c != nil
+	full := c != nil // wake the loop: a sync call, a new deadline or a full batch
 	q.mu.Lock()
 	if q.closing {
 		q.mu.Unlock()
@@ -412,7 +445,10 @@ func (q *queue) enqueue(msgs []kafka.Message, where []assigned, c *call) error {
 			q.parts[a] = pp
 		}
 		if len(pp.msgs) == 0 {
+			// The partition's BatchTimeout starts now: the loop must
+			// learn of it, or an idle loop would sleep past it.
 			pp.since = now
+			full = true
 		}
 		pp.msgs = append(pp.msgs, msgs[i])
 		if c != nil {
@@ -421,11 +457,47 @@ func (q *queue) enqueue(msgs []kafka.Message, where []assigned, c *call) error {
 		pp.bytes += produce.RecordSize(&msgs[i])
 		full = full || len(pp.msgs) >= q.iw.batchSize || pp.bytes+produce.BatchOverhead >= q.iw.batchBytes
 	}
+	if q.testEnqueued != nil && c != nil {
+		q.testEnqueued(c.ctx)
+	}
 	q.mu.Unlock()
 	if full {
 		q.wake()
 	}
 	return nil
+}
+
+// withdraw takes c's messages that wait in their queues, not yet in a
+// batch, out of them: they fail with c's ctx error and are never sent.
+func (q *queue) withdraw(c *call) {
+	err := c.ctx.Err()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, pp := range q.parts {
+		if !slices.ContainsFunc(pp.calls, func(r callRef) bool { return r.c == c }) {
+			continue
+		}
+		var msgs []kafka.Message
+		var calls []callRef
+		for i, r := range pp.calls {
+			if r.c != c {
+				msgs, calls = append(msgs, pp.msgs[i]), append(calls, r)
+				continue
+			}
+			pp.bytes -= produce.RecordSize(&pp.msgs[i])
+			if c.errs == nil {
+				c.errs = make(kafka.WriteErrors, c.n)
+			}
+			c.errs[r.idx] = fmt.Errorf("sdk: message not sent: the call's ctx ended while it waited in its partition's queue: %w", err)
+			if c.remaining--; c.remaining == 0 {
+				close(c.done)
+			}
+		}
+		pp.msgs, pp.calls = msgs, calls
+	}
+	if q.testWithdrawn != nil {
+		q.testWithdrawn(c)
+	}
 }
 
 func (q *queue) wake() {
@@ -512,15 +584,20 @@ func (q *queue) loop() {
 	}
 }
 
-// flush produces one flight and reports its batches. In sync mode its
-// resends stop once every call with a message in it has seen its ctx end.
+// flush produces one flight and reports each batch as soon as its
+// outcome is known. In sync mode its resends stop once every call with a
+// message in it has seen its ctx end.
 func (q *queue) flush(f flight) {
 	ctx := context.Background()
 	if f.calls != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
+		// live starts at 1 so that a call whose ctx is already done
+		// (its AfterFunc runs at once) cannot cancel the flight before
+		// the other calls are counted.
 		var live atomic.Int64
+		live.Store(1)
 		seen := make(map[*call]bool)
 		var stops []func() bool
 		for _, refs := range f.calls {
@@ -537,27 +614,40 @@ func (q *queue) flush(f flight) {
 				}))
 			}
 		}
+		if live.Add(-1) == 0 {
+			cancel()
+		}
 		defer func() {
 			for _, stop := range stops {
 				stop()
 			}
 		}()
 	}
-	if err := q.iw.p.Produce(ctx, f.batches); err != nil {
-		for _, b := range f.batches {
-			b.Err = err
-		}
-	}
-	for _, b := range f.batches {
-		q.iw.report(b)
-		b.Release()
-	}
-	q.mu.Lock()
+	index := make(map[*produce.Batch]int, len(f.batches))
 	for i, b := range f.batches {
-		q.parts[assigned{b.Topic, b.Partition}].busy = false
-		if f.calls == nil {
-			continue
+		index[b] = i
+	}
+	if err := q.iw.p.ProduceEach(ctx, f.batches, func(b *produce.Batch) { q.settle(f, index[b], b) }); err != nil {
+		for i, b := range f.batches {
+			b.Err = err
+			q.settle(f, i, b)
 		}
+	}
+}
+
+// settle reports batch i of f, frees its partition for the next batch and
+// settles its messages' calls.
+func (q *queue) settle(f flight, i int, b *produce.Batch) {
+	q.iw.report(b)
+	b.Release()
+	q.mu.Lock()
+	key := assigned{b.Topic, b.Partition}
+	pp := q.parts[key]
+	pp.busy = false
+	if len(pp.msgs) == 0 {
+		delete(q.parts, key) // a Writer over many partitions keeps only the ones in use
+	}
+	if f.calls != nil {
 		for _, r := range f.calls[i] {
 			c := r.c
 			if b.Err != nil {
@@ -571,7 +661,7 @@ func (q *queue) flush(f flight) {
 			}
 		}
 	}
-	q.flying -= len(f.batches)
+	q.flying--
 	q.mu.Unlock()
 	q.wake()
 }

@@ -98,8 +98,10 @@ func AppendBatch(dst []byte, h Header, msgs []kafka.Message, codec compress.Comp
 		if cerr := zw.Close(); err == nil {
 			err = cerr
 		}
-		*scratch = records
-		scratchPool.Put(scratch)
+		if cap(records) <= maxPooled { // one huge batch must not pin its memory
+			*scratch = records
+			scratchPool.Put(scratch)
+		}
 		if err != nil {
 			return dst[:start], fmt.Errorf("produce: compressing with %s: %w", codec, err)
 		}

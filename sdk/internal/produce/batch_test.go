@@ -265,3 +265,17 @@ func BenchmarkAppendBatch(b *testing.B) {
 		})
 	}
 }
+
+// A compressed batch larger than maxPooled leaves no scratch buffer of its
+// size in the pool.
+func TestAppendBatchPoolsNoHugeScratch(t *testing.T) {
+	msgs := []kafka.Message{{Value: make([]byte, maxPooled+1)}}
+	if _, err := AppendBatch(nil, Header{ProducerID: 1}, msgs, compress.Gzip, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if v := scratchPool.Get().(*[]byte); cap(*v) > maxPooled {
+			t.Fatalf("the pool holds a %d-byte scratch buffer, over the %d-byte bound", cap(*v), maxPooled)
+		}
+	}
+}

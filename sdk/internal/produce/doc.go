@@ -9,6 +9,9 @@
 //	err := p.Produce(ctx, []*produce.Batch{b}) // at most one Batch per partition
 //	// err: no producer ID; b.Err: this batch's outcome
 //
+// ProduceEach also reports each batch as soon as its outcome is known,
+// while the others may still be resent.
+//
 // The rules it follows, from the broker's side (KIP-98, KIP-360):
 //
 //   - A partition's sequence starts at 0 under each producer ID and epoch
@@ -21,8 +24,11 @@
 //     batches are stored in the order they were produced.
 //   - UNKNOWN_PRODUCER_ID, or OUT_OF_ORDER_SEQUENCE_NUMBER for the only
 //     batch in flight, means the broker lost the producer's state: the
-//     producer's epoch is bumped (InitProducerId with the current ID and
-//     epoch) and the partition starts again at sequence 0.
+//     producer's epoch is bumped and the partition starts again at
+//     sequence 0 — unless an earlier attempt of that batch has an unknown
+//     outcome: it may be stored, so it is an error, as below.
+//   - INVALID_PRODUCER_EPOCH or PRODUCER_FENCED: the batch fails at once,
+//     and the partition's next batch takes a new producer ID.
 //   - A batch whose outcome stays unknown after the retry budget is an
 //     error, and its partition moves to a new epoch before its next batch,
 //     so that the unknown sequence is never reused for other records.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,9 @@ type Config struct {
 	// Compression of the record batches. Default: none.
 	Compression compress.Compression
 	// Timeout is the Produce request's timeout, which the broker applies
-	// to replication. Default: 10s.
+	// to replication. The client waits for each answer that long and a
+	// margin (up to 2s) more before it counts the attempt as timed out.
+	// Default: 10s.
 	Timeout time.Duration
 	// Policy bounds the attempts of a batch and spaces them. Default: the
 	// zero retry.Policy.
@@ -75,6 +78,8 @@ type Batch struct {
 	unknown   bool // an attempt's outcome is unknown
 	retryErr  error
 	done      bool
+	reported  bool // done, its partition freed and onDone called
+	onDone    func(*Batch)
 	bumpsLeft int
 }
 
@@ -161,6 +166,7 @@ type Producer struct {
 	idMu     sync.Mutex
 	id       producerID
 	idSet    bool
+	fenced   bool          // a broker holds a newer epoch of id: the next bump takes a new ID
 	initLock chan struct{} // held while InitProducerId is in flight
 
 	partsMu sync.Mutex
@@ -239,22 +245,42 @@ func (p *Producer) initProducerID(ctx context.Context) (producerID, error) {
 // another partition did already, and returns the current ID and epoch.
 // Idempotent producers bump their epoch themselves (KIP-360): a broker
 // accepts a higher epoch for a producer ID when its sequence starts at 0.
-// At the last epoch the producer asks for a new producer ID instead.
+// At the last epoch, or once a broker fenced the current one, the
+// producer asks for a new producer ID instead.
 func (p *Producer) bump(ctx context.Context, from producerID) (producerID, error) {
 	p.idMu.Lock()
-	defer p.idMu.Unlock()
 	if p.id != from {
+		defer p.idMu.Unlock()
 		return p.id, nil
 	}
-	if p.id.epoch < math.MaxInt16 {
+	if p.id.epoch < math.MaxInt16 && !p.fenced {
+		defer p.idMu.Unlock()
 		p.id.epoch++
-	} else {
-		id, err := p.initProducerID(ctx)
-		if err != nil {
-			return p.id, err
-		}
-		p.id = id
+		p.bumps.Add(1)
+		return p.id, nil
 	}
+	p.idMu.Unlock()
+	// A new producer ID: one request at a time, without holding idMu
+	// (Stats and other partitions' sequence stay free), each attempt
+	// bounded like a produce attempt.
+	select {
+	case p.initLock <- struct{}{}:
+	case <-ctx.Done():
+		return p.current(), ctx.Err()
+	}
+	defer func() { <-p.initLock }()
+	if cur := p.current(); cur != from {
+		return cur, nil // another partition got it meanwhile
+	}
+	actx, cancel := context.WithTimeoutCause(ctx, p.attemptTimeout(), errAttemptTimeout)
+	defer cancel()
+	id, err := p.initProducerID(actx)
+	if err != nil {
+		return p.current(), err
+	}
+	p.idMu.Lock()
+	defer p.idMu.Unlock()
+	p.id, p.fenced = id, false
 	p.bumps.Add(1)
 	return p.id, nil
 }
@@ -304,6 +330,15 @@ func (p *Producer) partition(topic string, part int) *partition {
 // The error is not nil only when no batch could be sent at all: the
 // producer has no ID (an *InitError) or ctx ended while waiting for it.
 func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
+	return p.ProduceEach(ctx, batches, nil)
+}
+
+// ProduceEach is Produce that also calls done, when not nil, for each
+// batch as soon as its outcome is filled in, while other batches may
+// still be in flight; done runs once per batch, on any goroutine, and
+// not at all when the error is not nil. Once done runs, the batch's
+// partition is free for the next batch.
+func (p *Producer) ProduceEach(ctx context.Context, batches []*Batch, done func(*Batch)) error {
 	if err := p.Init(ctx); err != nil {
 		return err
 	}
@@ -321,10 +356,13 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 	for _, b := range batches {
 		b.part = p.partition(b.Topic, b.Partition)
 		b.part.mu.Lock()
+		b.onDone, b.reported = done, false
 	}
 	defer func() {
 		for _, b := range batches {
-			b.part.mu.Unlock()
+			if !b.reported {
+				b.part.mu.Unlock()
+			}
 		}
 	}()
 	for _, b := range batches {
@@ -348,6 +386,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 	attempts := p.cfg.Policy.Attempts()
 	stale := false
 	for round := 0; ; round++ {
+		p.finish(batches)
 		pending = pending[:0]
 		for _, b := range batches {
 			if b.done {
@@ -364,6 +403,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 			pending = append(pending, b)
 		}
 		if len(pending) == 0 {
+			p.finish(batches)
 			return nil
 		}
 		if round > 0 {
@@ -371,6 +411,7 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 				for _, b := range pending {
 					p.fail(b, fmt.Errorf("%w (not resent: %w)", b.retryErr, err))
 				}
+				p.finish(batches)
 				return nil
 			}
 			if p.cfg.Rediscover != nil {
@@ -383,6 +424,20 @@ func (p *Producer) Produce(ctx context.Context, batches []*Batch) error {
 					p.msgsResent.Add(int64(len(b.Messages)))
 				}
 			}
+		}
+		if err := ctx.Err(); err != nil {
+			// Never send once the caller gave up: a batch not sent now
+			// was not stored by this call (unless an earlier attempt's
+			// outcome is unknown, which fail reports).
+			for _, b := range pending {
+				cause := err
+				if b.retryErr != nil {
+					cause = fmt.Errorf("%w (not resent: %w)", b.retryErr, err)
+				}
+				p.fail(b, cause)
+			}
+			p.finish(batches)
+			return nil
 		}
 		stale = p.send(ctx, pending)
 	}
@@ -436,21 +491,43 @@ func (p *Producer) succeed(b *Batch, offset int64, duplicate bool) {
 	}
 }
 
+// attemptMargin is how much longer the client waits for a Produce answer
+// than the timeout the request gives the broker, so that a broker that
+// answers at its timeout is heard.
+const attemptMargin = 2 * time.Second
+
+// attemptTimeout bounds one attempt: the broker's timeout and a margin.
+func (p *Producer) attemptTimeout() time.Duration {
+	return p.cfg.Timeout + min(attemptMargin, p.cfg.Timeout)
+}
+
+// attemptTimedOut reports whether err ended an attempt, bounded by ctx
+// (deadline) within parent, because the attempt's time ran out, not the
+// caller's. kafka-go sets the socket deadline to ctx's, so the socket's
+// i/o timeout may come back before ctx's own timer fired.
+func attemptTimedOut(parent, ctx context.Context, err error, deadline time.Time) bool {
+	if parent.Err() != nil {
+		return false
+	}
+	return ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)
+}
+
 // errAttemptTimeout is the error of an attempt that got no answer within
 // Config.Timeout: its outcome is unknown, and a resend is safe.
 var errAttemptTimeout = errors.New("produce: no answer within the request timeout")
 
 // send makes one attempt for every batch of pending: one request per
-// leader, in parallel, each bounded by Config.Timeout (as kafka-go bounds
+// leader, in parallel, each bounded by Config.Timeout and a margin (as kafka-go bounds
 // each produce by WriteTimeout), so that a connection that went silent
 // costs an attempt, not the caller's whole deadline.
 // It reports whether the round proved the Transport's metadata stale: the
 // lookup failed, or a broker refused a batch as not the leader.
 func (p *Producer) send(parent context.Context, pending []*Batch) (stale bool) {
-	ctx, cancel := context.WithTimeoutCause(parent, p.cfg.Timeout, errAttemptTimeout)
+	deadline := time.Now().Add(p.attemptTimeout())
+	ctx, cancel := context.WithDeadlineCause(parent, deadline, errAttemptTimeout)
 	defer cancel()
 	groups, lookupErr := p.byLeader(ctx, pending)
-	if lookupErr != nil && parent.Err() == nil && context.Cause(ctx) == errAttemptTimeout {
+	if lookupErr != nil && attemptTimedOut(parent, ctx, lookupErr, deadline) {
 		lookupErr = fmt.Errorf("%w: %w", errAttemptTimeout, lookupErr)
 	}
 	if lookupErr != nil {
@@ -466,7 +543,7 @@ func (p *Producer) send(parent context.Context, pending []*Batch) (stale bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if p.sendOne(ctx, g) {
+			if p.sendOne(parent, ctx, deadline, g) {
 				staleLeader.Store(true)
 			}
 		}()
@@ -518,7 +595,7 @@ func (p *Producer) byLeader(ctx context.Context, batches []*Batch) ([][]*Batch, 
 // sendOne sends batches, all led by one broker, in one Produce request.
 // It reports whether the answer shows the metadata stale (a partition
 // not led by that broker, or kafka-go unable to route the request).
-func (p *Producer) sendOne(ctx context.Context, batches []*Batch) (stale bool) {
+func (p *Producer) sendOne(parent, ctx context.Context, deadline time.Time, batches []*Batch) (stale bool) {
 	req := &rawproduce.Request{Acks: int16(kafka.RequireAll), Timeout: int32(p.cfg.Timeout / time.Millisecond)}
 	for _, b := range batches {
 		b.Attempts++
@@ -548,7 +625,16 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) (stale bool) {
 			}
 			return true
 		}
-		if ctx.Err() != nil && context.Cause(ctx) == errAttemptTimeout {
+		if ctx.Err() != nil {
+			// kafka-go returns on a done ctx while its connection may
+			// still be encoding the request from b.buf: leave that
+			// buffer to it, and keep a copy, so that neither a new
+			// header nor Release touches bytes still being read.
+			for _, b := range batches {
+				b.buf = bytes.Clone(b.buf)
+			}
+		}
+		if attemptTimedOut(parent, ctx, err, deadline) {
 			err = fmt.Errorf("%w: %w", errAttemptTimeout, err)
 		}
 		for _, b := range batches {
@@ -570,7 +656,24 @@ func (p *Producer) sendOne(ctx context.Context, batches []*Batch) (stale bool) {
 		}
 		p.handle(ctx, b, rp)
 	}
+	p.finish(batches)
 	return stale
+}
+
+// finish frees the partition of every batch of batches that is done and
+// not yet reported, and reports it. Each batch is finished by one
+// goroutine at a time: the one sending it, or Produce between rounds.
+func (p *Producer) finish(batches []*Batch) {
+	for _, b := range batches {
+		if !b.done || b.reported {
+			continue
+		}
+		b.reported = true
+		b.part.mu.Unlock()
+		if b.onDone != nil {
+			b.onDone(b)
+		}
+	}
 }
 
 func findPartition(res *produceAPI.Response, topic string, partition int) *produceAPI.ResponsePartition {
@@ -601,6 +704,13 @@ func (p *Producer) handle(ctx context.Context, b *Batch, rp *produceAPI.Response
 		// batch is the only one in flight, so it can start a new epoch
 		// at sequence 0.
 		err := brokerError(code, rp.ErrorMessage)
+		if b.unknown {
+			// An earlier attempt may have stored the batch: sending it
+			// again under a new epoch could store it twice. It fails as
+			// ambiguous, and the partition moves to a new epoch.
+			p.fail(b, fmt.Errorf("produce: %s/%d rejected after an attempt whose outcome is unknown: %w", b.Topic, b.Partition, err))
+			return
+		}
 		if b.bumpsLeft == 0 {
 			p.fail(b, fmt.Errorf("produce: %s/%d still rejected after new epochs: %w", b.Topic, b.Partition, err))
 			return
@@ -618,7 +728,13 @@ func (p *Producer) handle(ctx context.Context, b *Batch, rp *produceAPI.Response
 		b.retryErr = err
 	case kafka.InvalidProducerEpoch, kafka.ProducerFenced, kafka.InvalidProducerIDMapping:
 		// Another producer holds a newer epoch of this ID: resending
-		// cannot succeed. The partition takes a new epoch next time.
+		// cannot succeed. A bumped epoch could be that producer's own,
+		// so the partition's next batch takes a new producer ID.
+		p.idMu.Lock()
+		if p.id.id == b.head.ProducerID && p.id.epoch == b.head.ProducerEpoch {
+			p.fenced = true
+		}
+		p.idMu.Unlock()
 		b.part.reset = true
 		p.fail(b, brokerError(code, rp.ErrorMessage))
 	default:
@@ -628,8 +744,15 @@ func (p *Producer) handle(ctx context.Context, b *Batch, rp *produceAPI.Response
 		}
 		// A timeout may have stored the batch; a moved leader did not,
 		// but treating every retried error as unknown costs at most an
-		// epoch bump.
-		p.retryOrFail(b, err, true)
+		// epoch bump. The errors below refuse the batch as a whole,
+		// before it is appended: it was not stored.
+		switch code {
+		case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge, kafka.InvalidRecord, kafka.InvalidMessage,
+			kafka.TopicAuthorizationFailed, kafka.InvalidRequiredAcks, kafka.UnsupportedForMessageFormat:
+			p.retryOrFail(b, err, false)
+		default:
+			p.retryOrFail(b, err, true)
+		}
 	}
 }
 

@@ -268,7 +268,7 @@ func TestProduceOutOfOrderBumpsEpoch(t *testing.T) {
 }
 
 // An epoch older than the broker's is fenced: one attempt, an error, no
-// spinning; the partition's next batch takes the current epoch.
+// spinning; the partition's next batch takes a new producer ID.
 func TestProduceFencedEpochNeverSpins(t *testing.T) {
 	r := newRig(t, 1, 10)
 	ctx := context.Background()
@@ -298,8 +298,17 @@ func TestProduceFencedEpochNeverSpins(t *testing.T) {
 	if !s.reset {
 		t.Fatal("partition not marked for a new epoch")
 	}
+	// The next batch must not reuse an epoch the broker has seen (b's):
+	// it takes a new producer ID, and is stored.
+	d := &Batch{Topic: "t", Partition: 0, Messages: values("d", 1)}
+	if err := r.p.Produce(ctx, []*Batch{d}); err != nil || d.Err != nil {
+		t.Fatal(err, d.Err)
+	}
+	if st := r.p.Stats(); st.ProducerID == cur.id {
+		t.Fatalf("after the fence the producer kept ID %d, want a new one", cur.id)
+	}
 	got := r.stored(t, 0)
-	wantStored(t, got, values("a", 1), values("b", 1))
+	wantStored(t, got, values("a", 1), values("b", 1), values("d", 1))
 }
 
 func TestProduceRejectsTwoBatchesOfOnePartition(t *testing.T) {
