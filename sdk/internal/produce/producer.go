@@ -625,14 +625,14 @@ func (p *Producer) sendOne(parent, ctx context.Context, deadline time.Time, batc
 			}
 			return true
 		}
-		if ctx.Err() != nil {
-			// kafka-go returns on a done ctx while its connection may
-			// still be encoding the request from b.buf: leave that
-			// buffer to it, and keep a copy, so that neither a new
-			// header nor Release touches bytes still being read.
-			for _, b := range batches {
-				b.buf = bytes.Clone(b.buf)
-			}
+		// kafka-go returns on a done ctx or a failed connection while
+		// its connection goroutine may still be encoding the request
+		// from b.buf (seen under the race detector with connections
+		// closed mid-request): leave that buffer to it, and keep a copy,
+		// so that neither a new header nor Release touches bytes still
+		// being read.
+		for _, b := range batches {
+			b.buf = bytes.Clone(b.buf)
 		}
 		if attemptTimedOut(parent, ctx, err, deadline) {
 			err = fmt.Errorf("%w: %w", errAttemptTimeout, err)
