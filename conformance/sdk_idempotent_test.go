@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"runtime"
@@ -36,30 +35,7 @@ func (r *sdkcRig) partitionValues(t *testing.T) [][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(r.addrs...)}
-	ends := r.endOffsets(t)
-	out := make([][]string, r.parts)
-	for p := 0; p < r.parts; p++ {
-		for off := int64(0); off < ends[p]; {
-			res, err := cl.Fetch(ctx, &kafka.FetchRequest{Topic: r.topic, Partition: p, Offset: off, MaxBytes: 16 << 20})
-			if err != nil || res.Error != nil {
-				t.Fatalf("fetch partition %d at %d: %v %v", p, off, err, res.Error)
-			}
-			for {
-				rec, err := res.Records.ReadRecord()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("partition %d at %d: %v", p, off, err)
-				}
-				v, _ := io.ReadAll(rec.Value)
-				out[p] = append(out[p], string(v))
-				off = rec.Offset + 1
-			}
-		}
-	}
-	return out
+	return deliverytest.PartitionValues(ctx, t, r.checkTopic())
 }
 
 // reorders counts, over every partition, the messages stored after a

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -25,38 +24,12 @@ import (
 )
 
 // partitionValues reads the values of every partition of the rig's topic
-// straight from the broker, in offset order.
+// from the broker, in offset order.
 func (r *faultRig) partitionValues(t testing.TB) [][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := &kafka.Client{Addr: kafka.TCP(r.readAddr())}
-	if r.tls != nil {
-		cl.Transport = &kafka.Transport{TLS: r.tls}
-	}
-	ends := r.endOffsets(t)
-	out := make([][]string, r.parts)
-	for p := 0; p < r.parts; p++ {
-		for off := int64(0); off < ends[p]; {
-			res, err := cl.Fetch(ctx, &kafka.FetchRequest{Topic: r.topic, Partition: p, Offset: off, MaxBytes: 16 << 20})
-			if err != nil || res.Error != nil {
-				t.Fatalf("fetch partition %d at %d: %v %v", p, off, err, res.Error)
-			}
-			for {
-				rec, err := res.Records.ReadRecord()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("partition %d at %d: %v", p, off, err)
-				}
-				v, _ := io.ReadAll(rec.Value)
-				out[p] = append(out[p], string(v))
-				off = rec.Offset + 1
-			}
-		}
-	}
-	return out
+	return deliverytest.PartitionValues(ctx, t, r.checkTopic())
 }
 
 // requireOrder checks that, in every partition, the messages handed to

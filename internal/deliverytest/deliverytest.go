@@ -115,6 +115,37 @@ func ConsumeAll(ctx context.Context, tb testing.TB, topic Topic) map[string]int 
 	return counts
 }
 
+// PartitionValues reads every partition of topic straight from the broker
+// and returns each partition's values in offset order: what per-partition
+// order checks compare with the order messages were handed over in.
+func PartitionValues(ctx context.Context, tb testing.TB, topic Topic) [][]string {
+	tb.Helper()
+	cl := topic.client()
+	ends := EndOffsets(ctx, tb, topic)
+	out := make([][]string, topic.Partitions)
+	for p := 0; p < topic.Partitions; p++ {
+		for off := int64(0); off < ends[p]; {
+			res, err := cl.Fetch(ctx, &kafka.FetchRequest{Topic: topic.Name, Partition: p, Offset: off, MaxBytes: 16 << 20})
+			if err != nil || res.Error != nil {
+				tb.Fatalf("fetch partition %d at %d: %v %v", p, off, err, res.Error)
+			}
+			for {
+				rec, err := res.Records.ReadRecord()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					tb.Fatalf("partition %d at %d: %v", p, off, err)
+				}
+				v, _ := io.ReadAll(rec.Value)
+				out[p] = append(out[p], string(v))
+				off = rec.Offset + 1
+			}
+		}
+	}
+	return out
+}
+
 // EndOffsets returns the end offset of every partition of topic.
 func EndOffsets(ctx context.Context, tb testing.TB, topic Topic) map[int]int64 {
 	tb.Helper()
