@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -122,7 +123,10 @@ func (iw *idempotentWriter) init(ctx context.Context) (fellBack bool, err error)
 		actx, cancel := context.WithTimeoutCause(ctx, iw.timeout, errInitAttemptTimeout)
 		defer cancel()
 		err := iw.p.Init(actx)
-		if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		// kafka-go puts actx's deadline on the socket too, so the
+		// attempt may end with an i/o timeout just before actx does.
+		dl, _ := actx.Deadline()
+		if err != nil && ctx.Err() == nil && (actx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(dl)) {
 			err = fmt.Errorf("%w: %w", errInitAttemptTimeout, err)
 		}
 		if err != nil && policy.Retryable(err) {
