@@ -19,5 +19,9 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	github.com/xdg-go/pbkdf2 v1.0.0 // indirect
+	github.com/xdg-go/scram v1.1.2 // indirect
+	github.com/xdg-go/stringprep v1.0.4 // indirect
 	golang.org/x/sys v0.46.0 // indirect
+	golang.org/x/text v0.23.0 // indirect
 )

@@ -41,6 +41,10 @@ type dedicatedBroker struct {
 	brokerPort int
 	ctrlPort   int
 	extra      []string // server.properties lines appended to the template
+	// named ports: @NAME@ in extra and formatArgs is a free port of its own
+	// (a further listener's), looked up with Port.
+	named      map[string]int
+	formatArgs []string // added to StorageTool format (e.g. --add-scram)
 	cmd        *exec.Cmd
 	exited     chan struct{} // closed when cmd has been waited for
 	starts     int
@@ -52,6 +56,27 @@ type dedicatedBroker struct {
 // test ends; if the test failed, the end of its log is printed first.
 func startDedicatedBroker(t *testing.T, extra ...string) *dedicatedBroker {
 	t.Helper()
+	return startDedicatedBrokerWith(t, dedicatedConfig{extra: extra})
+}
+
+// dedicatedConfig is what a test adds to the dedicated broker's template.
+type dedicatedConfig struct {
+	// extra lines appended to server.properties (a later key overrides the
+	// template's).
+	extra []string
+	// ports names further free ports: @NAME@ in extra and formatArgs is
+	// replaced by the port's number.
+	ports []string
+	// formatArgs are added to kafka.tools.StorageTool format, e.g.
+	// --add-scram SCRAM-SHA-512=[name=u,password=p].
+	formatArgs []string
+}
+
+// startDedicatedBrokerWith is startDedicatedBroker with further ports and
+// format arguments.
+func startDedicatedBrokerWith(t *testing.T, dc dedicatedConfig) *dedicatedBroker {
+	t.Helper()
+	extra := dc.extra
 	cpFile := os.Getenv("AZKAFKA_CONFORMANCE_BROKER_CLASSPATH")
 	if cpFile == "" {
 		missing(t, "AZKAFKA_CONFORMANCE_BROKER_CLASSPATH is not set: run `make conformance`, which resolves the Kafka 4.3.1 jars (not done when AZKAFKA_CONFORMANCE_BROKERS names your own broker)")
@@ -60,7 +85,8 @@ func startDedicatedBroker(t *testing.T, extra ...string) *dedicatedBroker {
 	if err != nil || strings.TrimSpace(string(cp)) == "" {
 		missing(t, fmt.Sprintf("AZKAFKA_CONFORMANCE_BROKER_CLASSPATH=%q: no classpath in it (%v): run `make conformance`", cpFile, err))
 	}
-	b := &dedicatedBroker{t: t, java: javaBinary(t), classpath: strings.TrimSpace(string(cp)), dir: t.TempDir(), extra: extra}
+	b := &dedicatedBroker{t: t, java: javaBinary(t), classpath: strings.TrimSpace(string(cp)), dir: t.TempDir(), extra: extra,
+		formatArgs: dc.formatArgs, named: map[string]int{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			b.printLogTail(60)
@@ -70,8 +96,11 @@ func startDedicatedBroker(t *testing.T, extra ...string) *dedicatedBroker {
 	// A port picked free can be taken before the broker binds it; then try
 	// new ones.
 	for attempt := 1; ; attempt++ {
-		ports := freePorts(t, 2)
+		ports := freePorts(t, 2+len(dc.ports))
 		b.brokerPort, b.ctrlPort = ports[0], ports[1]
+		for i, name := range dc.ports {
+			b.named[name] = ports[2+i]
+		}
 		b.format()
 		err := b.start()
 		if err == nil {
@@ -88,6 +117,25 @@ func startDedicatedBroker(t *testing.T, extra ...string) *dedicatedBroker {
 // Addrs is the broker's bootstrap address.
 func (b *dedicatedBroker) Addrs() []string {
 	return []string{"127.0.0.1:" + strconv.Itoa(b.brokerPort)}
+}
+
+// Port is the number of the named port of dedicatedConfig.ports.
+func (b *dedicatedBroker) Port(name string) int {
+	p, ok := b.named[name]
+	if !ok {
+		b.t.Fatalf("dedicated broker: no port named %q", name)
+	}
+	return p
+}
+
+// expand replaces @NAME@ of every named port, @BROKER_PORT@ and
+// @CONTROLLER_PORT@.
+func (b *dedicatedBroker) expand(s string) string {
+	s = strings.NewReplacer("@BROKER_PORT@", strconv.Itoa(b.brokerPort), "@CONTROLLER_PORT@", strconv.Itoa(b.ctrlPort)).Replace(s)
+	for name, port := range b.named {
+		s = strings.ReplaceAll(s, "@"+name+"@", strconv.Itoa(port))
+	}
+	return s
 }
 
 // format writes server.properties and formats a fresh data dir, as run.sh
@@ -108,7 +156,7 @@ func (b *dedicatedBroker) format() {
 	conf := strings.NewReplacer("@BROKER_PORT@", strconv.Itoa(b.brokerPort),
 		"@CONTROLLER_PORT@", strconv.Itoa(b.ctrlPort), "@DATA_DIR@", data).Replace(string(tmpl))
 	if len(b.extra) > 0 {
-		conf += "\n# Added by the test that owns this broker.\n" + strings.Join(b.extra, "\n") + "\n"
+		conf += "\n# Added by the test that owns this broker.\n" + b.expand(strings.Join(b.extra, "\n")) + "\n"
 	}
 	if err := os.WriteFile(b.configPath(), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -117,8 +165,12 @@ func (b *dedicatedBroker) format() {
 	if _, err := rand.Read(id[:]); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(b.java, append(b.jvmFlags("-Xmx256m"), "kafka.tools.StorageTool", "format", "--standalone",
-		"-t", base64.RawURLEncoding.EncodeToString(id[:]), "-c", b.configPath())...)
+	args := append(b.jvmFlags("-Xmx256m"), "kafka.tools.StorageTool", "format", "--standalone",
+		"-t", base64.RawURLEncoding.EncodeToString(id[:]), "-c", b.configPath())
+	for _, a := range b.formatArgs {
+		args = append(args, b.expand(a))
+	}
+	cmd := exec.Command(b.java, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kafka.tools.StorageTool format -c %s: %v\n%s", b.configPath(), err, tail(out, 4096))
 	}

@@ -40,6 +40,13 @@ import (
 // caller gave up; this wins over any other error in the chain), and
 // timeouts (os.ErrDeadlineExceeded): a request that timed out may be slow
 // rather than lost, and blind resends double the load on a struggling broker.
+// Refusals are not transient either, so they reach the caller at once with
+// their cause instead of being retried until the budget runs out: a failed
+// SASL authentication (kafka.SASLAuthenticationFailed, as Kafka answers a
+// wrong password or an unknown user), an authorizer's refusal
+// (kafka.TopicAuthorizationFailed, ClusterAuthorizationFailed, ...), and a
+// broker certificate the client does not trust (crypto/tls's
+// CertificateVerificationError: unknown CA, expired, wrong host).
 //
 // IsTransient is safe for concurrent use.
 func IsTransient(err error) bool {

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -228,6 +229,12 @@ func TestIsTransientValues(t *testing.T) {
 		{"kafka MessageSizeTooLarge", kafka.MessageSizeTooLarge, false},
 		{"kafka TopicAuthorizationFailed", kafka.TopicAuthorizationFailed, false},
 		{"kafka InvalidTopic", kafka.InvalidTopic, false},
+		{"kafka SASLAuthenticationFailed", fmt.Errorf("could not authenticate with SASL: %w", kafka.SASLAuthenticationFailed), false},
+		{"kafka ClusterAuthorizationFailed", kafka.ClusterAuthorizationFailed, false},
+		{"kafka GroupAuthorizationFailed", kafka.GroupAuthorizationFailed, false},
+		{"certificate from an unknown CA", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false},
+		{"expired certificate", &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Reason: x509.Expired}}, false},
+		{"certificate for another host", &tls.CertificateVerificationError{Err: x509.HostnameError{Host: "b1"}}, false},
 		{"kafka-go no partition in cached metadata", fmt.Errorf("produce: %w", protocol.NewErrNoPartition("t", 3)), true},
 		{"kafka-go no leader in cached metadata", protocol.ErrNoLeader, true},
 		{"kafka-go record set empty", protocol.ErrNoRecord, false},

@@ -268,6 +268,13 @@ func portOf(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
 
 func tlsConfigPair(t *testing.T) (server, client *tls.Config) {
 	t.Helper()
+	return tlsConfigPairValid(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// tlsConfigPairValid is a self-signed loopback broker certificate valid
+// from notBefore to notAfter, and a client config that trusts it.
+func tlsConfigPairValid(t *testing.T, notBefore, notAfter time.Time) (server, client *tls.Config) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -277,8 +284,8 @@ func tlsConfigPair(t *testing.T) (server, client *tls.Config) {
 		Subject:      pkix.Name{CommonName: "broker.test"},
 		DNSNames:     []string{"broker.test"},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}

@@ -19,6 +19,7 @@ import (
 )
 
 const diagnoseUsage = `Usage: azkafka diagnose --bootstrap host:port[,host:port...] [--json] [--topic name] [--timeout 10s]
+                        [--tls] [--tls-ca FILE] [--sasl-mechanism M --sasl-user U]
 
 Connects to the cluster as an SDK client of this process would (same
 client ID, AZ and connection policy, from the same AZKAFKA_* environment)
@@ -31,8 +32,10 @@ rack-aware partitioning of keyless messages (AZKAFKA_RACK_AWARE_PARTITIONING)
 and what sdk.ZoneAffinityGroupBalancer would give a member in this zone.
 
 A broker's zone is its rack (broker.rack); on MSK racks are zone IDs, so
-run with AZKAFKA_AZ_FORMAT=id. TLS and SASL are not supported yet.
+run with AZKAFKA_AZ_FORMAT=id.
 
+TLS and SASL:
+` + securityUsage + `
 With --json, prints one object: {"client_id", "az", "az_source",
 "interzone_lb", "rack_aware_partitioning", "brokers": [{"id", "addr",
 "rack", "in_zone", "rtt_ms"}], "topics": [{"name", "partitions",
@@ -84,6 +87,8 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := flags.Bool("json", false, "print JSON")
 	topic := flags.String("topic", "", "only this topic")
 	timeout := flags.Duration("timeout", 10*time.Second, "bound on the whole run")
+	var sec securityFlags
+	sec.register(flags)
 	if err := flags.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "azkafka diagnose: %v\n\n%s", err, diagnoseUsage)
 		return exitUsage
@@ -124,7 +129,12 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "azkafka diagnose: invalid configuration: %v\n", err)
 		return exitUsage
 	}
-	tr, err := sdk.NewTransport(nil, opts...)
+	base, err := sec.transport()
+	if err != nil {
+		fmt.Fprintf(stderr, "azkafka diagnose: %v\n", err)
+		return exitUsage
+	}
+	tr, err := sdk.NewTransport(base, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "azkafka diagnose: invalid configuration: %v\n", err)
 		return exitUsage
@@ -137,7 +147,7 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	md, err := cl.Metadata(ctx, req)
 	if err != nil {
-		fmt.Fprintf(stderr, "azkafka diagnose: no metadata from %s: %v (check the address, the network path and that the listener is PLAINTEXT)\n", strings.Join(addrs, ","), err)
+		fmt.Fprintf(stderr, "azkafka diagnose: no metadata from %s: %v (%s)\n", strings.Join(addrs, ","), err, refusalHint(err))
 		return exitFail
 	}
 

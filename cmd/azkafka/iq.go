@@ -43,7 +43,7 @@ Flags:
   --store-topics S=T  the source topics of store S, T a comma-separated list
                       (iq.WithStoreTopics); repeatable; for stores the group
                       cannot map
-  --metadata-url URL  the metadata endpoint of one instance
+` + securityUsage + `  --metadata-url URL  the metadata endpoint of one instance
   --store STORE       the state store name (required by route)
   --key-serde S       string (default), int32 or int64, as in the Java app
   --allow-standby     let the policy choose standbys and restoring actives

@@ -22,11 +22,13 @@ type clusterFlags struct {
 	bootstrap   string
 	appID       string
 	storeTopics map[string][]string
+	sec         securityFlags
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.bootstrap, "bootstrap", "", "")
 	fs.StringVar(&c.appID, "application-id", "", "")
+	c.sec.register(fs)
 	fs.Func("store-topics", "", func(v string) error {
 		store, topics, ok := strings.Cut(v, "=")
 		if !ok || store == "" || topics == "" {
@@ -51,6 +53,13 @@ func (c *clusterFlags) source(timeout time.Duration, logger *slog.Logger) (*iq.C
 		}
 	}
 	opts := []iq.ClusterOption{iq.WithPollTimeout(timeout), iq.WithClusterLogger(logger)}
+	base, err := c.sec.transport()
+	if err != nil {
+		return nil, err
+	}
+	if base != nil {
+		opts = append(opts, iq.WithTransport(base))
+	}
 	for store, topics := range c.storeTopics {
 		opts = append(opts, iq.WithStoreTopics(store, topics...))
 	}

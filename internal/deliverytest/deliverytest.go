@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 )
 
 // Topic is a topic as the checks read it: straight from the broker, never
@@ -32,7 +33,9 @@ type Topic struct {
 	// Addrs are the brokers to read from; ConsumeAll dials the first.
 	Addrs []string
 	// TLS is the client TLS config when the broker speaks TLS, else nil.
-	TLS        *tls.Config
+	TLS *tls.Config
+	// SASL authenticates the checks when the broker requires it, else nil.
+	SASL       sasl.Mechanism
 	Name       string
 	Partitions int
 }
@@ -40,8 +43,8 @@ type Topic struct {
 func (tp Topic) client() *kafka.Client {
 	// No Timeout of its own: the caller's ctx bounds every request.
 	cl := &kafka.Client{Addr: kafka.TCP(tp.Addrs...)}
-	if tp.TLS != nil {
-		cl.Transport = &kafka.Transport{TLS: tp.TLS}
+	if tp.TLS != nil || tp.SASL != nil {
+		cl.Transport = &kafka.Transport{TLS: tp.TLS, SASL: tp.SASL}
 	}
 	return cl
 }
@@ -81,7 +84,7 @@ func ConsumeAll(ctx context.Context, tb testing.TB, topic Topic) map[string]int 
 	if !ok {
 		tb.Fatal("deliverytest.ConsumeAll: ctx has no deadline")
 	}
-	d := &kafka.Dialer{TLS: topic.TLS}
+	d := &kafka.Dialer{TLS: topic.TLS, SASLMechanism: topic.SASL}
 	counts := map[string]int{}
 	for p := 0; p < topic.Partitions; p++ {
 		conn, err := d.DialLeader(ctx, "tcp", topic.Addrs[0], topic.Name, p)
