@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,26 @@ func (tp Topic) client() *kafka.Client {
 		cl.Transport = &kafka.Transport{TLS: tp.TLS, SASL: tp.SASL}
 	}
 	return cl
+}
+
+// Logger is a kafka.Logger that writes through tb until the test ends:
+// kafka-go's goroutines may still log after a Reader's or Writer's Close
+// returned, and logging through tb after the test panics.
+func Logger(tb testing.TB, prefix string) kafka.Logger {
+	var mu sync.Mutex
+	done := false
+	tb.Cleanup(func() {
+		mu.Lock()
+		done = true
+		mu.Unlock()
+	})
+	return kafka.LoggerFunc(func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			tb.Logf(prefix+f, a...)
+		}
+	})
 }
 
 // Messages returns n messages whose values (and keys) are distinct:
