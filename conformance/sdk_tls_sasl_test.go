@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,29 +148,14 @@ func newSecureRig(t *testing.T) *secureRig {
 	good := pki.brokerKeystore("broker", now.Add(-time.Hour), now.Add(24*time.Hour))
 	expired := pki.brokerKeystore("expired", now.Add(-48*time.Hour), now.Add(-24*time.Hour))
 	pw := map[string]string{"alice": "alice-" + randomToken(t), "ro": "ro-" + randomToken(t)}
-	var scramArgs []string
-	for _, u := range []string{"alice", "ro"} {
-		scramArgs = append(scramArgs, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u, pw[u]))
-	}
-	jaas := "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+	extra := append(saslSSLListeners(map[string]string{"SASL_SSL": good, "EXPIRED": expired}),
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		// The PLAINTEXT and controller listeners' principal.
+		"super.users=User:ANONYMOUS")
 	b := startDedicatedBrokerWith(t, dedicatedConfig{
-		ports: []string{"SASL_SSL_PORT", "EXPIRED_PORT"},
-		extra: []string{
-			"listeners=PLAINTEXT://127.0.0.1:@BROKER_PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,SASL_SSL://127.0.0.1:@SASL_SSL_PORT@,EXPIRED://127.0.0.1:@EXPIRED_PORT@",
-			"advertised.listeners=PLAINTEXT://127.0.0.1:@BROKER_PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,SASL_SSL://127.0.0.1:@SASL_SSL_PORT@,EXPIRED://127.0.0.1:@EXPIRED_PORT@",
-			"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,EXPIRED:SASL_SSL",
-			"sasl.enabled.mechanisms=SCRAM-SHA-512",
-			"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=" + jaas,
-			"listener.name.expired.scram-sha-512.sasl.jaas.config=" + jaas,
-			"listener.name.sasl_ssl.ssl.keystore.type=PEM",
-			"listener.name.sasl_ssl.ssl.keystore.location=" + good,
-			"listener.name.expired.ssl.keystore.type=PEM",
-			"listener.name.expired.ssl.keystore.location=" + expired,
-			"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-			// The PLAINTEXT and controller listeners' principal.
-			"super.users=User:ANONYMOUS",
-		},
-		formatArgs: scramArgs,
+		ports:      []string{"SASL_SSL_PORT", "EXPIRED_PORT"},
+		extra:      extra,
+		formatArgs: scramUsers(pw),
 	})
 	r := &secureRig{broker: b, pki: pki, topic: secureTopic, group: secureGroup, password: pw}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -221,6 +207,51 @@ func newSecureRig(t *testing.T) *secureRig {
 		}
 	}
 	return r
+}
+
+// scramUsers are the StorageTool format arguments that create the
+// SCRAM-SHA-512 users of passwords.
+func scramUsers(passwords map[string]string) []string {
+	users := make([]string, 0, len(passwords))
+	for u := range passwords {
+		users = append(users, u)
+	}
+	sort.Strings(users)
+	var args []string
+	for _, u := range users {
+		args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u, passwords[u]))
+	}
+	return args
+}
+
+// saslSSLListeners are the config lines of a node with its PLAINTEXT and
+// CONTROLLER listeners plus one SASL_SSL listener (SCRAM-SHA-512) per key
+// of keystores, named as the key, on the node's port @<NAME>_PORT@, with
+// that PEM keystore.
+func saslSSLListeners(keystores map[string]string) []string {
+	names := make([]string, 0, len(keystores))
+	for name := range keystores {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	listeners := []string{"PLAINTEXT://127.0.0.1:@BROKER_PORT@", "CONTROLLER://127.0.0.1:@CONTROLLER_PORT@"}
+	protocols := []string{"PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"}
+	var lines []string
+	for _, name := range names {
+		lower := strings.ToLower(name)
+		listeners = append(listeners, fmt.Sprintf("%s://127.0.0.1:@%s_PORT@", name, name))
+		protocols = append(protocols, name+":SASL_SSL")
+		lines = append(lines,
+			"listener.name."+lower+".scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
+			"listener.name."+lower+".ssl.keystore.type=PEM",
+			"listener.name."+lower+".ssl.keystore.location="+keystores[name])
+	}
+	return append([]string{
+		"listeners=" + strings.Join(listeners, ","),
+		"advertised.listeners=" + strings.Join(listeners, ","),
+		"listener.security.protocol.map=" + strings.Join(protocols, ","),
+		"sasl.enabled.mechanisms=SCRAM-SHA-512",
+	}, lines...)
 }
 
 func randomToken(t *testing.T) string {
