@@ -10,7 +10,6 @@ package conformance
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"slices"
 	"sort"
@@ -25,6 +24,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/testpki"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -162,8 +162,8 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 // produce stall per election (from the event to the first acknowledged
 // write on a moved partition) is measured for both.
 func TestClusterFailover(t *testing.T) {
-	pki := newTestPKI(t, t.TempDir(), "azkafka cluster test CA")
-	keystore := pki.brokerKeystore("broker", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	ca := testpki.NewCA(t, "azkafka cluster test CA")
+	keystore := writeKeystore(t, t.TempDir(), "broker", ca.ValidServer(t))
 	pw := map[string]string{"alice": "alice-" + randomToken(t)}
 	c := startCluster(t, clusterConfig{
 		ports:      []string{"SASL_SSL_PORT"},
@@ -177,7 +177,7 @@ func TestClusterFailover(t *testing.T) {
 	c.CreateTopic(ctx, sdkTopic, partitions)
 	c.CreateTopic(ctx, rawTopic, partitions)
 
-	trusted := &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}
+	trusted := ca.ClientConfig()
 	mech, err := scram.Mechanism(scram.SHA512, "alice", pw["alice"])
 	if err != nil {
 		t.Fatal(err)

@@ -20,75 +20,26 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/sdk"
 )
 
-// rackCounter counts the bytes a client writes to and reads from the
-// brokers of each rack, through the base dial function it gives kafka-go.
-type rackCounter struct {
-	rackOf map[string]string // broker address → rack
-	zone   string            // the client's zone
-	mu     sync.Mutex
-	out    map[string]int64
-	in     map[string]int64
-}
-
-func newRackCounter(rackOf map[string]string, zone string) *rackCounter {
-	return &rackCounter{rackOf: rackOf, zone: zone, out: map[string]int64{}, in: map[string]int64{}}
-}
-
-func (rc *rackCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	rack, ok := rc.rackOf[addr]
-	if !ok {
-		rack = "unknown:" + addr
-	}
-	return &rackConn{Conn: conn, rc: rc, rack: rack}, nil
-}
-
-// crossZone returns the bytes written and read to and from other zones,
-// and the totals.
-func (rc *rackCounter) crossZone() (out, in, totalOut, totalIn int64) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	for rack, n := range rc.out {
+// crossZone sums what rc counted to and from racks other than zone, and
+// the totals.
+func crossZone(rc *deliverytest.RackCounter, zone string) (out, in, totalOut, totalIn int64) {
+	for rack, n := range rc.Written() {
 		totalOut += n
-		if rack != rc.zone {
+		if rack != zone {
 			out += n
 		}
 	}
-	for rack, n := range rc.in {
+	for rack, n := range rc.Read() {
 		totalIn += n
-		if rack != rc.zone {
+		if rack != zone {
 			in += n
 		}
 	}
 	return
-}
-
-type rackConn struct {
-	net.Conn
-	rc   *rackCounter
-	rack string
-}
-
-func (c *rackConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.rc.mu.Lock()
-	c.rc.out[c.rack] += int64(n)
-	c.rc.mu.Unlock()
-	return n, err
-}
-
-func (c *rackConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	c.rc.mu.Lock()
-	c.rc.in[c.rack] += int64(n)
-	c.rc.mu.Unlock()
-	return n, err
 }
 
 // perHundredMB scales bytes to a payload of 100 MB.
@@ -130,9 +81,9 @@ func TestClusterZoneAffinity(t *testing.T) {
 	value := strings.Repeat("v", size)
 	write := func(rackAware bool) (cross, total int64) {
 		t.Helper()
-		rc := newRackCounter(rackOf, "az-a")
+		rc := deliverytest.NewRackCounter(rackOf)
 		w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: topic, RequiredAcks: kafka.RequireAll,
-			BatchTimeout: 5 * time.Millisecond, Transport: &kafka.Transport{Dial: rc.dial}},
+			BatchTimeout: 5 * time.Millisecond, Transport: &kafka.Transport{Dial: rc.Dial}},
 			append(sdkcOptions(), sdk.WithAZ("az-a"), sdk.WithRackAwarePartitioning(rackAware))...)
 		if err != nil {
 			t.Fatal(err)
@@ -149,7 +100,7 @@ func TestClusterZoneAffinity(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		out, _, totalOut, _ := rc.crossZone()
+		out, _, totalOut, _ := crossZone(rc, "az-a")
 		return out, totalOut
 	}
 	offCross, offTotal := write(false)
@@ -165,17 +116,17 @@ func TestClusterZoneAffinity(t *testing.T) {
 	type member struct {
 		zone string
 		r    *sdk.Reader
-		rc   *rackCounter
+		rc   *deliverytest.RackCounter
 	}
 	consume := func(group string, balancers func(zone string) []kafka.GroupBalancer) []member {
 		t.Helper()
 		var members []member
 		for _, zone := range clusterRacks {
-			rc := newRackCounter(rackOf, zone)
+			rc := deliverytest.NewRackCounter(rackOf)
 			r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c.Addrs(), GroupID: group, Topic: topic,
 				GroupBalancers: balancers(zone), StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond,
 				HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second,
-				Dialer: &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: rc.dial}},
+				Dialer: &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: rc.Dial}},
 				append(sdkcOptions(), sdk.WithAZ(zone))...)
 			if err != nil {
 				t.Fatal(err)
@@ -215,7 +166,7 @@ func TestClusterZoneAffinity(t *testing.T) {
 	report := func(name string, members []member) (cross int64) {
 		var total int64
 		for _, m := range members {
-			_, in, _, totalIn := m.rc.crossZone()
+			_, in, _, totalIn := crossZone(m.rc, m.zone)
 			cross += in
 			total += totalIn
 		}

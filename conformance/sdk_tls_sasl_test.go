@@ -13,24 +13,16 @@ package conformance
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,83 +31,17 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/testpki"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 )
 
-// testPKI is a CA made for one test and the files a broker reads.
-type testPKI struct {
-	ca    *x509.Certificate
-	key   *ecdsa.PrivateKey
-	pool  *x509.CertPool
-	dir   string
-	t     *testing.T
-	count int
-}
-
-func newTestPKI(t *testing.T, dir, name string) *testPKI {
+// writeKeystore writes cert as a PEM keystore into dir and returns its
+// path.
+func writeKeystore(t *testing.T, dir, name string, cert tls.Certificate) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &testPKI{ca: ca, key: key, pool: pool, dir: dir, t: t}
-}
-
-// brokerKeystore writes a PEM keystore (PKCS#8 key, then the chain) for a
-// loopback broker certificate valid from notBefore to notAfter, and
-// returns its path.
-func (p *testPKI) brokerKeystore(name string, notBefore, notAfter time.Time) string {
-	t := p.t
-	t.Helper()
-	p.count++
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(int64(p.count) + 1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf []byte
-	buf = append(buf, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk})...)
-	buf = append(buf, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
-	buf = append(buf, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.ca.Raw})...)
-	path := filepath.Join(p.dir, name+".pem")
-	if err := os.WriteFile(path, buf, 0o600); err != nil {
+	path := filepath.Join(dir, name+".pem")
+	if err := os.WriteFile(path, testpki.KeystorePEM(t, cert), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -128,7 +54,7 @@ func (p *testPKI) brokerKeystore(name string, notBefore, notAfter time.Time) str
 // the topic), ro (may only read it) and the StandardAuthorizer.
 type secureRig struct {
 	broker   *dedicatedBroker
-	pki      *testPKI
+	ca       *testpki.CA
 	topic    string
 	group    string
 	password map[string]string
@@ -143,10 +69,10 @@ const (
 func newSecureRig(t *testing.T) *secureRig {
 	t.Helper()
 	dir := t.TempDir()
-	pki := newTestPKI(t, dir, "azkafka test CA")
+	ca := testpki.NewCA(t, "azkafka test CA")
 	now := time.Now()
-	good := pki.brokerKeystore("broker", now.Add(-time.Hour), now.Add(24*time.Hour))
-	expired := pki.brokerKeystore("expired", now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	good := writeKeystore(t, dir, "broker", ca.ValidServer(t))
+	expired := writeKeystore(t, dir, "expired", ca.Server(t, now.Add(-48*time.Hour), now.Add(-24*time.Hour)))
 	pw := map[string]string{"alice": "alice-" + randomToken(t), "ro": "ro-" + randomToken(t)}
 	extra := append(saslSSLListeners(map[string]string{"SASL_SSL": good, "EXPIRED": expired}),
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -157,7 +83,7 @@ func newSecureRig(t *testing.T) *secureRig {
 		extra:      extra,
 		formatArgs: scramUsers(pw),
 	})
-	r := &secureRig{broker: b, pki: pki, topic: secureTopic, group: secureGroup, password: pw}
+	r := &secureRig{broker: b, ca: ca, topic: secureTopic, group: secureGroup, password: pw}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	createTopic(t, ctx, b.Addrs(), r.topic, securePartitions)
@@ -294,7 +220,7 @@ type secureClient struct {
 // writer is an sdk.Writer through c with a retry budget of minutes: an
 // error retried as transient would take that long, a refusal returns at
 // once.
-func (c secureClient) writer(t *testing.T, topic string, logs *syncBuffer, opts ...sdk.Option) *sdk.Writer {
+func (c secureClient) writer(t *testing.T, topic string, logs *deliverytest.LogBuffer, opts ...sdk.Option) *sdk.Writer {
 	t.Helper()
 	tr, err := sdk.NewTransport(&kafka.Transport{TLS: c.tls, SASL: c.mech}, sdkcOptions()...)
 	if err != nil {
@@ -329,30 +255,12 @@ func (c secureClient) reader(t *testing.T, topic, group string) *sdk.Reader {
 	return r
 }
 
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSDKSASLSSL: the idempotent Writer and a Reader in a group through
 // SASL_SSL (SCRAM-SHA-512, TLS verified against the test's CA), then every
 // way of being refused.
 func TestSDKSASLSSL(t *testing.T) {
 	rig := newSecureRig(t)
-	trusted := &tls.Config{RootCAs: rig.pki.pool, MinVersion: tls.VersionTLS12}
+	trusted := rig.ca.ClientConfig()
 	alice := secureClient{addr: rig.saslSSL(), tls: trusted, mech: rig.mechanism(t, "alice", rig.password["alice"])}
 
 	t.Run("authorized", func(t *testing.T) {
@@ -396,7 +304,7 @@ func TestSDKSASLSSL(t *testing.T) {
 			len(sent), st.ProducerID)
 	})
 
-	otherCA := newTestPKI(t, t.TempDir(), "another CA")
+	otherCA := testpki.NewCA(t, "another CA")
 	refusals := []struct {
 		name   string
 		client secureClient
@@ -407,7 +315,7 @@ func TestSDKSASLSSL(t *testing.T) {
 			[]string{"sasl", "authentication failed"}, kafka.SASLAuthenticationFailed},
 		{"unknown user", secureClient{addr: rig.saslSSL(), tls: trusted, mech: rig.mechanism(t, "mallory", "whatever")},
 			[]string{"sasl", "authentication failed"}, kafka.SASLAuthenticationFailed},
-		{"CA does not match", secureClient{addr: rig.saslSSL(), tls: &tls.Config{RootCAs: otherCA.pool, MinVersion: tls.VersionTLS12}, mech: alice.mech},
+		{"CA does not match", secureClient{addr: rig.saslSSL(), tls: otherCA.ClientConfig(), mech: alice.mech},
 			[]string{"certificate", "unknown authority"}, nil},
 		{"expired certificate", secureClient{addr: rig.expiredAddr(), tls: trusted, mech: alice.mech},
 			[]string{"certificate", "expired"}, nil},
@@ -462,7 +370,7 @@ func TestSDKSASLSSL(t *testing.T) {
 		ro := secureClient{addr: rig.saslSSL(), tls: trusted, mech: rig.mechanism(t, "ro", rig.password["ro"])}
 		for _, explicit := range []bool{true, false} {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			var logs syncBuffer
+			var logs deliverytest.LogBuffer
 			var opts []sdk.Option
 			if explicit {
 				opts = append(opts, sdk.WithIdempotence(true))
