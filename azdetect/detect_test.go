@@ -2,16 +2,8 @@ package azdetect
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/azkafka/azkafka/internal/testpki"
 )
 
 func TestMain(m *testing.M) {
@@ -627,30 +621,12 @@ func TestKubernetesTLSAndRBAC(t *testing.T) {
 	}
 }
 
-// writeOtherCA writes a freshly generated self-signed CA certificate, one
-// that did not sign the fake API server's certificate, and returns its path.
+// writeOtherCA writes a freshly generated CA certificate, one that did not
+// sign the fake API server's certificate, and returns its path.
 func writeOtherCA(t *testing.T) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(42),
-		Subject:               pkix.Name{CommonName: "other-cluster-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "other-ca.crt")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(path, testpki.NewCA(t, "other-cluster-ca").PEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,14 @@ type dedicatedBroker struct {
 	// (a further listener's), looked up with Port.
 	named      map[string]int
 	formatArgs []string // added to StorageTool format (e.g. --add-scram)
+	// clusterID is the KRaft cluster ID the log dir is formatted with; a
+	// random one when empty. The nodes of a cluster share it.
+	clusterID string
+	// formatMode is how StorageTool format learns the controller quorum:
+	// nil means --standalone (a single node); a cluster's nodes list the
+	// voters in their config (controller.quorum.voters) and pass nothing.
+	formatMode []string
+	name       string // in logs: "dedicated broker", "node 2"
 	cmd        *exec.Cmd
 	exited     chan struct{} // closed when cmd has been waited for
 	starts     int
@@ -77,22 +86,8 @@ type dedicatedConfig struct {
 func startDedicatedBrokerWith(t *testing.T, dc dedicatedConfig) *dedicatedBroker {
 	t.Helper()
 	extra := dc.extra
-	cpFile := os.Getenv("AZKAFKA_CONFORMANCE_BROKER_CLASSPATH")
-	if cpFile == "" {
-		missing(t, "AZKAFKA_CONFORMANCE_BROKER_CLASSPATH is not set: run `make conformance`, which resolves the Kafka 4.3.1 jars (not done when AZKAFKA_CONFORMANCE_BROKERS names your own broker)")
-	}
-	cp, err := os.ReadFile(cpFile)
-	if err != nil || strings.TrimSpace(string(cp)) == "" {
-		missing(t, fmt.Sprintf("AZKAFKA_CONFORMANCE_BROKER_CLASSPATH=%q: no classpath in it (%v): run `make conformance`", cpFile, err))
-	}
-	b := &dedicatedBroker{t: t, java: javaBinary(t), classpath: strings.TrimSpace(string(cp)), dir: t.TempDir(), extra: extra,
-		formatArgs: dc.formatArgs, named: map[string]int{}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			b.printLogTail(60)
-		}
-		b.kill()
-	})
+	b := newDedicatedNode(t, "dedicated broker")
+	b.extra, b.formatArgs = extra, dc.formatArgs
 	// A port picked free can be taken before the broker binds it; then try
 	// new ones.
 	for attempt := 1; ; attempt++ {
@@ -112,6 +107,31 @@ func startDedicatedBrokerWith(t *testing.T, dc dedicatedConfig) *dedicatedBroker
 		}
 		t.Fatalf("dedicated broker: %v", err)
 	}
+}
+
+// newDedicatedNode is a Kafka process of the test's own, not formatted nor
+// started yet, with the Kafka 4.3.1 classpath run.sh resolved. It is
+// killed when the test ends; if the test failed, the end of its log is
+// printed first.
+func newDedicatedNode(t *testing.T, name string) *dedicatedBroker {
+	t.Helper()
+	cpFile := os.Getenv("AZKAFKA_CONFORMANCE_BROKER_CLASSPATH")
+	if cpFile == "" {
+		missing(t, "AZKAFKA_CONFORMANCE_BROKER_CLASSPATH is not set: run `make conformance`, which resolves the Kafka 4.3.1 jars (not done when AZKAFKA_CONFORMANCE_BROKERS names your own broker)")
+	}
+	cp, err := os.ReadFile(cpFile)
+	if err != nil || strings.TrimSpace(string(cp)) == "" {
+		missing(t, fmt.Sprintf("AZKAFKA_CONFORMANCE_BROKER_CLASSPATH=%q: no classpath in it (%v): run `make conformance`", cpFile, err))
+	}
+	b := &dedicatedBroker{t: t, java: javaBinary(t), classpath: strings.TrimSpace(string(cp)), dir: t.TempDir(),
+		named: map[string]int{}, name: name}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.printLogTail(60)
+		}
+		b.kill()
+	})
+	return b
 }
 
 // Addrs is the broker's bootstrap address.
@@ -161,12 +181,16 @@ func (b *dedicatedBroker) format() {
 	if err := os.WriteFile(b.configPath(), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatal(err)
+	id := b.clusterID
+	if id == "" {
+		id = newClusterID(t)
 	}
-	args := append(b.jvmFlags("-Xmx256m"), "kafka.tools.StorageTool", "format", "--standalone",
-		"-t", base64.RawURLEncoding.EncodeToString(id[:]), "-c", b.configPath())
+	mode := b.formatMode
+	if mode == nil {
+		mode = []string{"--standalone"}
+	}
+	args := append(append(b.jvmFlags("-Xmx256m"), "kafka.tools.StorageTool", "format"), mode...)
+	args = append(args, "-t", id, "-c", b.configPath())
 	for _, a := range b.formatArgs {
 		args = append(args, b.expand(a))
 	}
@@ -174,6 +198,15 @@ func (b *dedicatedBroker) format() {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kafka.tools.StorageTool format -c %s: %v\n%s", b.configPath(), err, tail(out, 4096))
 	}
+}
+
+// newClusterID is a random KRaft cluster ID.
+func newClusterID(t *testing.T) string {
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 func (b *dedicatedBroker) configPath() string { return filepath.Join(b.dir, "server.properties") }
@@ -190,6 +223,16 @@ func (b *dedicatedBroker) jvmFlags(heap ...string) []string {
 // budget ends.
 func (b *dedicatedBroker) start() error {
 	b.t.Helper()
+	if err := b.launch(); err != nil {
+		return err
+	}
+	return b.waitReady()
+}
+
+// launch starts kafka.Kafka on the current config and data dir, without
+// waiting for it.
+func (b *dedicatedBroker) launch() error {
+	b.t.Helper()
 	out, err := os.OpenFile(filepath.Join(b.dir, "broker.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		b.t.Fatal(err)
@@ -205,7 +248,13 @@ func (b *dedicatedBroker) start() error {
 	exited := make(chan struct{})
 	b.cmd, b.exited = cmd, exited
 	go func() { _ = cmd.Wait(); close(exited) }()
+	return nil
+}
 
+// waitReady waits until the launched broker answers Metadata; it returns
+// an error if the JVM exits first or the budget ends.
+func (b *dedicatedBroker) waitReady() error {
+	cmd, exited := b.cmd, b.exited
 	ctx, cancel := context.WithTimeout(context.Background(), dedicatedReadyBudget)
 	defer cancel()
 	ready := make(chan error, 1)
@@ -256,10 +305,10 @@ func (b *dedicatedBroker) waitAnswer(ctx context.Context) error {
 func (b *dedicatedBroker) Kill9() {
 	b.t.Helper()
 	if b.cmd == nil {
-		b.t.Fatal("dedicated broker: Kill9 without a running broker")
+		b.t.Fatalf("%s: Kill9 without a running broker", b.name)
 	}
 	if err := b.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		b.t.Fatalf("kill -9 of the broker (pid %d): %v", b.cmd.Process.Pid, err)
+		b.t.Fatalf("kill -9 of %s (pid %d): %v", b.name, b.cmd.Process.Pid, err)
 	}
 	<-b.exited
 	b.cmd = nil
@@ -276,10 +325,33 @@ func (b *dedicatedBroker) Kill9() {
 func (b *dedicatedBroker) Restart() {
 	b.t.Helper()
 	if b.cmd != nil {
-		b.t.Fatal("dedicated broker: Restart while it runs; Kill9 first")
+		b.t.Fatalf("%s: Restart while it runs; Kill9 or Terminate first", b.name)
 	}
 	if err := b.start(); err != nil {
-		b.t.Fatalf("dedicated broker restart on %s: %v", b.dir, err)
+		b.t.Fatalf("%s restart on %s: %v", b.name, b.dir, err)
+	}
+}
+
+// Terminate sends SIGTERM, Kafka's controlled shutdown (the broker hands
+// its leaderships over before it stops), and waits until the process is
+// gone, at most budget; past it the broker is killed and the test fails.
+func (b *dedicatedBroker) Terminate(budget time.Duration) {
+	b.t.Helper()
+	if b.cmd == nil {
+		b.t.Fatalf("%s: Terminate without a running broker", b.name)
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		b.t.Fatalf("SIGTERM to %s (pid %d): %v", b.name, b.cmd.Process.Pid, err)
+	}
+	select {
+	case <-b.exited:
+		b.cmd = nil
+	case <-time.After(budget):
+		b.kill()
+		b.t.Fatalf("%s did not stop within %v of SIGTERM", b.name, budget)
+	}
+	if tr, ok := kafka.DefaultTransport.(*kafka.Transport); ok {
+		tr.CloseIdleConnections()
 	}
 }
 
@@ -313,7 +385,7 @@ func (b *dedicatedBroker) printLogTail(n int) {
 			continue
 		}
 		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		b.t.Logf("---- last %d lines of the dedicated broker's %s\n%s", n, f, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+		b.t.Logf("---- last %d lines of %s's %s\n%s", n, b.name, f, strings.Join(lines[max(0, len(lines)-n):], "\n"))
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/internal/deliverytest"
 )
 
 // TestRoundTripKeyedMessages moves 10,000 keyed messages through the real
@@ -46,7 +48,7 @@ func TestRoundTripKeyedMessages(t *testing.T) {
 		MaxBytes:       10 << 20,
 		MaxWait:        250 * time.Millisecond,
 		CommitInterval: 500 * time.Millisecond,
-		ErrorLogger:    kafka.LoggerFunc(func(f string, a ...any) { t.Logf("reader: "+f, a...) }),
+		ErrorLogger:    deliverytest.Logger(t, "reader: "),
 	})
 	readerClosed := false
 	closeReader := func() {
@@ -102,7 +104,7 @@ func TestRoundTripKeyedMessages(t *testing.T) {
 		RequiredAcks: kafka.RequireAll,
 		BatchSize:    500,
 		BatchTimeout: 20 * time.Millisecond,
-		ErrorLogger:  kafka.LoggerFunc(func(f string, a ...any) { t.Logf("writer: "+f, a...) }),
+		ErrorLogger:  deliverytest.Logger(t, "writer: "),
 	}
 	start := time.Now()
 	for i := 0; i < total; i += chunk {

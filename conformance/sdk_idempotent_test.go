@@ -231,13 +231,8 @@ func TestSDKIdempotentInitRefused(t *testing.T) {
 				ir.ErrorCode, ir.ProducerID, ir.ProducerEpoch = int16(kafka.ClusterAuthorizationFailed), -1, -1
 				return kproxy.EncodeResponse(req, ir)
 			})
-			var logs strings.Builder
-			var mu sync.Mutex
-			opts := append(sdkcOptions(), sdk.WithLogger(slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-				mu.Lock()
-				defer mu.Unlock()
-				return logs.Write(p)
-			}), &slog.HandlerOptions{Level: slog.LevelWarn}))))
+			var logs deliverytest.LogBuffer
+			opts := append(sdkcOptions(), sdk.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 			if explicit {
 				opts = append(opts, sdk.WithIdempotence(true))
 			}
@@ -251,9 +246,7 @@ func TestSDKIdempotentInitRefused(t *testing.T) {
 			sent := deliverytest.Messages("i", 20)
 			err = w.WriteMessages(ctx, sent...)
 			counts := rig.consumeAll(t)
-			mu.Lock()
 			log := logs.String()
-			mu.Unlock()
 			t.Logf("explicit=%v: WriteMessages: %v; stored %d; log: %s", explicit, err, len(counts), log)
 			if explicit {
 				if !errors.Is(err, kafka.ClusterAuthorizationFailed) || len(counts) != 0 {
@@ -270,10 +263,6 @@ func TestSDKIdempotentInitRefused(t *testing.T) {
 		})
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // idempotentBenchCases are the cases of BenchmarkSDKIdempotentWriter: sync
 // calls of 100, sync calls of 10 with kafka-go's default BatchTimeout (1s),

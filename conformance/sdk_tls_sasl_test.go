@@ -13,23 +13,16 @@ package conformance
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,83 +31,17 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/testpki"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 )
 
-// testPKI is a CA made for one test and the files a broker reads.
-type testPKI struct {
-	ca    *x509.Certificate
-	key   *ecdsa.PrivateKey
-	pool  *x509.CertPool
-	dir   string
-	t     *testing.T
-	count int
-}
-
-func newTestPKI(t *testing.T, dir, name string) *testPKI {
+// writeKeystore writes cert as a PEM keystore into dir and returns its
+// path.
+func writeKeystore(t *testing.T, dir, name string, cert tls.Certificate) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &testPKI{ca: ca, key: key, pool: pool, dir: dir, t: t}
-}
-
-// brokerKeystore writes a PEM keystore (PKCS#8 key, then the chain) for a
-// loopback broker certificate valid from notBefore to notAfter, and
-// returns its path.
-func (p *testPKI) brokerKeystore(name string, notBefore, notAfter time.Time) string {
-	t := p.t
-	t.Helper()
-	p.count++
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(int64(p.count) + 1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf []byte
-	buf = append(buf, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk})...)
-	buf = append(buf, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
-	buf = append(buf, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.ca.Raw})...)
-	path := filepath.Join(p.dir, name+".pem")
-	if err := os.WriteFile(path, buf, 0o600); err != nil {
+	path := filepath.Join(dir, name+".pem")
+	if err := os.WriteFile(path, testpki.KeystorePEM(t, cert), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -127,7 +54,7 @@ func (p *testPKI) brokerKeystore(name string, notBefore, notAfter time.Time) str
 // the topic), ro (may only read it) and the StandardAuthorizer.
 type secureRig struct {
 	broker   *dedicatedBroker
-	pki      *testPKI
+	ca       *testpki.CA
 	topic    string
 	group    string
 	password map[string]string
@@ -142,36 +69,21 @@ const (
 func newSecureRig(t *testing.T) *secureRig {
 	t.Helper()
 	dir := t.TempDir()
-	pki := newTestPKI(t, dir, "azkafka test CA")
+	ca := testpki.NewCA(t, "azkafka test CA")
 	now := time.Now()
-	good := pki.brokerKeystore("broker", now.Add(-time.Hour), now.Add(24*time.Hour))
-	expired := pki.brokerKeystore("expired", now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	good := writeKeystore(t, dir, "broker", ca.ValidServer(t))
+	expired := writeKeystore(t, dir, "expired", ca.Server(t, now.Add(-48*time.Hour), now.Add(-24*time.Hour)))
 	pw := map[string]string{"alice": "alice-" + randomToken(t), "ro": "ro-" + randomToken(t)}
-	var scramArgs []string
-	for _, u := range []string{"alice", "ro"} {
-		scramArgs = append(scramArgs, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u, pw[u]))
-	}
-	jaas := "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+	extra := append(saslSSLListeners(map[string]string{"SASL_SSL": good, "EXPIRED": expired}),
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		// The PLAINTEXT and controller listeners' principal.
+		"super.users=User:ANONYMOUS")
 	b := startDedicatedBrokerWith(t, dedicatedConfig{
-		ports: []string{"SASL_SSL_PORT", "EXPIRED_PORT"},
-		extra: []string{
-			"listeners=PLAINTEXT://127.0.0.1:@BROKER_PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,SASL_SSL://127.0.0.1:@SASL_SSL_PORT@,EXPIRED://127.0.0.1:@EXPIRED_PORT@",
-			"advertised.listeners=PLAINTEXT://127.0.0.1:@BROKER_PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,SASL_SSL://127.0.0.1:@SASL_SSL_PORT@,EXPIRED://127.0.0.1:@EXPIRED_PORT@",
-			"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,EXPIRED:SASL_SSL",
-			"sasl.enabled.mechanisms=SCRAM-SHA-512",
-			"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=" + jaas,
-			"listener.name.expired.scram-sha-512.sasl.jaas.config=" + jaas,
-			"listener.name.sasl_ssl.ssl.keystore.type=PEM",
-			"listener.name.sasl_ssl.ssl.keystore.location=" + good,
-			"listener.name.expired.ssl.keystore.type=PEM",
-			"listener.name.expired.ssl.keystore.location=" + expired,
-			"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-			// The PLAINTEXT and controller listeners' principal.
-			"super.users=User:ANONYMOUS",
-		},
-		formatArgs: scramArgs,
+		ports:      []string{"SASL_SSL_PORT", "EXPIRED_PORT"},
+		extra:      extra,
+		formatArgs: scramUsers(pw),
 	})
-	r := &secureRig{broker: b, pki: pki, topic: secureTopic, group: secureGroup, password: pw}
+	r := &secureRig{broker: b, ca: ca, topic: secureTopic, group: secureGroup, password: pw}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	createTopic(t, ctx, b.Addrs(), r.topic, securePartitions)
@@ -223,6 +135,51 @@ func newSecureRig(t *testing.T) *secureRig {
 	return r
 }
 
+// scramUsers are the StorageTool format arguments that create the
+// SCRAM-SHA-512 users of passwords.
+func scramUsers(passwords map[string]string) []string {
+	users := make([]string, 0, len(passwords))
+	for u := range passwords {
+		users = append(users, u)
+	}
+	sort.Strings(users)
+	var args []string
+	for _, u := range users {
+		args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u, passwords[u]))
+	}
+	return args
+}
+
+// saslSSLListeners are the config lines of a node with its PLAINTEXT and
+// CONTROLLER listeners plus one SASL_SSL listener (SCRAM-SHA-512) per key
+// of keystores, named as the key, on the node's port @<NAME>_PORT@, with
+// that PEM keystore.
+func saslSSLListeners(keystores map[string]string) []string {
+	names := make([]string, 0, len(keystores))
+	for name := range keystores {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	listeners := []string{"PLAINTEXT://127.0.0.1:@BROKER_PORT@", "CONTROLLER://127.0.0.1:@CONTROLLER_PORT@"}
+	protocols := []string{"PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"}
+	var lines []string
+	for _, name := range names {
+		lower := strings.ToLower(name)
+		listeners = append(listeners, fmt.Sprintf("%s://127.0.0.1:@%s_PORT@", name, name))
+		protocols = append(protocols, name+":SASL_SSL")
+		lines = append(lines,
+			"listener.name."+lower+".scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
+			"listener.name."+lower+".ssl.keystore.type=PEM",
+			"listener.name."+lower+".ssl.keystore.location="+keystores[name])
+	}
+	return append([]string{
+		"listeners=" + strings.Join(listeners, ","),
+		"advertised.listeners=" + strings.Join(listeners, ","),
+		"listener.security.protocol.map=" + strings.Join(protocols, ","),
+		"sasl.enabled.mechanisms=SCRAM-SHA-512",
+	}, lines...)
+}
+
 func randomToken(t *testing.T) string {
 	var b [9]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -263,7 +220,7 @@ type secureClient struct {
 // writer is an sdk.Writer through c with a retry budget of minutes: an
 // error retried as transient would take that long, a refusal returns at
 // once.
-func (c secureClient) writer(t *testing.T, topic string, logs *syncBuffer, opts ...sdk.Option) *sdk.Writer {
+func (c secureClient) writer(t *testing.T, topic string, logs *deliverytest.LogBuffer, opts ...sdk.Option) *sdk.Writer {
 	t.Helper()
 	tr, err := sdk.NewTransport(&kafka.Transport{TLS: c.tls, SASL: c.mech}, sdkcOptions()...)
 	if err != nil {
@@ -298,30 +255,12 @@ func (c secureClient) reader(t *testing.T, topic, group string) *sdk.Reader {
 	return r
 }
 
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSDKSASLSSL: the idempotent Writer and a Reader in a group through
 // SASL_SSL (SCRAM-SHA-512, TLS verified against the test's CA), then every
 // way of being refused.
 func TestSDKSASLSSL(t *testing.T) {
 	rig := newSecureRig(t)
-	trusted := &tls.Config{RootCAs: rig.pki.pool, MinVersion: tls.VersionTLS12}
+	trusted := rig.ca.ClientConfig()
 	alice := secureClient{addr: rig.saslSSL(), tls: trusted, mech: rig.mechanism(t, "alice", rig.password["alice"])}
 
 	t.Run("authorized", func(t *testing.T) {
@@ -365,7 +304,7 @@ func TestSDKSASLSSL(t *testing.T) {
 			len(sent), st.ProducerID)
 	})
 
-	otherCA := newTestPKI(t, t.TempDir(), "another CA")
+	otherCA := testpki.NewCA(t, "another CA")
 	refusals := []struct {
 		name   string
 		client secureClient
@@ -376,7 +315,7 @@ func TestSDKSASLSSL(t *testing.T) {
 			[]string{"sasl", "authentication failed"}, kafka.SASLAuthenticationFailed},
 		{"unknown user", secureClient{addr: rig.saslSSL(), tls: trusted, mech: rig.mechanism(t, "mallory", "whatever")},
 			[]string{"sasl", "authentication failed"}, kafka.SASLAuthenticationFailed},
-		{"CA does not match", secureClient{addr: rig.saslSSL(), tls: &tls.Config{RootCAs: otherCA.pool, MinVersion: tls.VersionTLS12}, mech: alice.mech},
+		{"CA does not match", secureClient{addr: rig.saslSSL(), tls: otherCA.ClientConfig(), mech: alice.mech},
 			[]string{"certificate", "unknown authority"}, nil},
 		{"expired certificate", secureClient{addr: rig.expiredAddr(), tls: trusted, mech: alice.mech},
 			[]string{"certificate", "expired"}, nil},
@@ -431,7 +370,7 @@ func TestSDKSASLSSL(t *testing.T) {
 		ro := secureClient{addr: rig.saslSSL(), tls: trusted, mech: rig.mechanism(t, "ro", rig.password["ro"])}
 		for _, explicit := range []bool{true, false} {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			var logs syncBuffer
+			var logs deliverytest.LogBuffer
 			var opts []sdk.Option
 			if explicit {
 				opts = append(opts, sdk.WithIdempotence(true))

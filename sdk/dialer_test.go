@@ -2,13 +2,7 @@ package sdk_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -18,6 +12,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testpki"
 	"github.com/azkafka/azkafka/sdk"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl/plain"
@@ -266,41 +261,19 @@ func (r *mapResolver) LookupHost(_ context.Context, host string) ([]string, erro
 
 func portOf(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
 
+// tlsConfigPair is a loopback broker certificate of a CA of its own and a
+// client config that trusts that CA alone.
 func tlsConfigPair(t *testing.T) (server, client *tls.Config) {
 	t.Helper()
 	return tlsConfigPairValid(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 }
 
-// tlsConfigPairValid is a self-signed loopback broker certificate valid
-// from notBefore to notAfter, and a client config that trusts it.
+// tlsConfigPairValid is tlsConfigPair with a certificate valid from
+// notBefore to notAfter.
 func tlsConfigPairValid(t *testing.T, notBefore, notAfter time.Time) (server, client *tls.Config) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "broker.test"},
-		DNSNames:     []string{"broker.test"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
-		&tls.Config{RootCAs: pool}
+	ca := testpki.NewCA(t, "azkafka test CA")
+	return testpki.ServerConfig(ca.Server(t, notBefore, notAfter)), ca.ClientConfig()
 }
 
 func TestConstructorsRejectInvalidConfiguration(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,39 +82,6 @@ func (r *rackRig) leaderRack(p int) string {
 	return rigRacks[r.c.Kfake().LeaderFor(r.topic, int32(p))%3]
 }
 
-// countingDial counts the bytes written to each rack's brokers.
-type countingDial struct {
-	rackOf  map[string]string
-	mu      sync.Mutex
-	written map[string]int64
-}
-
-func (d *countingDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	rack, ok := d.rackOf[addr]
-	if !ok {
-		rack = "unknown:" + addr
-	}
-	return &countingConn{Conn: conn, d: d, rack: rack}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	d    *countingDial
-	rack string
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	c.d.mu.Lock()
-	c.d.written[c.rack] += int64(n)
-	c.d.mu.Unlock()
-	return n, err
-}
-
 // rackShare is what a run stored: the share of messages in partitions led
 // in az-a, and the share of the bytes the Writer wrote to az-a brokers.
 type rackShare struct {
@@ -133,13 +99,13 @@ func (s rackShare) String() string {
 func (r *rackRig) writeKeyless(t *testing.T, n int, acks kafka.RequiredAcks, opts ...sdk.Option) rackShare {
 	t.Helper()
 	before := r.endOffsets(t)
-	d := &countingDial{rackOf: r.rackOf, written: map[string]int64{}}
+	d := deliverytest.NewRackCounter(r.rackOf)
 	w, err := sdk.NewWriter(&kafka.Writer{
 		Addr:         kafka.TCP(r.proxy.Addr()),
 		Topic:        r.topic,
 		RequiredAcks: acks,
 		BatchTimeout: time.Millisecond, // kafka-go's Writer waits this long for a partition's batch to fill
-		Transport:    &kafka.Transport{Dial: d.dial},
+		Transport:    &kafka.Transport{Dial: d.Dial},
 	}, testOptions(t, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -167,14 +133,12 @@ func (r *rackRig) writeKeyless(t *testing.T, n int, acks kafka.RequiredAcks, opt
 			s.local += got
 		}
 	}
-	d.mu.Lock()
-	for rack, b := range d.written {
+	for rack, b := range d.Written() {
 		s.bytes += b
 		if rack == "az-a" {
 			s.localB += b
 		}
 	}
-	d.mu.Unlock()
 	if s.messages != n {
 		t.Fatalf("stored %d messages, wrote %d", s.messages, n)
 	}

@@ -24,9 +24,12 @@ import (
 // kafka-go's Reader already reconnects on its own and hides most connection
 // errors, but it surfaces some: a partition reader that failed to connect
 // ReaderConfig.MaxAttempts times in a row, a consumer group that could not
-// join, and CommitMessages when the coordinator connection died ("use of
-// closed network connection"). Reader absorbs those when the retry policy
-// calls them transient (see retry.IsTransient): it logs them (rate-limited,
+// join, CommitMessages when the coordinator connection died ("use of
+// closed network connection"), and a context.Canceled of a group
+// generation that kafka-go ended while a partition reader was connecting.
+// Reader absorbs those when the retry policy calls them transient (see
+// retry.IsTransient; a context's end that is not the caller's ctx is
+// kafka-go's own and is absorbed too): it logs them (rate-limited,
 // at most one line per 5 s), waits a full-jitter backoff and tries again
 // until ctx is done. The retry policy's MaxAttempts does not apply: a
 // consumer waits for the cluster to come back rather than giving up.
@@ -140,7 +143,7 @@ func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
 			// queued before Close; after Close the answer is io.EOF.
 			return kafka.Message{}, io.EOF
 		}
-		if !r.absorb(ctx, "fetch", err, r.policy.Retryable(err)) {
+		if !r.absorb(ctx, "fetch", err, r.policy.Retryable(err) || innerContextEnd(ctx, err)) {
 			return m, err
 		}
 		if werr := r.backoff(ctx, attempt); werr != nil {
@@ -166,7 +169,7 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 		if err == nil {
 			return nil
 		}
-		if !r.absorb(ctx, "commit", err, r.policy.Retryable(err) || isGenerationChange(err)) {
+		if !r.absorb(ctx, "commit", err, r.policy.Retryable(err) || isGenerationChange(err) || innerContextEnd(ctx, err)) {
 			return err
 		}
 		if werr := r.backoff(ctx, attempt); werr != nil {
@@ -182,6 +185,17 @@ func readerOptions(d *kafka.Dialer, opts []Option) []Option {
 		return opts
 	}
 	return append([]Option{WithBaseDialer(d), withFallbackUserID(d.ClientID)}, opts...)
+}
+
+// innerContextEnd reports whether err is a context's end that is not the
+// caller's: kafka-go cancels a group generation's context when the
+// generation ends (a rebalance, a lost coordinator), and a partition reader
+// that was connecting then can queue that context.Canceled for
+// FetchMessage (its sendError races the queue against the ended context).
+// The consumer goes on in the next generation; the caller's own ctx ending
+// is never retried.
+func innerContextEnd(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 func isGenerationChange(err error) bool {

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,7 +129,7 @@ func TestProducerIDRefusedByAuthorizer(t *testing.T) {
 	}
 	defer k.Close()
 	addr := k.ListenAddrs()[0]
-	writer := func(user, pw string, logs *syncLog, opts ...sdk.Option) *sdk.Writer {
+	writer := func(user, pw string, logs *deliverytest.LogBuffer, opts ...sdk.Option) *sdk.Writer {
 		t.Helper()
 		mech, err := scram.Mechanism(scram.SHA512, user, pw)
 		if err != nil {
@@ -152,7 +151,7 @@ func TestProducerIDRefusedByAuthorizer(t *testing.T) {
 	}
 
 	// alice may write the topic: that is enough for a producer ID.
-	var aliceLogs syncLog
+	var aliceLogs deliverytest.LogBuffer
 	w := writer("alice", "alice-pw", &aliceLogs, sdk.WithIdempotence(true))
 	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("alice", 5)...); err != nil {
 		t.Fatalf("alice: %v", err)
@@ -162,7 +161,7 @@ func TestProducerIDRefusedByAuthorizer(t *testing.T) {
 	}
 
 	for _, explicit := range []bool{true, false} {
-		var logs syncLog
+		var logs deliverytest.LogBuffer
 		var opts []sdk.Option
 		if explicit {
 			opts = append(opts, sdk.WithIdempotence(true))
@@ -206,21 +205,4 @@ func TestProducerIDRefusedByAuthorizer(t *testing.T) {
 			t.Fatalf("a message of the refused user was stored: %s", v)
 		}
 	}
-}
-
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncLog) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,14 +1,12 @@
 package sdk_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -202,7 +200,7 @@ func TestIdempotentWriterInitRefused(t *testing.T) {
 			t.Parallel()
 			rig := newFaultRig(t, "refused", 2)
 			rig.proxy.OnResponse(refuseInitProducerID)
-			var logs syncBuffer
+			var logs deliverytest.LogBuffer
 			opts := testOptions(t, sdk.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 			if explicit {
 				opts = append(opts, sdk.WithIdempotence(true))
@@ -249,24 +247,6 @@ func TestIdempotentWriterInitRefused(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestIdempotentWriterFollowsLeaderMoves moves every partition's leader

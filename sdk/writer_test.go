@@ -2,16 +2,10 @@ package sdk_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	crand "crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"slices"
 	"strings"
@@ -29,6 +23,7 @@ import (
 	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testpki"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -97,35 +92,11 @@ type advertisedListener struct {
 func (l advertisedListener) Addr() net.Addr { return l.addr }
 
 // selfSignedTLS returns a server config with a fresh certificate for
-// 127.0.0.1 and a client config that trusts only it.
+// 127.0.0.1 and a client config that trusts only its CA.
 func selfSignedTLS(t testing.TB) (server, client *tls.Config) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "azkafka test broker"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
-	client = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
-	return server, client
+	ca := testpki.NewCA(t, "azkafka test CA")
+	return testpki.ServerConfig(ca.ValidServer(t)), ca.ClientConfig()
 }
 
 // readAddr is what checks read from: the broker itself, or for TLS the

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol/describegroups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
@@ -97,12 +98,16 @@ func groupReader(t *testing.T, addrs []string, group, topic, zone string, balanc
 		Topic:             topic,
 		GroupBalancers:    balancers,
 		HeartbeatInterval: 100 * time.Millisecond,
-		SessionTimeout:    2 * time.Second,
-		RebalanceTimeout:  2 * time.Second,
-		JoinGroupBackoff:  100 * time.Millisecond,
-		ReadBackoffMin:    10 * time.Millisecond,
-		ReadBackoffMax:    100 * time.Millisecond,
-		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { t.Logf(zone+": "+f, a...) }),
+		// Wide enough that a member of a loaded machine (-race, 2 cores)
+		// is never expired: the embedded broker's coordinator, once it has
+		// expired a member mid-rebalance, can keep refusing the others
+		// with INCONSISTENT_GROUP_PROTOCOL.
+		SessionTimeout:   10 * time.Second,
+		RebalanceTimeout: 10 * time.Second,
+		JoinGroupBackoff: 100 * time.Millisecond,
+		ReadBackoffMin:   10 * time.Millisecond,
+		ReadBackoffMax:   100 * time.Millisecond,
+		ErrorLogger:      deliverytest.Logger(t, zone+": "),
 	}, testOptions(t, sdk.WithAZ(zone))...)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +239,7 @@ func TestZoneAffinityGroupRollingUpgrade(t *testing.T) {
 	lone, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: group, Brokers: addrs, Topics: []string{topic},
 		GroupBalancers:    []kafka.GroupBalancer{sdk.ZoneAffinityGroupBalancer{Zone: "az-c"}},
-		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 2 * time.Second, RebalanceTimeout: 2 * time.Second,
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
 		JoinGroupBackoff: 100 * time.Millisecond,
 		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) {
 			if strings.Contains(fmt.Sprintf(f, a...), "Inconsistent Group Protocol") {

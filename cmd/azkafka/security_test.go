@@ -2,23 +2,15 @@ package main
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/azkafka/azkafka/internal/testpki"
 )
 
 // tlsBroker starts an embedded broker that requires TLS (a certificate of
@@ -26,31 +18,13 @@ import (
 // returns its address and the path of a PEM file holding the CA.
 func tlsBroker(t *testing.T) (addr, caFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "broker.test"},
-		DNSNames:     []string{"broker.test"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := testpki.NewCA(t, "azkafka test CA")
 	caFile = filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(caFile, ca.PEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "events"),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}),
+		kfake.TLS(testpki.ServerConfig(ca.ValidServer(t))),
 		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "ops", "ops-pw"))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +50,114 @@ func (tp Topic) client() *kafka.Client {
 		cl.Transport = &kafka.Transport{TLS: tp.TLS, SASL: tp.SASL}
 	}
 	return cl
+}
+
+// Logger is a kafka.Logger that writes through tb until the test ends:
+// kafka-go's goroutines may still log after a Reader's or Writer's Close
+// returned, and logging through tb after the test panics.
+func Logger(tb testing.TB, prefix string) kafka.Logger {
+	var mu sync.Mutex
+	done := false
+	tb.Cleanup(func() {
+		mu.Lock()
+		done = true
+		mu.Unlock()
+	})
+	return kafka.LoggerFunc(func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			tb.Logf(prefix+f, a...)
+		}
+	})
+}
+
+// LogBuffer collects output written from several goroutines, such as a
+// slog handler's; the zero value is ready.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// RackCounter counts the bytes a client writes to and reads from the
+// brokers of each rack: give Dial to kafka-go as the base dial function
+// (kafka.Transport.Dial, kafka.Dialer.DialFunc).
+type RackCounter struct {
+	// RackOf maps a broker address to its rack; others count as
+	// "unknown:<addr>".
+	RackOf map[string]string
+	mu     sync.Mutex
+	out    map[string]int64
+	in     map[string]int64
+}
+
+// NewRackCounter counts by the racks of rackOf.
+func NewRackCounter(rackOf map[string]string) *RackCounter {
+	return &RackCounter{RackOf: rackOf, out: map[string]int64{}, in: map[string]int64{}}
+}
+
+// Dial dials addr and counts what passes on the connection.
+func (rc *RackCounter) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	rack, ok := rc.RackOf[addr]
+	if !ok {
+		rack = "unknown:" + addr
+	}
+	return &rackConn{Conn: conn, rc: rc, rack: rack}, nil
+}
+
+// Written returns the bytes written per rack.
+func (rc *RackCounter) Written() map[string]int64 { return rc.snapshot(rc.out) }
+
+// Read returns the bytes read per rack.
+func (rc *RackCounter) Read() map[string]int64 { return rc.snapshot(rc.in) }
+
+func (rc *RackCounter) snapshot(m map[string]int64) map[string]int64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+type rackConn struct {
+	net.Conn
+	rc   *RackCounter
+	rack string
+}
+
+func (c *rackConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.rc.mu.Lock()
+	c.rc.out[c.rack] += int64(n)
+	c.rc.mu.Unlock()
+	return n, err
+}
+
+func (c *rackConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.rc.mu.Lock()
+	c.rc.in[c.rack] += int64(n)
+	c.rc.mu.Unlock()
+	return n, err
 }
 
 // Messages returns n messages whose values (and keys) are distinct:

@@ -79,8 +79,11 @@ func TestProduceAttemptTimeoutIsRetried(t *testing.T) {
 	if err := r.p.Produce(ctx, []*Batch{a}); err != nil {
 		t.Fatal(err)
 	}
-	if a.Err != nil || a.Attempts != 2 {
-		t.Fatalf("err %v after %d attempts, want stored on attempt 2", a.Err, a.Attempts)
+	// At least 2 attempts: the first can only end by its timeout. A loaded
+	// machine can make the second time out too (50 ms); the batch is then
+	// resent again, and stored once all the same.
+	if a.Err != nil || a.Attempts < 2 {
+		t.Fatalf("err %v after %d attempts, want stored after a timed-out first attempt", a.Err, a.Attempts)
 	}
 	wantStored(t, r.stored(t, 0), values("a", 3))
 }

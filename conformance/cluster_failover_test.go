@@ -1,0 +1,377 @@
+//go:build conformance
+
+package conformance
+
+// Broker failover on a 3-node Kafka 4.3.1 cluster through SASL_SSL
+// (SCRAM-SHA-512, TLS verified against the test's CA): the idempotent
+// sdk.Writer and an sdk.Reader in a group, side by side with a raw
+// kafka.Writer on a twin topic, through a kill -9 of the node leading the
+// most partitions, its restart, and a controlled shutdown of another node.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/testpki"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// failoverCall is one WriteMessages call of a failover producer.
+type failoverCall struct {
+	partition  int
+	start, end time.Time
+	values     []string
+	err        error
+}
+
+// failoverProducer writes, for every partition, calls of numbered messages
+// to that partition alone, one call after another (one goroutine per
+// partition), until stopped, and records every call. A partition whose
+// leader moved stalls on its own, so the stall is measured per partition.
+type failoverProducer struct {
+	name  string
+	write func(context.Context, ...kafka.Message) error
+	mu    sync.Mutex
+	calls []failoverCall
+	acked atomic.Int64
+	stop  atomic.Bool
+}
+
+// keyPartition routes a message to the partition its key names: "p07-...".
+type keyPartition struct{}
+
+func (keyPartition) Balance(msg kafka.Message, _ ...int) int {
+	n, _ := strconv.Atoi(string(msg.Key[1:3]))
+	return n
+}
+
+// run writes to partition part until stop is set; the call in flight then
+// ends as any other.
+func (p *failoverProducer) run(ctx context.Context, part, perCall int) {
+	for i := 0; !p.stop.Load() && ctx.Err() == nil; i++ {
+		msgs := make([]kafka.Message, perCall)
+		values := make([]string, perCall)
+		for j := range msgs {
+			v := fmt.Sprintf("p%02d-%s-%07d", part, p.name, i*perCall+j)
+			msgs[j], values[j] = kafka.Message{Key: []byte(v), Value: []byte(v)}, v
+		}
+		start := time.Now()
+		err := p.write(ctx, msgs...)
+		p.mu.Lock()
+		p.calls = append(p.calls, failoverCall{partition: part, start: start, end: time.Now(), values: values, err: err})
+		p.mu.Unlock()
+		if err == nil {
+			p.acked.Add(int64(perCall))
+		}
+	}
+}
+
+// writtenSince reports whether every partition of parts had a successful
+// call that started at or after t.
+func (p *failoverProducer) writtenSince(t time.Time, parts []int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	done := map[int]bool{}
+	for _, c := range p.calls {
+		if c.err == nil && !c.start.Before(t) {
+			done[c.partition] = true
+		}
+	}
+	for _, part := range parts {
+		if !done[part] {
+			return false
+		}
+	}
+	return true
+}
+
+// waitUntil polls cond every 20 ms until it holds; it returns false when
+// budget ends first.
+func waitUntil(budget time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(budget)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// failoverEvent is a broker event and the partitions whose leader it moved.
+type failoverEvent struct {
+	name  string
+	at    time.Time
+	moved map[string][]int // topic → partitions led by the node before
+}
+
+// stalls returns, for each partition the event moved in topic, the time
+// from the event to the end of the first successful call to it that ended
+// after the event; partitions with no such call are counted in missing.
+func stalls(p *failoverProducer, ev failoverEvent, topic string) (ds []time.Duration, missing int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, part := range ev.moved[topic] {
+		found := false
+		for _, c := range p.calls {
+			if c.partition == part && c.err == nil && c.end.After(ev.at) {
+				ds = append(ds, c.end.Sub(ev.at))
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing++
+		}
+	}
+	return ds, missing
+}
+
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return -1
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s)-1) + 0.5)
+	return s[i]
+}
+
+// TestClusterFailover: 12 partitions replicated 3 times (min.insync.replicas
+// 2, acks=all). The idempotent sdk.Writer (per partition, sync calls of 4
+// messages one after another) and an sdk.Reader in a group run through SASL_SSL while the node leading
+// the most partitions is killed with SIGKILL, restarted once the others
+// lead, and then another node is stopped with a controlled shutdown
+// (SIGTERM). The SDK side must lose nothing, store nothing twice, keep the
+// order of the calls in every partition, surface no error to the consumer
+// and end with the group committed at every partition's end. A raw
+// kafka.Writer on a twin topic, through the same events, is the control:
+// its failures, losses and duplicates are recorded, not judged. The
+// produce stall per election (from the event to the first acknowledged
+// write on a moved partition) is measured for both.
+func TestClusterFailover(t *testing.T) {
+	ca := testpki.NewCA(t, "azkafka cluster test CA")
+	keystore := writeKeystore(t, t.TempDir(), "broker", ca.ValidServer(t))
+	pw := map[string]string{"alice": "alice-" + randomToken(t)}
+	c := startCluster(t, clusterConfig{
+		ports:      []string{"SASL_SSL_PORT"},
+		formatArgs: scramUsers(pw),
+		extra:      func(int) []string { return saslSSLListeners(map[string]string{"SASL_SSL": keystore}) },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const partitions = 12
+	sdkTopic, rawTopic, group := "failover-sdk", "failover-raw", "failover-group"
+	c.CreateTopic(ctx, sdkTopic, partitions)
+	c.CreateTopic(ctx, rawTopic, partitions)
+
+	trusted := ca.ClientConfig()
+	mech, err := scram.Mechanism(scram.SHA512, "alice", pw["alice"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure := c.NamedAddrs("SASL_SSL_PORT")
+	tr, err := sdk.NewTransport(&kafka.Transport{TLS: trusted, SASL: mech}, sdkcOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.CloseIdleConnections()
+	// A retry budget that outlasts an election: about 5 minutes.
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(secure...), Topic: sdkTopic, RequiredAcks: kafka.RequireAll,
+		Balancer: keyPartition{}, BatchTimeout: 5 * time.Millisecond, Transport: tr},
+		append(sdkcOptions(), sdk.WithRetry(600, 20*time.Millisecond, 500*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rawTr := &kafka.Transport{TLS: trusted, SASL: mech}
+	defer rawTr.CloseIdleConnections()
+	raw := &kafka.Writer{Addr: kafka.TCP(secure...), Topic: rawTopic, RequiredAcks: kafka.RequireAll,
+		Balancer: keyPartition{}, BatchTimeout: 5 * time.Millisecond, Transport: rawTr}
+	defer raw.Close()
+
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: secure, GroupID: group, Topic: sdkTopic,
+		Dialer:      &kafka.Dialer{Timeout: 10 * time.Second, TLS: trusted, SASLMechanism: mech},
+		StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond}, sdkcOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	ends := make(chan map[int]int64, 1)
+	consumed := make(chan error, 1)
+	go func() { consumed <- deliverytest.ConsumeToEnd(ctx, r, 0, ends, seen) }()
+
+	sdkP := &failoverProducer{name: "sdk", write: w.WriteMessages}
+	rawP := &failoverProducer{name: "raw", write: raw.WriteMessages}
+	var wg sync.WaitGroup
+	for _, p := range []*failoverProducer{sdkP, rawP} {
+		for part := range partitions {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.run(ctx, part, 4) }()
+		}
+	}
+	stopProducers := func() {
+		sdkP.stop.Store(true)
+		rawP.stop.Store(true)
+		wg.Wait()
+	}
+	defer stopProducers()
+
+	const hang = 3 * time.Minute // a hang detector, several times the expected time
+	if !waitUntil(hang, func() bool { return sdkP.acked.Load() >= 1000 }) {
+		t.Fatalf("the sdk Writer acknowledged %d messages in %v", sdkP.acked.Load(), hang)
+	}
+	var events []failoverEvent
+	// event moves node id's leaderships with act, then waits until no
+	// partition is led by it and both Writers have written again.
+	event := func(name string, id int, act func()) {
+		t.Helper()
+		ev := failoverEvent{name: name, moved: map[string][]int{}}
+		for _, topic := range []string{sdkTopic, rawTopic} {
+			for part, leader := range c.Leaders(ctx, topic) {
+				if leader == id {
+					ev.moved[topic] = append(ev.moved[topic], part)
+				}
+			}
+			sort.Ints(ev.moved[topic])
+		}
+		ev.at = time.Now()
+		act()
+		c.WaitLeadersOff(ctx, id, sdkTopic, rawTopic)
+		moved := time.Now()
+		if !waitUntil(hang, func() bool { return sdkP.writtenSince(moved, ev.moved[sdkTopic]) }) {
+			t.Fatalf("%s: a partition it moved got no acknowledged sdk write in %v after the leaders moved", name, hang)
+		}
+		if !waitUntil(hang, func() bool { return rawP.writtenSince(moved, ev.moved[rawTopic]) }) {
+			t.Logf("%s: a partition it moved got no acknowledged raw write in %v after the leaders moved (control: recorded)", name, hang)
+		}
+		t.Logf("%s of node %d: partitions it led %v (sdk topic), %v (raw topic); leaders moved after %v",
+			name, id, ev.moved[sdkTopic], ev.moved[rawTopic], moved.Sub(ev.at).Round(time.Millisecond))
+		events = append(events, ev)
+	}
+	mostLeading := func(except int) int {
+		count := map[int]int{}
+		for _, leader := range c.Leaders(ctx, sdkTopic) {
+			count[leader]++
+		}
+		best := 0
+		for id := 1; id <= len(clusterRacks); id++ {
+			if id != except && (best == 0 || count[id] > count[best]) {
+				best = id
+			}
+		}
+		return best
+	}
+
+	victim := mostLeading(0)
+	event("kill -9", victim, c.Node(victim).Kill9)
+	c.Node(victim).Restart()
+	c.WaitFullISR(ctx, sdkTopic, rawTopic)
+	t.Logf("node %d restarted and back in every ISR", victim)
+	second := mostLeading(victim)
+	event("controlled shutdown", second, func() { c.Node(second).Terminate(2 * time.Minute) })
+	stopProducers()
+
+	check := func(topic string) deliverytest.Topic {
+		return deliverytest.Topic{Addrs: c.LiveAddrs(), Name: topic, Partitions: partitions}
+	}
+	ends <- deliverytest.EndOffsets(ctx, t, check(sdkTopic))
+	if err := <-consumed; err != nil {
+		t.Fatalf("the sdk Reader surfaced an error: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("closing the sdk Reader: %v", err)
+	}
+	deliverytest.RequireCommittedToEnd(ctx, t, check(sdkTopic), group)
+
+	type outcome struct {
+		acked, failed, lost, dups, reorders, misplaced, unseen int
+	}
+	judge := func(p *failoverProducer, topic string) outcome {
+		parts := deliverytest.PartitionValues(ctx, t, check(topic))
+		var o outcome
+		counts := map[string]int{}
+		for part, vals := range parts {
+			for _, v := range vals {
+				counts[v]++
+				if !strings.HasPrefix(v, fmt.Sprintf("p%02d-", part)) {
+					o.misplaced++
+				}
+			}
+		}
+		p.mu.Lock()
+		for _, call := range p.calls {
+			if call.err != nil {
+				o.failed += len(call.values)
+				continue
+			}
+			o.acked += len(call.values)
+			for _, v := range call.values {
+				if counts[v] == 0 {
+					o.lost++
+				}
+			}
+		}
+		p.mu.Unlock()
+		for _, n := range counts {
+			if n > 1 {
+				o.dups += n - 1
+			}
+		}
+		o.reorders = reorders(parts, func(int) int { return 0 })
+		for v := range counts {
+			if topic == sdkTopic && seen[v] == 0 {
+				o.unseen++
+			}
+		}
+		return o
+	}
+	so, ro := judge(sdkP, sdkTopic), judge(rawP, rawTopic)
+	st := w.Stats().SDK
+	t.Logf("sdk.Writer (idempotent, producer ID %d, epoch %d): %d acknowledged, %d failed, %d lost, %d duplicates, %d out of order, %d in another partition; %d batches resent, %d after a lost response; the Reader saw every stored message but %d",
+		st.ProducerID, st.ProducerEpoch, so.acked, so.failed, so.lost, so.dups, so.reorders, so.misplaced, st.BatchesResent, st.DuplicateBatches, so.unseen)
+	t.Logf("raw kafka.Writer (control): %d acknowledged, %d failed, %d lost, %d duplicates, %d out of order, %d in another partition",
+		ro.acked, ro.failed, ro.lost, ro.dups, ro.reorders, ro.misplaced)
+	var table strings.Builder
+	for _, ev := range events {
+		for _, side := range []struct {
+			name  string
+			p     *failoverProducer
+			topic string
+			o     outcome
+		}{{"sdk.Writer", sdkP, sdkTopic, so}, {"raw kafka.Writer", rawP, rawTopic, ro}} {
+			ds, missing := stalls(side.p, ev, side.topic)
+			fmt.Fprintf(&table, "\n  %-20s %-17s moved %2d partitions: stall p50 %-8v p99 %-8v (no acknowledged write: %d)",
+				ev.name, side.name, len(ev.moved[side.topic]), percentile(ds, 0.5).Round(time.Millisecond), percentile(ds, 0.99).Round(time.Millisecond), missing)
+		}
+	}
+	t.Logf("produce stall per event, from the event to the first acknowledged write on a partition it moved:%s", table.String())
+
+	if so.failed != 0 || so.lost != 0 || so.dups != 0 || so.reorders != 0 || so.misplaced != 0 || so.unseen != 0 {
+		t.Fatalf("sdk: %d failed, %d lost, %d duplicates, %d out of order, %d in another partition, %d stored but not read",
+			so.failed, so.lost, so.dups, so.reorders, so.misplaced, so.unseen)
+	}
+	for _, ev := range events {
+		if len(ev.moved[sdkTopic]) == 0 {
+			t.Fatalf("%s moved no partition of the sdk topic: the event proved nothing", ev.name)
+		}
+		if _, missing := stalls(sdkP, ev, sdkTopic); missing != 0 {
+			t.Fatalf("%s: %d moved partitions got no acknowledged sdk write afterwards", ev.name, missing)
+		}
+	}
+	if ro.acked == 0 {
+		t.Fatal("the raw control wrote nothing")
+	}
+}

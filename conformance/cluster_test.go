@@ -1,0 +1,315 @@
+//go:build conformance
+
+package conformance
+
+// A KRaft cluster of Apache Kafka 4.3.1 on loopback for one test: three
+// combined broker+controller nodes with a static quorum of three voters
+// (controller.quorum.voters), so that killing or stopping any one node
+// leaves a majority and the cluster carries on; broker.rack az-a, az-b,
+// az-c; internal topics replicated three times (min.insync.replicas 2);
+// the rack-aware replica selector. Each node is a dedicatedBroker: a test
+// can kill -9, stop (SIGTERM: controlled shutdown) and restart any of them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// clusterRacks are the racks of the cluster's nodes, node 1 first.
+var clusterRacks = []string{"az-a", "az-b", "az-c"}
+
+// kafkaCluster is a multi-node cluster of the test's own.
+type kafkaCluster struct {
+	t     *testing.T
+	nodes []*dedicatedBroker // nodes[i] is node.id i+1
+	racks []string
+}
+
+// clusterConfig is what a test adds to every node.
+type clusterConfig struct {
+	// ports names further free ports of every node (a listener's): @NAME@
+	// in extra is the node's own.
+	ports []string
+	// extra returns lines appended to node id's config.
+	extra func(id int) []string
+	// formatArgs are added to every node's StorageTool format.
+	formatArgs []string
+}
+
+// clusterNodeConfig turns the single-node template into node id of the
+// cluster. A later key overrides the template's.
+func clusterNodeConfig(id int, voters, rack string) []string {
+	return []string{
+		"node.id=" + strconv.Itoa(id),
+		"controller.quorum.bootstrap.servers=",
+		"controller.quorum.voters=" + voters,
+		"broker.rack=" + rack,
+		"offsets.topic.replication.factor=3",
+		"transaction.state.log.replication.factor=3",
+		"transaction.state.log.min.isr=2",
+		"share.coordinator.state.topic.replication.factor=3",
+		"share.coordinator.state.topic.min.isr=2",
+		"default.replication.factor=3",
+		"min.insync.replicas=2",
+		"replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector",
+		// A restarted node registers again only once the controller has
+		// expired its killed incarnation's session: 2 s, not 9 s, keeps
+		// restarts short. It is also how long a killed node keeps its
+		// leaderships before the controller fences it.
+		"broker.heartbeat.interval.ms=500",
+		"broker.session.timeout.ms=2000",
+	}
+}
+
+// startCluster formats and starts one node per rack of clusterRacks and
+// returns once every node answers and the cluster lists them all.
+func startCluster(t *testing.T, cc clusterConfig) *kafkaCluster {
+	t.Helper()
+	n := len(clusterRacks)
+	per := 2 + len(cc.ports)
+	for attempt := 1; ; attempt++ {
+		ports := freePorts(t, n*per)
+		clusterID := newClusterID(t)
+		var voters []string
+		for i := range n {
+			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i*per+1]))
+		}
+		c := &kafkaCluster{t: t, racks: clusterRacks}
+		for i := range n {
+			b := newDedicatedNode(t, fmt.Sprintf("node %d (%s)", i+1, clusterRacks[i]))
+			b.brokerPort, b.ctrlPort = ports[i*per], ports[i*per+1]
+			for j, name := range cc.ports {
+				b.named[name] = ports[i*per+2+j]
+			}
+			b.clusterID, b.formatMode, b.formatArgs = clusterID, []string{}, cc.formatArgs
+			b.extra = clusterNodeConfig(i+1, strings.Join(voters, ","), clusterRacks[i])
+			if cc.extra != nil {
+				b.extra = append(b.extra, cc.extra(i+1)...)
+			}
+			b.format()
+			c.nodes = append(c.nodes, b)
+		}
+		for _, b := range c.nodes {
+			if err := b.launch(); err != nil {
+				t.Fatalf("cluster: %v", err)
+			}
+		}
+		errs := make(chan error, n)
+		for _, b := range c.nodes {
+			go func() { errs <- b.waitReady() }()
+		}
+		var first error
+		for range c.nodes {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		if first == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), dedicatedReadyBudget)
+			defer cancel()
+			c.waitFor(ctx, "every node registered", func(md *kafka.MetadataResponse) error {
+				if len(md.Brokers) != n {
+					return fmt.Errorf("%d of %d brokers in metadata", len(md.Brokers), n)
+				}
+				return nil
+			})
+			return c
+		}
+		taken := false
+		for _, b := range c.nodes {
+			taken = taken || b.logContains("Address already in use")
+			b.kill()
+		}
+		if attempt < 3 && taken {
+			t.Logf("cluster: a port was taken before a node bound it; retrying with new ports")
+			continue
+		}
+		t.Fatalf("cluster: %v", first)
+	}
+}
+
+// Node is the node with node.id id (1-based).
+func (c *kafkaCluster) Node(id int) *dedicatedBroker { return c.nodes[id-1] }
+
+// Addrs are the PLAINTEXT addresses of every node, running or not.
+func (c *kafkaCluster) Addrs() []string {
+	var a []string
+	for _, b := range c.nodes {
+		a = append(a, b.Addrs()...)
+	}
+	return a
+}
+
+// LiveAddrs are the PLAINTEXT addresses of the running nodes.
+func (c *kafkaCluster) LiveAddrs() []string {
+	var a []string
+	for _, b := range c.nodes {
+		if b.cmd != nil {
+			a = append(a, b.Addrs()...)
+		}
+	}
+	return a
+}
+
+// NamedAddrs are the addresses of every node's named port (a listener).
+func (c *kafkaCluster) NamedAddrs(name string) []string {
+	var a []string
+	for _, b := range c.nodes {
+		a = append(a, "127.0.0.1:"+strconv.Itoa(b.Port(name)))
+	}
+	return a
+}
+
+// metadata asks a running node, on a Transport of its own (kafka-go's
+// caches metadata, and its pool may hold connections to a killed node).
+func (c *kafkaCluster) metadata(ctx context.Context, topics ...string) (*kafka.MetadataResponse, error) {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(c.LiveAddrs()...), Timeout: 5 * time.Second, Transport: tr}
+	return cl.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+}
+
+// waitFor polls metadata until ok returns nil; it fails the test with what
+// and ok's last answer when ctx ends first.
+func (c *kafkaCluster) waitFor(ctx context.Context, what string, ok func(*kafka.MetadataResponse) error, topics ...string) {
+	c.t.Helper()
+	var last error
+	for {
+		md, err := c.metadata(ctx, topics...)
+		if err == nil {
+			err = ok(md)
+		}
+		if err == nil {
+			return
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("cluster: waiting for %s: %v (last: %v)", what, ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// partitionsOf returns the topic's partitions in metadata, or an error.
+func partitionsOf(md *kafka.MetadataResponse, topic string) ([]kafka.Partition, error) {
+	for _, tp := range md.Topics {
+		if tp.Name == topic {
+			if tp.Error != nil {
+				return nil, tp.Error
+			}
+			return tp.Partitions, nil
+		}
+	}
+	return nil, fmt.Errorf("topic %q not in metadata", topic)
+}
+
+// Leaders maps each partition of topic to its leader's node ID.
+func (c *kafkaCluster) Leaders(ctx context.Context, topic string) map[int]int {
+	c.t.Helper()
+	var leaders map[int]int
+	c.waitFor(ctx, "the leaders of "+topic, func(md *kafka.MetadataResponse) error {
+		parts, err := partitionsOf(md, topic)
+		if err != nil {
+			return err
+		}
+		leaders = map[int]int{}
+		for _, p := range parts {
+			if p.Leader.Host == "" {
+				return fmt.Errorf("partition %d has no leader", p.ID)
+			}
+			leaders[p.ID] = p.Leader.ID
+		}
+		return nil
+	}, topic)
+	return leaders
+}
+
+// WaitLeadersOff waits until no partition of the topics is led by node id
+// or lacks a leader.
+func (c *kafkaCluster) WaitLeadersOff(ctx context.Context, id int, topics ...string) {
+	c.t.Helper()
+	c.waitFor(ctx, fmt.Sprintf("no leader on node %d", id), func(md *kafka.MetadataResponse) error {
+		for _, topic := range topics {
+			parts, err := partitionsOf(md, topic)
+			if err != nil {
+				return err
+			}
+			for _, p := range parts {
+				if p.Leader.Host == "" || p.Leader.ID == id {
+					return fmt.Errorf("%s partition %d: leader %d", topic, p.ID, p.Leader.ID)
+				}
+			}
+		}
+		return nil
+	}, topics...)
+}
+
+// WaitFullISR waits until every partition of the topics has all nodes in
+// sync, as after a restarted node caught up.
+func (c *kafkaCluster) WaitFullISR(ctx context.Context, topics ...string) {
+	c.t.Helper()
+	c.waitFor(ctx, "every replica in sync", func(md *kafka.MetadataResponse) error {
+		for _, topic := range topics {
+			parts, err := partitionsOf(md, topic)
+			if err != nil {
+				return err
+			}
+			for _, p := range parts {
+				if len(p.Isr) != len(c.nodes) {
+					return fmt.Errorf("%s partition %d: ISR %v", topic, p.ID, brokerIDs(p.Isr))
+				}
+			}
+		}
+		return nil
+	}, topics...)
+}
+
+func brokerIDs(bs []kafka.Broker) []int {
+	ids := make([]int, 0, len(bs))
+	for _, b := range bs {
+		ids = append(ids, b.ID)
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+// CreateTopic creates a topic replicated on every node with
+// min.insync.replicas 2, and waits until every partition's leader answers.
+func (c *kafkaCluster) CreateTopic(ctx context.Context, name string, partitions int) {
+	c.t.Helper()
+	cl := &kafka.Client{Addr: kafka.TCP(c.LiveAddrs()...), Timeout: 10 * time.Second}
+	resp, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic: name, NumPartitions: partitions, ReplicationFactor: len(c.nodes),
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "min.insync.replicas", ConfigValue: "2"}},
+	}}})
+	if err == nil {
+		err = resp.Errors[name]
+	}
+	if err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+		c.t.Fatalf("create topic %q: %v", name, err)
+	}
+	c.waitFor(ctx, "topic "+name+" led and in sync", func(md *kafka.MetadataResponse) error {
+		parts, err := partitionsOf(md, name)
+		if err != nil {
+			return err
+		}
+		if len(parts) != partitions {
+			return fmt.Errorf("%d of %d partitions", len(parts), partitions)
+		}
+		for _, p := range parts {
+			if p.Leader.Host == "" || len(p.Isr) != len(c.nodes) {
+				return fmt.Errorf("partition %d: leader %q, ISR %v", p.ID, p.Leader.Host, brokerIDs(p.Isr))
+			}
+		}
+		return topicLed(ctx, cl, name, partitions)
+	}, name)
+}
