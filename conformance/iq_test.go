@@ -304,22 +304,7 @@ func TestIQRoutesLikeKafkaStreams(t *testing.T) {
 
 	// Kill an instance other than the seed that is active for some keys.
 	snap := src.Snapshot()
-	victim, affected := -1, []string(nil)
-	for _, v := range []int{1, 2} {
-		affected = affected[:0]
-		for _, k := range keys {
-			if r, err := snap.Route(iqStore, []byte(k)); err == nil && r.Active.HostInfo.String() == app.host(v) {
-				affected = append(affected, k)
-			}
-		}
-		if len(affected) > 0 {
-			victim = v
-			break
-		}
-	}
-	if victim < 0 {
-		t.Fatal("neither instance 1 nor 2 is active for any key")
-	}
+	victim, affected := pickVictim(t, app, snap, keys)
 
 	strict, err := iq.NewClient(src, iq.WithAllowStandby(true), iq.WithMaxLag(0), iq.WithAZ("az-a"),
 		iq.WithAttemptTimeout(time.Second), iq.WithLogger(quiet))
@@ -524,6 +509,26 @@ func (a *iqApp) inputBehind(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+// pickVictim returns the first of instances 1 and 2 (never the seed, 0)
+// that snap routes some of keys of store iqStore to as active, and those
+// keys.
+func pickVictim(t *testing.T, app *iqApp, snap *iq.Snapshot, keys []string) (int, []string) {
+	t.Helper()
+	for _, v := range []int{1, 2} {
+		var affected []string
+		for _, k := range keys {
+			if r, err := snap.Route(iqStore, []byte(k)); err == nil && r.Active.HostInfo.String() == app.host(v) {
+				affected = append(affected, k)
+			}
+		}
+		if len(affected) > 0 {
+			return v, affected
+		}
+	}
+	t.Fatal("neither instance 1 nor 2 is active for any key")
+	return -1, nil
 }
 
 // refreshingSource is a Source that can be polled on demand.
@@ -1013,22 +1018,7 @@ func killMove(t *testing.T, ctx context.Context, app *iqApp, httpSrc *iq.HTTPSou
 	httpSrc.Start()
 	cluster.Start()
 	snap := cluster.Snapshot()
-	victim, affected := -1, []string(nil)
-	for _, v := range []int{1, 2} {
-		affected = affected[:0]
-		for _, k := range keys {
-			if r, err := snap.Route(iqStore, []byte(k)); err == nil && r.Active.HostInfo.String() == app.host(v) {
-				affected = append(affected, k)
-			}
-		}
-		if len(affected) > 0 {
-			victim = v
-			break
-		}
-	}
-	if victim < 0 {
-		t.Fatal("neither instance 1 nor 2 is active for any key")
-	}
+	victim, affected := pickVictim(t, app, snap, keys)
 	quiet := slog.New(slog.DiscardHandler)
 	client, err := iq.NewClient(cluster, iq.WithAllowStandby(false), iq.WithAZ("az-a"),
 		iq.WithAttemptTimeout(time.Second), iq.WithLogger(quiet))
