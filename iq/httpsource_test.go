@@ -252,7 +252,14 @@ func TestHTTPSourceHangingInstanceIsBounded(t *testing.T) {
 func TestHTTPSourceStartCloseNoLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	app := newFakeApp(t, 2)
-	src, err := NewHTTPSource([]string{app.url(0)}, WithPollInterval(10*time.Millisecond), WithHTTPLogger(quietLogger()))
+	// Requests are counted as the source starts them: a request sent
+	// before Close can reach the server after Close returned, so the
+	// server's count cannot tell polling after Close from one in flight.
+	tr := &http.Transport{}
+	var started atomic.Int64
+	client := &http.Client{Transport: countingTransport{tr, &started}}
+	src, err := NewHTTPSource([]string{app.url(0)}, WithPollInterval(10*time.Millisecond), WithHTTPLogger(quietLogger()),
+		WithHTTPClient(client))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,14 +274,26 @@ func TestHTTPSourceStartCloseNoLeak(t *testing.T) {
 	}
 	src.Close()
 	src.Close()
-	n := app.hits[0].Load()
-	time.Sleep(50 * time.Millisecond)
-	if app.hits[0].Load() != n {
+	n := started.Load()
+	time.Sleep(50 * time.Millisecond) // five poll intervals
+	if started.Load() != n {
 		t.Error("still polling after Close")
 	}
+	tr.CloseIdleConnections()
 	for _, s := range app.servers {
 		s.Close()
 	}
+}
+
+// countingTransport counts the requests started through it.
+type countingTransport struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
 }
 
 func TestNewHTTPSourceErrors(t *testing.T) {
