@@ -20,19 +20,21 @@ import (
 // Environment variables read by the SDK. They are all read here, once per
 // client instance, by loadConfig; an Option for the same setting wins.
 const (
-	EnvAZ               = azdetect.EnvAZ
-	EnvClientID         = "AZKAFKA_CLIENT_ID"
-	EnvSessionID        = "AZKAFKA_SESSION_ID"
-	EnvInterzoneLB      = "AZKAFKA_INTERZONE_LB"
-	EnvMaxConnRate      = "AZKAFKA_MAX_CONN_RATE"
-	EnvMaxConnBurst     = "AZKAFKA_MAX_CONN_BURST"
-	EnvRedialBackoffMin = "AZKAFKA_REDIAL_BACKOFF_MIN"
-	EnvRedialBackoffMax = "AZKAFKA_REDIAL_BACKOFF_MAX"
-	EnvRetryMaxAttempts = "AZKAFKA_RETRY_MAX_ATTEMPTS"
-	EnvRetryBackoffMin  = "AZKAFKA_RETRY_BACKOFF_MIN"
-	EnvRetryBackoffMax  = "AZKAFKA_RETRY_BACKOFF_MAX"
-	EnvIdempotence      = "AZKAFKA_IDEMPOTENCE"
-	EnvRackAware        = "AZKAFKA_RACK_AWARE_PARTITIONING"
+	EnvAZ                = azdetect.EnvAZ
+	EnvClientID          = "AZKAFKA_CLIENT_ID"
+	EnvSessionID         = "AZKAFKA_SESSION_ID"
+	EnvInterzoneLB       = "AZKAFKA_INTERZONE_LB"
+	EnvMaxConnRate       = "AZKAFKA_MAX_CONN_RATE"
+	EnvMaxConnBurst      = "AZKAFKA_MAX_CONN_BURST"
+	EnvRedialBackoffMin  = "AZKAFKA_REDIAL_BACKOFF_MIN"
+	EnvRedialBackoffMax  = "AZKAFKA_REDIAL_BACKOFF_MAX"
+	EnvRetryMaxAttempts  = "AZKAFKA_RETRY_MAX_ATTEMPTS"
+	EnvRetryBackoffMin   = "AZKAFKA_RETRY_BACKOFF_MIN"
+	EnvRetryBackoffMax   = "AZKAFKA_RETRY_BACKOFF_MAX"
+	EnvIdempotence       = "AZKAFKA_IDEMPOTENCE"
+	EnvRackAware         = "AZKAFKA_RACK_AWARE_PARTITIONING"
+	EnvFetchFromFollower = "AZKAFKA_FETCH_FROM_FOLLOWER"
+	EnvGroupProtocol     = "AZKAFKA_GROUP_PROTOCOL"
 )
 
 // Defaults of the connection policy and of the retry policy.
@@ -77,6 +79,8 @@ type options struct {
 	retryMax       *time.Duration
 	idempotence    *bool
 	rackAware      *bool
+	fetchFollower  *bool
+	groupProtocol  *GroupProtocol
 	baseDialer     *kafka.Dialer
 	baseTransport  *kafka.Transport
 	getenv         func(string) string
@@ -156,6 +160,41 @@ func WithIdempotence(on bool) Option { return func(o *options) { o.idempotence =
 // moved. Default: $AZKAFKA_RACK_AWARE_PARTITIONING, else false.
 func WithRackAwarePartitioning(on bool) Option { return func(o *options) { o.rackAware = &on } }
 
+// WithFetchFromFollower turns the Reader's fetch-from-follower (KIP-392)
+// on or off: with it on, the Reader sends its AZ as the rack ID of every
+// fetch, so that a broker running
+// replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector
+// directs it to the replica in its own zone, whichever broker leads the
+// partition (see Reader for what happens when that replica dies or lags).
+// It has no effect when the AZ is unknown, or on clusters whose brokers
+// select no preferred replica (WarpStream agents already serve every
+// partition in-zone). Default: $AZKAFKA_FETCH_FROM_FOLLOWER (auto, true or
+// false), else auto: on whenever the AZ is known.
+func WithFetchFromFollower(on bool) Option { return func(o *options) { o.fetchFollower = &on } }
+
+// GroupProtocol is the consumer group protocol of a Reader with a GroupID.
+type GroupProtocol string
+
+const (
+	// GroupProtocolClassic is the classic protocol (JoinGroup/SyncGroup):
+	// the group's leader member assigns partitions with the
+	// kafka.ReaderConfig.GroupBalancers, and every rebalance stops the
+	// whole group. It mixes with kafka-go and Java members of the same
+	// group. The default.
+	GroupProtocolClassic GroupProtocol = "classic"
+	// GroupProtocolConsumer is KIP-848's consumer protocol
+	// (ConsumerGroupHeartbeat, GA since Kafka 4.0): the broker assigns
+	// partitions (group.consumer.assignors, uniform or range) and moves
+	// them one at a time, with no group-wide stop. GroupBalancers are
+	// ignored. A classic group with members can move to it only through
+	// Kafka's online upgrade (group.protocol.migration).
+	GroupProtocolConsumer GroupProtocol = "consumer"
+)
+
+// WithGroupProtocol sets the Reader's consumer group protocol.
+// Default: $AZKAFKA_GROUP_PROTOCOL (classic or consumer), else classic.
+func WithGroupProtocol(p GroupProtocol) Option { return func(o *options) { o.groupProtocol = &p } }
+
 // WithBaseDialer sets the kafka.Dialer whose TLS, SASL, timeouts and
 // resolver the client's Dialer keeps. Default: kafka.DefaultDialer's
 // settings.
@@ -192,6 +231,8 @@ type config struct {
 	retry         retry.Policy
 	idempotence   idempotence
 	rackAware     bool
+	fetchFollower fetchFollower
+	groupProtocol GroupProtocol
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
 	clock         clock
@@ -240,6 +281,7 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		Backoff:     retry.Backoff{Min: retry.DefaultBackoffMin, Max: retry.DefaultBackoffMax},
 	}
 	c.idempotence = idempotence{mode: idempotenceAuto}
+	c.groupProtocol = GroupProtocolClassic
 	for _, v := range envVars {
 		if val, ok := env(v.name); ok {
 			if err := v.set(&c, val); err != nil {
@@ -316,6 +358,19 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	}
 	if o.rackAware != nil {
 		c.rackAware = *o.rackAware
+	}
+	if o.fetchFollower != nil {
+		c.fetchFollower = fetchFollowerOff
+		if *o.fetchFollower {
+			c.fetchFollower = fetchFollowerOn
+		}
+	}
+	if o.groupProtocol != nil {
+		p, err := parseGroupProtocol(string(*o.groupProtocol))
+		if err != nil {
+			return config{}, fmt.Errorf("sdk: WithGroupProtocol(%s): %w", quote(string(*o.groupProtocol)), err)
+		}
+		c.groupProtocol = p
 	}
 
 	// AZ last: detection is the only slow step, and is skipped when the
@@ -436,6 +491,41 @@ var envVars = []envVar{
 		c.rackAware = b
 		return nil
 	}},
+	{EnvFetchFromFollower, "`auto`", func(c *config, v string) error {
+		switch strings.ToLower(v) {
+		case "auto":
+			c.fetchFollower = fetchFollowerAuto
+		case "true":
+			c.fetchFollower = fetchFollowerOn
+		case "false":
+			c.fetchFollower = fetchFollowerOff
+		default:
+			return errors.New("want auto, true or false")
+		}
+		return nil
+	}},
+	{EnvGroupProtocol, "`classic`", func(c *config, v string) (err error) {
+		c.groupProtocol, err = parseGroupProtocol(v)
+		return err
+	}},
+}
+
+// fetchFollower is the Reader's fetch-from-follower setting.
+type fetchFollower int
+
+const (
+	fetchFollowerAuto fetchFollower = iota // on when the AZ is known
+	fetchFollowerOn
+	fetchFollowerOff
+)
+
+// parseGroupProtocol parses AZKAFKA_GROUP_PROTOCOL and WithGroupProtocol.
+func parseGroupProtocol(v string) (GroupProtocol, error) {
+	switch p := GroupProtocol(strings.ToLower(v)); p {
+	case GroupProtocolClassic, GroupProtocolConsumer:
+		return p, nil
+	}
+	return "", errors.New("want classic or consumer")
 }
 
 // parseIdempotence parses AZKAFKA_IDEMPOTENCE.

@@ -27,8 +27,11 @@ type session struct {
 	retry       retry.Policy
 	idempotence idempotence
 	rackAware   bool
-	logger      *slog.Logger
-	policy      *connPolicy
+	// fetchFollower: the Reader sends az as its rack ID (KIP-392).
+	fetchFollower bool
+	groupProtocol GroupProtocol
+	logger        *slog.Logger
+	policy        *connPolicy
 
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
@@ -78,6 +81,8 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 		retry:         c.retry,
 		idempotence:   c.idempotence,
 		rackAware:     c.rackAware,
+		fetchFollower: c.az != "" && c.fetchFollower != fetchFollowerOff,
+		groupProtocol: c.groupProtocol,
 		logger:        c.logger,
 		policy:        newConnPolicy(c),
 		baseDialer:    c.baseDialer,

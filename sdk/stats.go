@@ -46,6 +46,22 @@ type SDKStats struct {
 	DuplicateBatches int64
 	// BatchesResent counts the idempotent Writer's batch resends.
 	BatchesResent int64
+	// FetchFromFollower reports whether the Reader sends its AZ as the
+	// rack ID of its fetches (see WithFetchFromFollower).
+	FetchFromFollower bool
+	// GroupProtocol is the Reader's consumer group protocol; "" without a
+	// GroupID.
+	GroupProtocol GroupProtocol
+	// FetchBytes is the size of the record batches a Reader fetched, as
+	// they crossed the network (compressed), cumulative since the Reader
+	// was created; FetchBytesInZone the part of it fetched from brokers
+	// whose rack is AZ. Their ratio is the share of consumer traffic
+	// that stayed in the client's zone.
+	FetchBytes       int64
+	FetchBytesInZone int64
+	// FetchBrokers breaks FetchBytes down by broker, cumulative, in node
+	// ID order.
+	FetchBrokers []BrokerFetch
 	// Conn holds the connection counters: connections created, dial
 	// failures and time spent throttled by the rate limit and re-dial
 	// backoff.
@@ -57,6 +73,24 @@ type SDKStats struct {
 	AZ string
 	// AZSource names where AZ came from, for example "option" or "env".
 	AZSource string
+}
+
+// BrokerFetch is what a Reader fetched from one broker since it was
+// created.
+type BrokerFetch struct {
+	// NodeID is the broker's node ID.
+	NodeID int32
+	// Addr is the broker's host:port as the cluster advertises it.
+	Addr string
+	// Rack is the broker's rack (broker.rack); "" when it has none.
+	Rack string
+	// InZone reports whether Rack is the client's AZ.
+	InZone bool
+	// Bytes is the size of the record batches fetched from the broker,
+	// compressed, as they crossed the network.
+	Bytes int64
+	// Batches is the number of record batches fetched from the broker.
+	Batches int64
 }
 
 // WriterStats is kafka-go's WriterStats plus the SDK's counters.
