@@ -348,6 +348,7 @@ func (h *engineHooks) broker(meta kgo.BrokerMetadata) *brokerCounters {
 // waiting cannot fix (engineFatal) is kept for the callers; anything else
 // counts as absorbed, and is logged at most once per 5 s.
 func (h *engineHooks) noteError(err error) {
+	err = kafkaError(err)
 	h.lastErr.Store(&err)
 	h.errSeq.Add(1)
 	if engineFatal(err) {
