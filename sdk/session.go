@@ -177,6 +177,12 @@ type Identity struct {
 	// RackAwarePartitioning reports whether a Writer would send keyless
 	// messages to partitions led in AZ (WithRackAwarePartitioning).
 	RackAwarePartitioning bool
+	// FetchFromFollower reports whether a Reader would send AZ as its
+	// fetches' rack ID (WithFetchFromFollower).
+	FetchFromFollower bool
+	// GroupProtocol is the group protocol of a Reader with a GroupID
+	// (WithGroupProtocol).
+	GroupProtocol GroupProtocol
 }
 
 // ResolveIdentity resolves opts and the AZKAFKA_* environment as a new
@@ -199,5 +205,7 @@ func ResolveIdentity(ctx context.Context, opts ...Option) (Identity, error) {
 		InterzoneLB: s.interzoneLB,
 
 		RackAwarePartitioning: s.rackAware,
+		FetchFromFollower:     s.fetchFollower,
+		GroupProtocol:         s.groupProtocol,
 	}, nil
 }
