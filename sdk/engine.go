@@ -67,15 +67,7 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 // its config (ServerName defaults to the broker's host, as kafka-go does).
 // With z, Fetch requests go through z's rack rewriting (see zoneFallback).
 func (s *session) engineDial(d *kafka.Dialer, z *zoneFallback) func(ctx context.Context, network, address string) (net.Conn, error) {
-	inner := d.DialFunc
-	if inner == nil {
-		inner = (&net.Dialer{
-			LocalAddr:     d.LocalAddr,
-			FallbackDelay: d.FallbackDelay,
-			KeepAlive:     d.KeepAlive,
-		}).DialContext
-	}
-	dial := s.policy.wrap(inner, d.TLS != nil)
+	dial := s.policy.wrap(baseDial(d), d.TLS != nil)
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		if d.Timeout > 0 {
 			var cancel context.CancelFunc
@@ -238,7 +230,7 @@ type engineHooks struct {
 	logSome  rate.Sometimes
 
 	dials, dialFailures, fetches, fetchErrors atomic.Int64
-	dialTime, readTime, waitTime              durationSummary
+	dialTime, readTime, waitTime              summary[time.Duration]
 
 	brokersMu sync.Mutex
 	brokers   map[int32]*brokerCounters
@@ -421,37 +413,45 @@ func (h *engineHooks) fetchStats(s *SDKStats) {
 	h.brokersMu.Unlock()
 }
 
-// durationSummary accumulates kafka.DurationStats between two snapshots.
-type durationSummary struct {
-	mu       sync.Mutex
-	count    int64
-	sum      time.Duration
-	min, max time.Duration
+// summary accumulates the count, sum, minimum and maximum of values
+// between two takes: kafka-go's SummaryStats and DurationStats.
+type summary[T ~int64] struct {
+	mu                 sync.Mutex
+	count              int64
+	sum, minimum, maxi T
 }
 
-func (d *durationSummary) observe(v time.Duration) {
-	d.mu.Lock()
-	if d.count == 0 || v < d.min {
-		d.min = v
+func (s *summary[T]) observe(v T) {
+	s.mu.Lock()
+	if s.count == 0 || v < s.minimum {
+		s.minimum = v
 	}
-	if v > d.max {
-		d.max = v
-	}
-	d.count++
-	d.sum += v
-	d.mu.Unlock()
+	s.maxi = max(s.maxi, v)
+	s.count++
+	s.sum += v
+	s.mu.Unlock()
 }
 
-// snapshot returns the summary since the previous snapshot and resets it.
-func (d *durationSummary) snapshot() kafka.DurationStats {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s := kafka.DurationStats{Min: d.min, Max: d.max, Count: d.count, Sum: d.sum}
-	if d.count > 0 {
-		s.Avg = d.sum / time.Duration(d.count)
+// take returns the summary since the previous take and resets it.
+func (s *summary[T]) take() (count int64, sum, minimum, maximum, avg T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	count, sum, minimum, maximum = s.count, s.sum, s.minimum, s.maxi
+	if count > 0 {
+		avg = sum / T(count)
 	}
-	d.count, d.sum, d.min, d.max = 0, 0, 0, 0
-	return s
+	s.count, s.sum, s.minimum, s.maxi = 0, 0, 0, 0
+	return count, sum, minimum, maximum, avg
+}
+
+func durationStats(s *summary[time.Duration]) kafka.DurationStats {
+	n, sum, lo, hi, avg := s.take()
+	return kafka.DurationStats{Avg: avg, Min: lo, Max: hi, Count: n, Sum: sum}
+}
+
+func summaryStats(s *summary[int64]) kafka.SummaryStats {
+	n, sum, lo, hi, avg := s.take()
+	return kafka.SummaryStats{Avg: avg, Min: lo, Max: hi, Count: n, Sum: sum}
 }
 
 // engineFatal reports whether err is a refusal no retry can fix: the

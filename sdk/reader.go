@@ -129,7 +129,7 @@ type topicPartition struct {
 // readerCounters hold kafka.ReaderStats' counters between two Stats calls.
 type readerCounters struct {
 	messages, bytes, errors, timeouts atomic.Int64
-	fetchSize, fetchBytes             countSummary
+	fetchSize, fetchBytes             summary[int64]
 }
 
 // Defaults kafka-go applies to a ReaderConfig, which the Reader applies the
@@ -1044,11 +1044,11 @@ func (r *Reader) Stats() ReaderStats {
 		Rebalances:    r.rebalances.Swap(0),
 		Timeouts:      r.stats.timeouts.Swap(0),
 		Errors:        r.stats.errors.Swap(0) + r.hooks.fetchErrors.Swap(0),
-		DialTime:      r.hooks.dialTime.snapshot(),
-		ReadTime:      r.hooks.readTime.snapshot(),
-		WaitTime:      r.hooks.waitTime.snapshot(),
-		FetchSize:     r.stats.fetchSize.snapshot(),
-		FetchBytes:    r.stats.fetchBytes.snapshot(),
+		DialTime:      durationStats(&r.hooks.dialTime),
+		ReadTime:      durationStats(&r.hooks.readTime),
+		WaitTime:      durationStats(&r.hooks.waitTime),
+		FetchSize:     summaryStats(&r.stats.fetchSize),
+		FetchBytes:    summaryStats(&r.stats.fetchBytes),
 		Offset:        offset,
 		Lag:           lag,
 		MinBytes:      int64(c.MinBytes),
@@ -1077,33 +1077,4 @@ func readerOptions(d *kafka.Dialer, opts []Option) []Option {
 		return opts
 	}
 	return append([]Option{WithBaseDialer(d), withFallbackUserID(d.ClientID)}, opts...)
-}
-
-// countSummary accumulates kafka.SummaryStats between two snapshots.
-type countSummary struct {
-	mu               sync.Mutex
-	count, sum       int64
-	minimum, maximum int64
-}
-
-func (c *countSummary) observe(v int64) {
-	c.mu.Lock()
-	if c.count == 0 || v < c.minimum {
-		c.minimum = v
-	}
-	c.maximum = max(c.maximum, v)
-	c.count++
-	c.sum += v
-	c.mu.Unlock()
-}
-
-func (c *countSummary) snapshot() kafka.SummaryStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := kafka.SummaryStats{Min: c.minimum, Max: c.maximum, Count: c.count, Sum: c.sum}
-	if c.count > 0 {
-		s.Avg = c.sum / c.count
-	}
-	c.count, c.sum, c.minimum, c.maximum = 0, 0, 0, 0
-	return s
 }

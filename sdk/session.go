@@ -98,20 +98,25 @@ func (s *session) dialer() *kafka.Dialer {
 		base = kafka.DefaultDialer
 	}
 	d := *base // kafka.Dialer holds no lock; a shallow copy shares TLS/SASL values as kafka-go itself does
-	inner := base.DialFunc
-	if inner == nil {
-		// kafka-go ignores these fields once DialFunc is set, so the
-		// policy applies them itself.
-		// (DualStack is a no-op since Go 1.12: fast fallback is always on.)
-		inner = (&net.Dialer{
-			LocalAddr:     base.LocalAddr,
-			FallbackDelay: base.FallbackDelay,
-			KeepAlive:     base.KeepAlive,
-		}).DialContext
-	}
 	d.ClientID = s.clientID
-	d.DialFunc = s.policy.wrap(inner, base.TLS != nil)
+	d.DialFunc = s.policy.wrap(baseDial(base), base.TLS != nil)
 	return &d
+}
+
+// baseDial is the dial function under the connection policy for a
+// kafka.Dialer: its DialFunc, else a net.Dialer with its LocalAddr,
+// FallbackDelay and KeepAlive (kafka-go ignores those once DialFunc is
+// set, so the policy applies them itself; DualStack has been a no-op since
+// Go 1.12).
+func baseDial(d *kafka.Dialer) dialFunc {
+	if d.DialFunc != nil {
+		return d.DialFunc
+	}
+	return (&net.Dialer{
+		LocalAddr:     d.LocalAddr,
+		FallbackDelay: d.FallbackDelay,
+		KeepAlive:     d.KeepAlive,
+	}).DialContext
 }
 
 // transport returns a new kafka.Transport with the session's client ID and
