@@ -270,8 +270,8 @@ var (
 func (h *engineHooks) OnNewClient(cl *kgo.Client) { h.client.Store(cl) }
 
 func (h *engineHooks) OnBrokerConnect(meta kgo.BrokerMetadata, d time.Duration, _ net.Conn, err error) {
-	if h.zone != nil {
-		h.zone.connected(meta, err)
+	if h.zone != nil && err != nil {
+		h.zone.failed(meta)
 	}
 	h.dials.Add(1)
 	h.dialTime.observe(d)
@@ -290,6 +290,13 @@ func (h *engineHooks) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _
 }
 
 func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wait, read time.Duration, err error) {
+	if h.zone != nil {
+		if err == nil {
+			h.zone.served(meta)
+		} else if !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
+			h.zone.failed(meta)
+		}
+	}
 	if key == fetchKey {
 		h.fetches.Add(1)
 		h.waitTime.observe(wait)

@@ -11,10 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ZoneFallbackHold is how long after the last failed dial to a broker of
-// the client's own zone the Reader fetches without its rack ID, so that
-// leaders serve the partitions themselves instead of naming that broker
-// again. The cluster takes its dead brokers out of the leaders' choice
+// ZoneFallbackHold is how long after the last failed dial or request to a
+// broker of the client's own zone the Reader fetches without its rack ID
+// (unless that broker answers again before), so that leaders serve the
+// partitions themselves instead of naming that broker again. The cluster takes its dead brokers out of the leaders' choice
 // within the brokers' session timeout (Kafka's broker.session.timeout.ms,
 // 9 s by default), well inside it.
 const ZoneFallbackHold = 30 * time.Second
@@ -30,6 +30,10 @@ const ZoneFallbackHold = 30 * time.Second
 // the zone's brokers answer again (or ZoneFallbackHold after the last
 // failure), fetches carry the rack again and move back in-zone. Safe for
 // concurrent use.
+//
+// A broker that dies is noticed at once (its connections reset, dials are
+// refused); one that hangs only when a request to it times out, after
+// kafka.ReaderConfig.MaxWait plus the engine's 10 s request overhead.
 type zoneFallback struct {
 	az     string
 	now    func() time.Time
@@ -44,18 +48,30 @@ func newZoneFallback(az string, logger *slog.Logger) *zoneFallback {
 	return &zoneFallback{az: az, now: time.Now, logger: logger, down: map[int32]time.Time{}}
 }
 
-// connected records the outcome of a dial to a broker.
-func (z *zoneFallback) connected(meta kgo.BrokerMetadata, err error) {
-	if meta.Rack == nil || *meta.Rack != z.az {
+// failed records a failed dial to a broker, or a connection to it that
+// errored (a hung broker accepts connections but answers nothing: its
+// requests time out).
+func (z *zoneFallback) failed(meta kgo.BrokerMetadata) {
+	if !z.inZone(meta) {
 		return
 	}
 	z.mu.Lock()
-	defer z.mu.Unlock()
-	if err == nil {
-		delete(z.down, meta.NodeID)
+	z.down[meta.NodeID] = z.now().Add(ZoneFallbackHold)
+	z.mu.Unlock()
+}
+
+// served records a response read from a broker: it is alive.
+func (z *zoneFallback) served(meta kgo.BrokerMetadata) {
+	if !z.inZone(meta) {
 		return
 	}
-	z.down[meta.NodeID] = z.now().Add(ZoneFallbackHold)
+	z.mu.Lock()
+	delete(z.down, meta.NodeID)
+	z.mu.Unlock()
+}
+
+func (z *zoneFallback) inZone(meta kgo.BrokerMetadata) bool {
+	return meta.Rack != nil && *meta.Rack == z.az
 }
 
 // active reports whether fetches leave out the rack ID now.

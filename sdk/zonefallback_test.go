@@ -120,9 +120,9 @@ func (c *recordingConn) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// TestZoneFallback: a failed dial to a broker of the own zone makes fetches
-// leave out the rack until that broker answers again, or the hold ends;
-// brokers of other zones do not count.
+// TestZoneFallback: a failed dial or request to a broker of the own zone
+// makes fetches leave out the rack until that broker answers again, or the
+// hold ends; brokers of other zones do not count.
 func TestZoneFallback(t *testing.T) {
 	now := time.Unix(1000, 0)
 	z := newZoneFallback("az-b", slog.New(slog.DiscardHandler))
@@ -143,11 +143,11 @@ func TestZoneFallback(t *testing.T) {
 	if got := write(); got != "az-b" {
 		t.Fatalf("healthy zone: rack %q, want az-b", got)
 	}
-	z.connected(other, net.ErrClosed)
+	z.failed(other)
 	if got := write(); got != "az-b" {
 		t.Fatalf("a broker of another zone failed: rack %q, want az-b", got)
 	}
-	z.connected(inZone, net.ErrClosed)
+	z.failed(inZone)
 	if got := write(); got != "" {
 		t.Fatalf("the zone's broker failed: rack %q, want none", got)
 	}
@@ -155,11 +155,11 @@ func TestZoneFallback(t *testing.T) {
 	if got := write(); got != "" {
 		t.Fatalf("within the hold: rack %q, want none", got)
 	}
-	z.connected(inZone, nil)
+	z.served(inZone)
 	if got := write(); got != "az-b" {
 		t.Fatalf("the zone's broker answered again: rack %q, want az-b", got)
 	}
-	z.connected(inZone, net.ErrClosed)
+	z.failed(inZone)
 	now = now.Add(ZoneFallbackHold)
 	if got := write(); got != "az-b" {
 		t.Fatalf("after the hold: rack %q, want az-b", got)
