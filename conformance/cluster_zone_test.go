@@ -53,7 +53,12 @@ func perHundredMB(bytes int64, payload int64) float64 {
 //     rack-aware partitioning: the bytes sent to other zones;
 //   - three consumers, one per zone, reading everything in a group, with
 //     ZoneAffinityGroupBalancer and with kafka-go's range balancer: the
-//     bytes read from other zones;
+//     bytes read from other zones. They fetch from the leader
+//     (WithFetchFromFollower(false)): the brokers run
+//     RackAwareReplicaSelector, and a consumer fetching from its zone's
+//     follower reads in-zone whatever it is assigned, which is what
+//     TestClusterFetchFromFollower measures; this measures what the
+//     assignment alone saves;
 //   - the share of assigned partitions led in their member's zone, in the
 //     zone-affinity group, before and after a kill -9 of node 1 (az-a),
 //     and once the node is back and the controller's preferred leader
@@ -127,7 +132,7 @@ func TestClusterZoneAffinity(t *testing.T) {
 				GroupBalancers: balancers(zone), StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond,
 				HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second,
 				Dialer: &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: rc.Dial}},
-				append(sdkcOptions(), sdk.WithAZ(zone))...)
+				append(sdkcOptions(), sdk.WithAZ(zone), sdk.WithFetchFromFollower(false))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +239,7 @@ func TestClusterZoneAffinity(t *testing.T) {
 	}
 	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c.Addrs(), GroupID: "zone-affinity", Topic: topic,
 		GroupBalancers: zoneBalancers("az-c"), HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second},
-		append(sdkcOptions(), sdk.WithAZ("az-c"))...)
+		append(sdkcOptions(), sdk.WithAZ("az-c"), sdk.WithFetchFromFollower(false))...)
 	if err != nil {
 		t.Fatal(err)
 	}
