@@ -45,7 +45,7 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(s.clientID),
-		kgo.Dialer(s.engineDial(d)),
+		kgo.Dialer(s.engineDial(d, h.zone)),
 		kgo.RetryBackoffFn(func(fails int) time.Duration {
 			// kgo calls it with the failures so far (1 for the first
 			// retry); a floor keeps full jitter from spinning.
@@ -65,7 +65,8 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 // FallbackDelay and KeepAlive), its Resolver first, its Timeout and
 // Deadline as the bound of the dial and the TLS handshake, then TLS with
 // its config (ServerName defaults to the broker's host, as kafka-go does).
-func (s *session) engineDial(d *kafka.Dialer) func(ctx context.Context, network, address string) (net.Conn, error) {
+// With z, Fetch requests go through z's rack rewriting (see zoneFallback).
+func (s *session) engineDial(d *kafka.Dialer, z *zoneFallback) func(ctx context.Context, network, address string) (net.Conn, error) {
 	inner := d.DialFunc
 	if inner == nil {
 		inner = (&net.Dialer{
@@ -108,7 +109,7 @@ func (s *session) engineDial(d *kafka.Dialer) func(ctx context.Context, network,
 			return nil, err
 		}
 		if d.TLS == nil {
-			return conn, nil
+			return zoneConn(conn, z), nil
 		}
 		cfg := d.TLS.Clone()
 		if cfg.ServerName == "" {
@@ -119,8 +120,15 @@ func (s *session) engineDial(d *kafka.Dialer) func(ctx context.Context, network,
 			conn.Close()
 			return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
 		}
-		return tc, nil
+		return zoneConn(tc, z), nil
 	}
+}
+
+func zoneConn(c net.Conn, z *zoneFallback) net.Conn {
+	if z == nil {
+		return c
+	}
+	return &rackConn{Conn: c, z: z}
 }
 
 // saslAdapter runs a kafka-go sasl.Mechanism (PLAIN, SCRAM, AWS MSK IAM or
@@ -223,6 +231,7 @@ func (l *engineLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // concurrent use; the per-message path never touches it.
 type engineHooks struct {
 	az       string
+	zone     *zoneFallback // nil unless fetching from followers
 	client   atomic.Pointer[kgo.Client]
 	counters *counters
 	logger   *slog.Logger
@@ -269,6 +278,9 @@ var (
 func (h *engineHooks) OnNewClient(cl *kgo.Client) { h.client.Store(cl) }
 
 func (h *engineHooks) OnBrokerConnect(meta kgo.BrokerMetadata, d time.Duration, _ net.Conn, err error) {
+	if h.zone != nil {
+		h.zone.connected(meta, err)
+	}
 	h.dials.Add(1)
 	h.dialTime.observe(d)
 	if err != nil {
@@ -336,6 +348,7 @@ func (h *engineHooks) broker(meta kgo.BrokerMetadata) *brokerCounters {
 // waiting cannot fix (engineFatal) is kept for the callers; anything else
 // counts as absorbed, and is logged at most once per 5 s.
 func (h *engineHooks) noteError(err error) {
+	err = kafkaError(err)
 	h.lastErr.Store(&err)
 	h.errSeq.Add(1)
 	if engineFatal(err) {

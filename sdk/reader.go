@@ -40,11 +40,13 @@ import (
 // is not false) every fetch carries the AZ as its rack ID (KIP-392), so
 // brokers running the RackAwareReplicaSelector serve each partition from
 // the replica in the client's zone, whichever broker leads it. The leader
-// then only names the replica; when that replica stops answering, the
-// Reader waits a short backoff and asks the leader again every
-// RecheckPreferredReplica, which serves it from another replica, or from
-// itself once the dead broker left the cluster's metadata. A replica that
-// lags serves what it has: reads are never ahead of the leader's high
+// then only names the replica. When that replica dies, kgo would keep
+// fetching from it (and a leader keeps naming it until the cluster fences
+// it): instead, once a dial to a broker of the own zone fails, the Reader
+// fetches without its rack ID (see ZoneFallbackHold), and within
+// RecheckPreferredReplica the partitions go back to their leaders, which
+// serve them until the zone's broker answers again. A replica that lags
+// serves what it has: reads are never ahead of the leader's high
 // watermark. Stats().SDK counts the bytes fetched from each broker and the
 // share from the own zone.
 //
@@ -75,7 +77,6 @@ import (
 type Reader struct {
 	s      *session
 	config kafka.ReaderConfig
-	cl     *kgo.Client
 	hooks  *engineHooks
 	group  bool
 
@@ -205,6 +206,9 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		commitDone: make(chan struct{}),
 	}
 	r.hooks = newEngineHooks(s, &r.counters)
+	if s.fetchFollower {
+		r.hooks.zone = newZoneFallback(s.az, s.logger)
+	}
 	onFatal := r.interrupt
 	r.hooks.onFatal.Store(&onFatal)
 	r.config.Dialer = s.dialer()
