@@ -292,7 +292,7 @@ func (h *engineHooks) OnBrokerConnect(meta kgo.BrokerMetadata, d time.Duration, 
 }
 
 func (h *engineHooks) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
+	if err != nil && !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
 		h.noteError(fmt.Errorf("writing to broker %s: %w", brokerAddr(meta), err))
 	}
 }
@@ -306,7 +306,7 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 			h.fetchErrors.Add(1)
 		}
 	}
-	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
+	if err != nil && !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
 		h.noteError(fmt.Errorf("reading from broker %s: %w", brokerAddr(meta), err))
 	}
 }

@@ -669,8 +669,8 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 	if len(msgs) == 0 {
 		return nil
 	}
+	var offsets map[string]map[int32]kgo.EpochOffset
 	r.mu.Lock()
-	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, m := range msgs {
 		tp := topicPartition{m.Topic, int32(m.Partition)}
 		if _, ok := r.owned[tp]; !ok {
@@ -678,6 +678,9 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 		}
 		to := r.marks
 		if r.config.CommitInterval == 0 {
+			if offsets == nil {
+				offsets = map[string]map[int32]kgo.EpochOffset{}
+			}
 			to = offsets
 		}
 		ps := to[m.Topic]
@@ -690,7 +693,7 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 		}
 	}
 	r.mu.Unlock()
-	if r.config.CommitInterval > 0 || len(offsets) == 0 {
+	if len(offsets) == 0 {
 		return nil
 	}
 	return r.commit(ctx, offsets)
