@@ -209,7 +209,6 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		owned:      map[topicPartition]struct{}{},
 		marks:      map[string]map[int32]kgo.EpochOffset{},
 		offset:     kafka.FirstOffset,
-		lag:        -1,
 		commitStop: make(chan struct{}),
 		commitDone: make(chan struct{}),
 	}
@@ -943,7 +942,7 @@ func (r *Reader) SetOffset(offset int64) error {
 	r.revokedAt[tp] = r.epoch
 	clear(r.buf)
 	r.buf, r.head = r.buf[:0], 0
-	r.offset, r.lag = offset, -1
+	r.offset = offset // the lag stays that of the last message, as in kafka-go
 	if r.started {
 		r.engine().RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
 		r.engine().AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.topic: {tp.partition: off}})
