@@ -141,11 +141,11 @@ func readAllMessages(b *testing.B, r benchConsumer, n, commitEvery int) (time.Du
 	start := time.Now()
 	var first time.Duration
 	for i := 0; i < n; i++ {
-		var m kafka.Message
 		var err error
 		if commitEvery == 0 {
-			m, err = r.ReadMessage(ctx)
+			_, err = r.ReadMessage(ctx)
 		} else {
+			var m kafka.Message
 			m, err = r.FetchMessage(ctx)
 			if err == nil && (i+1)%commitEvery == 0 {
 				err = r.CommitMessages(ctx, m)
