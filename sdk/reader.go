@@ -98,8 +98,14 @@ type Reader struct {
 	revokedAt map[topicPartition]uint64
 	owned     map[topicPartition]struct{}
 	// marks are the offsets CommitMessages marked with CommitInterval >
-	// 0, not yet committed.
-	marks map[string]map[int32]kgo.EpochOffset
+	// 0, not yet committed; lastMarks is marks[lastMarksTopic], the map a
+	// run of one topic's messages marks into.
+	marks          map[string]map[int32]kgo.EpochOffset
+	lastMarks      map[int32]kgo.EpochOffset
+	lastMarksTopic string
+	// handed and handedBytes count the messages handed out (key and
+	// value bytes) since the last Stats.
+	handed, handedBytes int64
 	// Partition mode: the next offset to hand out (or FirstOffset,
 	// LastOffset before the first), its lag, and whether the engine
 	// consumes the partition yet.
@@ -136,8 +142,8 @@ type topicPartition struct {
 
 // readerCounters hold kafka.ReaderStats' counters between two Stats calls.
 type readerCounters struct {
-	messages, bytes, errors, timeouts atomic.Int64
-	fetchSize, fetchBytes             summary[int64]
+	errors, timeouts      atomic.Int64
+	fetchSize, fetchBytes summary[int64]
 }
 
 // Defaults kafka-go applies to a ReaderConfig, which the Reader applies the
@@ -392,6 +398,14 @@ func (r *Reader) partitions(ctx context.Context, topics []string) ([]kafka.Parti
 // the message together with the error, so that the caller can still
 // process it (kafka-go drops it): the commit may have been stored.
 func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
+	if r.group && r.config.CommitInterval > 0 {
+		// Marking needs no round trip: hand out and mark under one lock.
+		f, err := r.next(ctx, true)
+		if err != nil {
+			return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
+		}
+		return message(f), nil
+	}
 	m, err := r.FetchMessage(ctx)
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
@@ -409,29 +423,61 @@ func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
 // done (see Reader for the error then), the Reader is closed (io.EOF), or
 // an error waiting cannot fix.
 func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
-	mark := r.hooks.errSeq.Load()
+	f, err := r.next(ctx, false)
+	if err != nil {
+		return kafka.Message{}, err
+	}
+	return message(f), nil
+}
+
+// next hands out the next record, polling the engine when none is
+// buffered; with mark, it also marks the record's offset for the next
+// periodic commit (a record handed out under the lock is of a partition
+// the Reader owns: drop removes the others' under the same lock).
+func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
+	start := r.hooks.errSeq.Load()
 	for {
 		if r.closed.Load() {
-			return kafka.Message{}, io.EOF
+			return fetched{}, io.EOF
 		}
 		r.mu.Lock()
 		if r.head < len(r.buf) {
 			f := r.buf[r.head]
 			r.buf[r.head] = fetched{}
 			r.head++
+			r.handed++
+			r.handedBytes += int64(len(f.rec.Key) + len(f.rec.Value))
+			if mark {
+				r.markLocked(f.rec.Topic, f.rec.Partition, f.rec.Offset)
+			}
 			if !r.group {
 				r.offset = f.rec.Offset + 1
 				r.lag = max(f.hwm-r.offset, 0)
 			}
 			r.mu.Unlock()
-			r.stats.messages.Add(1)
-			r.stats.bytes.Add(int64(len(f.rec.Key) + len(f.rec.Value)))
-			return message(f), nil
+			return f, nil
 		}
 		r.mu.Unlock()
-		if err := r.poll(ctx, mark); err != nil {
-			return kafka.Message{}, err
+		if err := r.poll(ctx, start); err != nil {
+			return fetched{}, err
 		}
+	}
+}
+
+// markLocked marks offset+1 of topic's partition for the next commit,
+// unless a higher mark is there. r.mu is held.
+func (r *Reader) markLocked(topic string, partition int32, offset int64) {
+	ps := r.lastMarks
+	if ps == nil || r.lastMarksTopic != topic {
+		ps = r.marks[topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			r.marks[topic] = ps
+		}
+		r.lastMarks, r.lastMarksTopic = ps, topic
+	}
+	if cur, ok := ps[partition]; !ok || offset+1 > cur.Offset {
+		ps[partition] = kgo.EpochOffset{Epoch: -1, Offset: offset + 1}
 	}
 }
 
@@ -713,17 +759,17 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 		if _, ok := r.owned[tp]; !ok {
 			continue
 		}
-		to := r.marks
-		if r.config.CommitInterval == 0 {
-			if offsets == nil {
-				offsets = map[string]map[int32]kgo.EpochOffset{}
-			}
-			to = offsets
+		if r.config.CommitInterval > 0 {
+			r.markLocked(m.Topic, tp.partition, m.Offset)
+			continue
 		}
-		ps := to[m.Topic]
+		if offsets == nil {
+			offsets = map[string]map[int32]kgo.EpochOffset{}
+		}
+		ps := offsets[m.Topic]
 		if ps == nil {
 			ps = map[int32]kgo.EpochOffset{}
-			to[m.Topic] = ps
+			offsets[m.Topic] = ps
 		}
 		if cur, ok := ps[tp.partition]; !ok || m.Offset+1 > cur.Offset {
 			ps[tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: m.Offset + 1}
@@ -1064,6 +1110,8 @@ func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
 	queued := int64(len(r.buf) - r.head)
 	offset, lag := r.offset, r.lag
+	messages, bytes := r.handed, r.handedBytes
+	r.handed, r.handedBytes = 0, 0
 	r.mu.Unlock()
 	if r.group {
 		offset, lag = -1, -1
@@ -1071,8 +1119,8 @@ func (r *Reader) Stats() ReaderStats {
 	ks := kafka.ReaderStats{
 		Dials:         r.hooks.dials.Swap(0),
 		Fetches:       r.hooks.fetches.Swap(0),
-		Messages:      r.stats.messages.Swap(0),
-		Bytes:         r.stats.bytes.Swap(0),
+		Messages:      messages,
+		Bytes:         bytes,
 		Rebalances:    r.rebalances.Swap(0),
 		Timeouts:      r.stats.timeouts.Swap(0),
 		Errors:        r.stats.errors.Swap(0) + r.hooks.fetchErrors.Swap(0),
