@@ -184,9 +184,10 @@ const (
 	GroupProtocolClassic GroupProtocol = "classic"
 	// GroupProtocolConsumer is KIP-848's consumer protocol
 	// (ConsumerGroupHeartbeat, GA since Kafka 4.0): the broker assigns
-	// partitions (group.consumer.assignors, uniform or range) and moves
-	// them one at a time, with no group-wide stop. GroupBalancers are
-	// ignored. A classic group with members can move to it only through
+	// partitions (group.consumer.assignors: range when
+	// kafka.ReaderConfig.GroupBalancers lists kafka.RangeGroupBalancer
+	// first, else Kafka's default uniform) and moves them one at a time,
+	// with no group-wide stop. The GroupBalancers themselves do not run. A classic group with members can move to it only through
 	// Kafka's online upgrade (group.protocol.migration).
 	GroupProtocolConsumer GroupProtocol = "consumer"
 )

@@ -82,6 +82,9 @@ type Reader struct {
 	config kafka.ReaderConfig
 	hooks  *engineHooks
 	group  bool
+	// rangeFirst: the config listed kafka.RangeGroupBalancer first
+	// (GroupProtocolConsumer then asks the broker for range).
+	rangeFirst bool
 
 	// pollSem admits one poller of the engine at a time.
 	pollSem chan struct{}
@@ -92,8 +95,9 @@ type Reader struct {
 	buf  []fetched
 	head int
 	// epoch counts revocations (group) and SetOffset calls (partition
-	// mode): a poll that began in an older epoch keeps only records of
-	// partitions not revoked since (revokedAt).
+	// mode): in partition mode a poll that began in an older epoch keeps
+	// no records of the partition moved since (revokedAt); in group mode
+	// a poll keeps the records of the partitions owned when it returns.
 	epoch     uint64
 	revokedAt map[topicPartition]uint64
 	owned     map[topicPartition]struct{}
@@ -203,6 +207,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	if err := config.Validate(); err != nil {
 		return nil, fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
+	rangeFirst := len(config.GroupBalancers) > 0 && isRange(config.GroupBalancers[0])
 	if err := readerDefaults(&config); err != nil {
 		return nil, fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
@@ -215,6 +220,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		config: config,
 
 		group:      config.GroupID != "",
+		rangeFirst: rangeFirst,
 		pollSem:    make(chan struct{}, 1),
 		revokedAt:  map[topicPartition]uint64{},
 		owned:      map[topicPartition]struct{}{},
@@ -242,6 +248,14 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		close(r.commitDone)
 	}
 	return r, nil
+}
+
+func isRange(b kafka.GroupBalancer) bool {
+	switch b.(type) {
+	case kafka.RangeGroupBalancer, *kafka.RangeGroupBalancer:
+		return true
+	}
+	return false
 }
 
 // engine is the Reader's kgo client, known from before kgo.NewClient
@@ -362,10 +376,10 @@ func (r *Reader) engineOpts() []kgo.Opt {
 		opts = append(opts, kgo.MetadataMaxAge(c.PartitionWatchInterval))
 	}
 	if r.s.groupProtocol == GroupProtocolConsumer {
-		// The broker assigns: range when the config asks for range
-		// first, else Kafka's default uniform assignor.
+		// The broker assigns: range when the config lists range first,
+		// else Kafka's default uniform assignor.
 		b := kgo.CooperativeStickyBalancer()
-		if _, ok := c.GroupBalancers[0].(kafka.RangeGroupBalancer); ok {
+		if r.rangeFirst {
 			b = kgo.RangeBalancer()
 		}
 		return append(opts, kgo.Balancers(b), kgo.ServerSideBalancer())
@@ -538,8 +552,17 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		if len(p.Records) == 0 {
 			return
 		}
-		if epoch != r.epoch && r.revokedAt[topicPartition{p.Topic, p.Partition}] > epoch {
-			return // revoked (or moved by SetOffset) while this poll ran
+		tp := topicPartition{p.Topic, p.Partition}
+		if r.group {
+			// A partition revoked while this poll ran and owned again
+			// was restarted by the engine at the committed offset:
+			// these records are the new start, keep them. Only those
+			// of a partition the Reader no longer owns go.
+			if _, ok := r.owned[tp]; !ok {
+				return
+			}
+		} else if epoch != r.epoch && r.revokedAt[tp] > epoch {
+			return // moved by SetOffset while this poll ran
 		}
 		for _, rec := range p.Records {
 			r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark})

@@ -145,7 +145,7 @@ func reconciled(g kmsg.ConsumerGroupDescribeResponseGroup, n, parts int) (bool, 
 // that is reading, then one leaves with Close. No message may be lost,
 // the group's commits must reach the end of every partition, the broker
 // must describe the group as a consumer-protocol group assigning with
-// range (the assignor kafka-go's default balancers ask for), and Stats
+// uniform (Kafka's default: the config sets no GroupBalancers), and Stats
 // must say so.
 func TestReaderConsumerProtocolGroup(t *testing.T) {
 	t.Parallel()
@@ -221,8 +221,8 @@ func TestReaderConsumerProtocolGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.ErrorCode != 0 || d.AssignorName != "range" {
-		t.Errorf("ConsumerGroupDescribe: error code %d, assignor %q; want a consumer-protocol group assigning with range", d.ErrorCode, d.AssignorName)
+	if d.ErrorCode != 0 || d.AssignorName != "uniform" {
+		t.Errorf("ConsumerGroupDescribe: error code %d, assignor %q; want a consumer-protocol group assigning with Kafka's default, uniform (no GroupBalancers set)", d.ErrorCode, d.AssignorName)
 	}
 	for _, m := range []*groupMember{a, b, cm} {
 		if p := m.r.Stats().SDK.GroupProtocol; p != sdk.GroupProtocolConsumer {
