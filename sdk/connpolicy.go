@@ -105,6 +105,9 @@ type connPolicy struct {
 	logger  *slog.Logger
 	stats   connCounters
 	addrs   sync.Map // address string -> *addrState
+	// onPeerClose, when set, runs after a peer closed or reset a
+	// connection: the engine refreshes its metadata then.
+	onPeerClose atomic.Pointer[func()]
 }
 
 // addrState is what the policy remembers about one address.
@@ -288,6 +291,9 @@ func (c *policyConn) noteError(err error) {
 	}
 	c.policy.stats.peerCloses.Add(1)
 	c.st.peerClosed.Store(true)
+	if f := c.policy.onPeerClose.Load(); f != nil {
+		(*f)()
+	}
 	if !c.served.Load() {
 		c.policy.stats.earlyCloses.Add(1)
 		c.policy.fail(c.st)

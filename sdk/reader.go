@@ -5,116 +5,376 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"golang.org/x/time/rate"
-
-	"github.com/azkafka/azkafka/retry"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Reader is a drop-in replacement for *kafka.Reader that stamps the azkafka
-// client ID on every connection and keeps transient errors from the caller.
+// Reader is a drop-in replacement for *kafka.Reader: the same methods with
+// kafka-go's meaning, configured by kafka.ReaderConfig, running on
+// franz-go's consumer (kgo). One fetch per broker carries all of its
+// partitions and whole record batches are decoded at once, so a Reader
+// reads several times faster than kafka-go's and closes in milliseconds
+// (kafka-go's waits out MaxWait). Create it with NewReader; the zero value
+// is not usable. Its methods are safe for concurrent use.
 //
-// It has the same methods as *kafka.Reader. Create it with NewReader; the
-// zero value is not usable. Methods are safe for concurrent use as far as
-// kafka.Reader's are.
+// Modes, as in kafka-go: with ReaderConfig.GroupID it is a member of a
+// consumer group reading Topic or GroupTopics (Offset, Lag, SetOffset,
+// SetOffsetAt and ReadLag are then unavailable, as in kafka-go); without,
+// it reads Partition of Topic from the first offset, or from where
+// SetOffset or SetOffsetAt puts it.
 //
-// kafka-go's Reader already reconnects on its own and hides most connection
-// errors, but it surfaces some: a partition reader that failed to connect
-// ReaderConfig.MaxAttempts times in a row, a consumer group that could not
-// join, CommitMessages when the coordinator connection died ("use of
-// closed network connection"), and a context.Canceled of a group
-// generation that kafka-go ended while a partition reader was connecting.
-// Reader absorbs those when the retry policy calls them transient (see
-// retry.IsTransient; a context's end that is not the caller's ctx is
-// kafka-go's own and is absorbed too): it logs them (rate-limited,
-// at most one line per 5 s), waits a full-jitter backoff and tries again
-// until ctx is done. The retry policy's MaxAttempts does not apply: a
-// consumer waits for the cluster to come back rather than giving up.
+// Group protocol: classic by default, where the group's leader member
+// assigns with ReaderConfig.GroupBalancers (default range, then
+// round-robin), exactly as kafka-go's members do, so a group can mix
+// sdk.Readers and kafka-go Readers, or move from one to the other member by
+// member; or KIP-848's consumer protocol (WithGroupProtocol), where the
+// broker assigns and GroupBalancers are ignored.
 //
-// Nothing is skipped: an absorbed error never advances the reader's offset,
-// and ReadMessage returns the fetched message even when its commit fails.
-// io.EOF is returned only after Close, as with kafka-go.
+// Fetch from follower: when the AZ is known (and AZKAFKA_FETCH_FROM_FOLLOWER
+// is not false) every fetch carries the AZ as its rack ID (KIP-392), so
+// brokers running the RackAwareReplicaSelector serve each partition from
+// the replica in the client's zone, whichever broker leads it. The leader
+// then only names the replica; when that replica stops answering, the
+// Reader waits a short backoff and asks the leader again every
+// RecheckPreferredReplica, which serves it from another replica, or from
+// itself once the dead broker left the cluster's metadata. A replica that
+// lags serves what it has: reads are never ahead of the leader's high
+// watermark. Stats().SDK counts the bytes fetched from each broker and the
+// share from the own zone.
 //
-// This matters because kafka-go's consumer-group Reader does skip stored
-// messages under connection closes, in one sequence of events: ReadMessage
-// fetches the message at offset N and commits N+1; the broker stores the
-// commit, but the coordinator connection closes before the response
-// arrives. kafka-go's ReadMessage then returns an empty message with the
-// commit error: the message it fetched is dropped. The closed connection
-// ends the group generation, and the next one starts at the committed
-// offset, N+1. The caller gets N+1 (or a later message kafka-go had
-// buffered) after N-1, and never N. Reader cannot take that path: its
-// ReadMessage returns every message it fetched (a transiently failed
-// commit is retried, through the next generation, before it returns) and
-// commits only that message, so it never moves the group's committed
-// offset past a message the caller was not given. Below the commits, kafka-go's fetch
-// path skips nothing: within a generation a partition's records are handed
-// out in order (a fetch response cut by a close is fetched again from the
-// first record not handed out) and each generation starts at the committed
-// offset. Offsets that hold no record (compacted away) are passed over, as
-// kafka-go does; they are not skips. TestReaderLostCommitResponse and
-// TestReaderCutFetchResponses run both readers through these faults.
+// Commits follow kafka-go: CommitMessages commits each partition's
+// highest given offset + 1. With CommitInterval 0 it is synchronous; with
+// CommitInterval > 0 it only marks, and the marks are committed every
+// interval, before a partition is revoked, and in Close. ReadMessage is
+// FetchMessage followed by CommitMessages.
+//
+// Nothing is skipped: the Reader hands out every record of a partition in
+// order from where the group's committed offset (or SetOffset) put it, and
+// commits only offsets the caller gave back, so the committed offset never
+// passes a message the caller was not given. Records of a partition that
+// was revoked meanwhile are dropped, not handed out: its next owner starts
+// at the committed offset. A commit for a partition the Reader no longer
+// owns is dropped the same way (its next owner may read those messages
+// again). Offsets that hold no record (compacted away, transaction
+// markers) are passed over, as in kafka-go.
+//
+// Errors: the engine retries what is transient (closed or reset
+// connections, leader moves, a coordinator loading) on its own; the Reader
+// logs what it absorbed (rate-limited, at most one line per 5 s). When the
+// caller's ctx ends meanwhile, the error wraps ctx's error and names the
+// last cause: "context deadline exceeded; last error: dial tcp
+// 127.0.0.1:1: connect: connection refused". Errors that waiting cannot
+// fix return at once: authentication, TLS, authorization, an offset out of
+// range with no reset. io.EOF is returned only after Close.
 type Reader struct {
-	s            *session
-	inner        *kafka.Reader
-	policy       retry.Policy
-	group        bool
-	counters     counters
-	logTransient rate.Sometimes
-	closed       atomic.Bool
-	// closing is canceled by Close, to cut a retry backoff short.
-	closing context.Context
-	close   context.CancelFunc
+	s      *session
+	config kafka.ReaderConfig
+	cl     *kgo.Client
+	hooks  *engineHooks
+	group  bool
+
+	// pollSem admits one poller of the engine at a time.
+	pollSem chan struct{}
+
+	mu sync.Mutex
+	// buf holds the records of the last poll not yet handed out, from
+	// head on.
+	buf  []fetched
+	head int
+	// epoch counts revocations (group) and SetOffset calls (partition
+	// mode): a poll that began in an older epoch keeps only records of
+	// partitions not revoked since (revokedAt).
+	epoch     uint64
+	revokedAt map[topicPartition]uint64
+	owned     map[topicPartition]struct{}
+	// marks are the offsets CommitMessages marked with CommitInterval >
+	// 0, not yet committed.
+	marks map[string]map[int32]kgo.EpochOffset
+	// Partition mode: the next offset to hand out (or FirstOffset,
+	// LastOffset before the first), its lag, and whether the engine
+	// consumes the partition yet.
+	offset  int64
+	lag     int64
+	started bool
+	// pollCancel interrupts the poll in flight (SetOffset, Close, a
+	// refusal).
+	pollCancel context.CancelCauseFunc
+
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	commitStop chan struct{}
+	commitDone chan struct{}
+	counters   counters
+	stats      readerCounters
+	rebalances atomic.Int64
 }
 
-// NewReader returns a Reader for config, whose Dialer it replaces by one
-// that stamps the azkafka client ID and applies the connection policy:
+type fetched struct {
+	rec *kgo.Record
+	hwm int64
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// readerCounters hold kafka.ReaderStats' counters between two Stats calls.
+type readerCounters struct {
+	messages, bytes, errors, timeouts atomic.Int64
+	fetchSize, fetchBytes             countSummary
+}
+
+// Defaults kafka-go applies to a ReaderConfig, which the Reader applies the
+// same way.
+const (
+	defaultReaderMaxBytes       = 1e6
+	defaultReaderMaxWait        = 10 * time.Second
+	defaultReaderQueueCapacity  = 100
+	defaultReaderSession        = 30 * time.Second
+	defaultReaderRebalance      = 30 * time.Second
+	defaultReaderHeartbeat      = 3 * time.Second
+	defaultPartitionWatch       = 5 * time.Second
+	defaultReaderReadBatch      = 10 * time.Second
+	defaultReaderReadLag        = time.Minute
+	defaultReaderReadBackoffMin = 100 * time.Millisecond
+	defaultReaderReadBackoffMax = time.Second
+	defaultReaderMaxAttempts    = 3
+)
+
+// DefaultFetchMaxBytes caps the bytes one fetch response may carry from
+// one broker (the engine's fetch.max.bytes), unless
+// kafka.ReaderConfig.MaxBytes, the cap per partition, is larger. The
+// Reader buffers at most one response per broker, so its memory for
+// records stays under brokers × this (plus decompression).
+const DefaultFetchMaxBytes = 16 << 20
+
+// RecheckPreferredReplica is how long the Reader reads from a preferred
+// replica (fetch from follower) before it asks the leader again which
+// replica to read from. A replica that stops answering is left at the
+// next recheck.
+const RecheckPreferredReplica = 5 * time.Second
+
+// closeCommitTimeout bounds the commit of marked offsets in Close.
+const closeCommitTimeout = 10 * time.Second
+
+// NewReader returns a Reader for config:
 //
 //	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "billing", Topic: "events"})
 //
-// TLS, SASL, timeouts and resolver of config.Dialer, when set, are kept.
-// Options win over AZKAFKA_* environment variables.
+// Every connection carries the azkafka client ID and goes through the
+// connection policy. TLS, SASL (any kafka-go sasl.Mechanism), Timeout,
+// Deadline, Resolver, DialFunc and ClientID (as the user part of the
+// client ID) of config.Dialer, when set, are kept. Options win over
+// AZKAFKA_* environment variables. What each ReaderConfig field becomes is
+// in the README's Reader table.
 //
 // Unlike kafka.NewReader, which panics, NewReader returns an error for an
-// invalid config, as it does for invalid options or environment. It may
-// detect the availability zone (once per process) unless WithAZ or
-// AZKAFKA_AZ provides it.
-func NewReader(config kafka.ReaderConfig, opts ...Option) (_ *Reader, err error) {
+// invalid config, options or environment. It may detect the availability
+// zone (once per process) unless WithAZ or AZKAFKA_AZ gives it. It does not
+// wait for the cluster: connection errors come from the reads.
+func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	if err := config.Validate(); err != nil {
+		return nil, fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %w", err)
+	}
+	if err := readerDefaults(&config); err != nil {
 		return nil, fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
 	s, err := newSession(context.Background(), readerOptions(config.Dialer, opts))
 	if err != nil {
 		return nil, fmt.Errorf("sdk.NewReader: %w", err)
 	}
-	config.Dialer = s.dialer()
-	defer func() {
-		// kafka.NewReader panics when the consumer group config is invalid.
-		if p := recover(); p != nil {
-			err = fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %v", p)
-		}
-	}()
 	r := &Reader{
-		s:            s,
-		inner:        kafka.NewReader(config),
-		policy:       s.retry,
-		group:        config.GroupID != "",
-		logTransient: rate.Sometimes{Interval: 5 * time.Second},
+		s:      s,
+		config: config,
+
+		group:      config.GroupID != "",
+		pollSem:    make(chan struct{}, 1),
+		revokedAt:  map[topicPartition]uint64{},
+		owned:      map[topicPartition]struct{}{},
+		marks:      map[string]map[int32]kgo.EpochOffset{},
+		offset:     kafka.FirstOffset,
+		lag:        -1,
+		commitStop: make(chan struct{}),
+		commitDone: make(chan struct{}),
 	}
-	r.closing, r.close = context.WithCancel(context.Background())
+	r.hooks = newEngineHooks(s, &r.counters)
+	onFatal := r.interrupt
+	r.hooks.onFatal.Store(&onFatal)
+	r.config.Dialer = s.dialer()
+	// The hooks keep the client (see engine).
+	if _, err := kgo.NewClient(r.engineOpts()...); err != nil {
+		return nil, fmt.Errorf("sdk.NewReader: %w", err)
+	}
+	refresh := r.hooks.refreshMetadata
+	s.policy.onPeerClose.Store(&refresh)
+	if r.group && config.CommitInterval > 0 {
+		go r.commitLoop()
+	} else {
+		close(r.commitDone)
+	}
 	return r, nil
 }
 
+// engine is the Reader's kgo client, known from before kgo.NewClient
+// returns (its group goroutine may run the balancer first).
+func (r *Reader) engine() *kgo.Client { return r.hooks.client.Load() }
+
+// readerDefaults applies kafka-go's defaults to config.
+func readerDefaults(c *kafka.ReaderConfig) error {
+	if c.GroupID != "" && len(c.GroupBalancers) == 0 {
+		c.GroupBalancers = []kafka.GroupBalancer{kafka.RangeGroupBalancer{}, kafka.RoundRobinGroupBalancer{}}
+	}
+	setDefault := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = defaultReaderMaxBytes
+	}
+	if c.MinBytes == 0 {
+		c.MinBytes = 1
+	}
+	if c.QueueCapacity == 0 {
+		c.QueueCapacity = defaultReaderQueueCapacity
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = defaultReaderMaxAttempts
+	}
+	setDefault(&c.MaxWait, defaultReaderMaxWait)
+	setDefault(&c.ReadBatchTimeout, defaultReaderReadBatch)
+	setDefault(&c.ReadLagInterval, defaultReaderReadLag)
+	setDefault(&c.ReadBackoffMin, defaultReaderReadBackoffMin)
+	setDefault(&c.ReadBackoffMax, defaultReaderReadBackoffMax)
+	setDefault(&c.HeartbeatInterval, defaultReaderHeartbeat)
+	setDefault(&c.SessionTimeout, defaultReaderSession)
+	setDefault(&c.RebalanceTimeout, defaultReaderRebalance)
+	setDefault(&c.PartitionWatchInterval, defaultPartitionWatch)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"SessionTimeout", c.SessionTimeout},
+		{"RebalanceTimeout", c.RebalanceTimeout}, {"JoinGroupBackoff", c.JoinGroupBackoff},
+		{"RetentionTime", c.RetentionTime}, {"PartitionWatchInterval", c.PartitionWatchInterval},
+		{"CommitInterval", c.CommitInterval}, {"MaxWait", c.MaxWait},
+		{"ReadBatchTimeout", c.ReadBatchTimeout},
+		{"ReadBackoffMin", c.ReadBackoffMin}, {"ReadBackoffMax", c.ReadBackoffMax},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %v is negative", d.name, d.v)
+		}
+	}
+	if c.StartOffset != 0 && c.StartOffset != kafka.FirstOffset && c.StartOffset != kafka.LastOffset {
+		return fmt.Errorf("StartOffset %d: want kafka.FirstOffset or kafka.LastOffset", c.StartOffset)
+	}
+	if c.ReadBackoffMax < c.ReadBackoffMin {
+		return fmt.Errorf("ReadBackoffMax %v smaller than ReadBackoffMin %v", c.ReadBackoffMax, c.ReadBackoffMin)
+	}
+	if c.MaxWait < time.Millisecond {
+		return fmt.Errorf("MaxWait %v is below 1ms", c.MaxWait)
+	}
+	if c.MaxBytes > 1<<30 {
+		return fmt.Errorf("MaxBytes %d is above 1 GiB", c.MaxBytes)
+	}
+	return nil
+}
+
+// engineOpts maps the ReaderConfig onto kgo's consumer.
+func (r *Reader) engineOpts() []kgo.Opt {
+	c := r.config
+	opts := r.s.engineOpts(c.Brokers, c.Logger, c.ErrorLogger, r.hooks)
+	fetchMax := max(c.MaxBytes, DefaultFetchMaxBytes)
+	opts = append(opts,
+		kgo.FetchMaxWait(c.MaxWait),
+		kgo.FetchMinBytes(int32(c.MinBytes)),
+		kgo.FetchMaxPartitionBytes(int32(c.MaxBytes)),
+		kgo.FetchMaxBytes(int32(fetchMax)),
+		kgo.BrokerMaxReadBytes(int32(max(fetchMax+fetchMax/2, 100<<20))),
+	)
+	if c.IsolationLevel == kafka.ReadCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	if r.s.fetchFollower {
+		opts = append(opts, kgo.Rack(r.s.az), kgo.RecheckPreferredReplicaInterval(RecheckPreferredReplica))
+	}
+	if c.OffsetOutOfRangeError {
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	} else {
+		// kafka-go moves a reader below the log start to the first
+		// offset; past the end, it waits there for the log to grow
+		// (kgo then validates the leader epoch, or resets to the end).
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
+	if !r.group {
+		return opts
+	}
+	topics := c.GroupTopics
+	if len(topics) == 0 {
+		topics = []string{c.Topic}
+	}
+	start := kgo.NewOffset().AtStart()
+	if c.StartOffset == kafka.LastOffset {
+		start = kgo.NewOffset().AtEnd()
+	}
+	opts = append(opts,
+		kgo.ConsumerGroup(c.GroupID),
+		kgo.ConsumeTopics(topics...),
+		kgo.ConsumeStartOffset(start),
+		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(c.SessionTimeout),
+		kgo.RebalanceTimeout(c.RebalanceTimeout),
+		kgo.HeartbeatInterval(c.HeartbeatInterval),
+		kgo.OnPartitionsAssigned(r.assigned),
+		kgo.OnPartitionsRevoked(r.revoked),
+		kgo.OnPartitionsLost(r.lost),
+	)
+	if c.WatchPartitionChanges {
+		opts = append(opts, kgo.MetadataMaxAge(c.PartitionWatchInterval))
+	}
+	if r.s.groupProtocol == GroupProtocolConsumer {
+		// The broker assigns: range when the config asks for range
+		// first, else Kafka's default uniform assignor.
+		b := kgo.CooperativeStickyBalancer()
+		if _, ok := c.GroupBalancers[0].(kafka.RangeGroupBalancer); ok {
+			b = kgo.RangeBalancer()
+		}
+		return append(opts, kgo.Balancers(b), kgo.ServerSideBalancer())
+	}
+	bs := make([]kgo.GroupBalancer, 0, len(c.GroupBalancers))
+	for _, b := range c.GroupBalancers {
+		bs = append(bs, &groupBalancer{b: b, partitions: r.partitions, onError: r.hooks.noteError})
+	}
+	return append(opts, kgo.Balancers(bs...))
+}
+
+// partitions reads the topics' partitions, leaders and replicas.
+func (r *Reader) partitions(ctx context.Context, topics []string) ([]kafka.Partition, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, r.engine())
+	if err != nil {
+		return nil, err
+	}
+	return partitionsFromMetadata(resp), nil
+}
+
 // ReadMessage reads the next message and, with a consumer group, commits
-// it, like kafka.Reader.ReadMessage, absorbing transient errors. When the
-// fetch succeeded but the commit did not (ctx done, or an error that is not
-// transient), it returns the message together with the error, so that the
-// caller can still process it: a caller that drops a message returned with
-// an error may skip it, since the failed commit may have been stored.
-// kafka-go's ReadMessage drops it itself (see Reader).
+// it, like kafka.Reader.ReadMessage. When the fetch succeeded but the
+// commit did not (ctx done, or an error that is not transient), it returns
+// the message together with the error, so that the caller can still
+// process it (kafka-go drops it): the commit may have been stored.
 func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
 	m, err := r.FetchMessage(ctx)
 	if err != nil {
@@ -129,57 +389,669 @@ func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
 }
 
 // FetchMessage returns the next message without committing it, like
-// kafka.Reader.FetchMessage. Transient errors are logged and retried until
-// ctx is done; it returns ctx's error then, io.EOF after Close, or an error
-// that is not transient.
+// kafka.Reader.FetchMessage. It blocks until a message is there, ctx is
+// done (see Reader for the error then), the Reader is closed (io.EOF), or
+// an error waiting cannot fix.
 func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
-	for attempt := 0; ; attempt++ {
-		m, err := r.inner.FetchMessage(ctx)
-		if err == nil {
-			return m, nil
-		}
+	mark := r.hooks.errSeq.Load()
+	for {
 		if r.closed.Load() {
-			// kafka-go may still hand out an error its partition reader
-			// queued before Close; after Close the answer is io.EOF.
 			return kafka.Message{}, io.EOF
 		}
-		if !r.absorb(ctx, "fetch", err, r.policy.Retryable(err) || innerContextEnd(ctx, err)) {
-			return m, err
+		r.mu.Lock()
+		if r.head < len(r.buf) {
+			f := r.buf[r.head]
+			r.buf[r.head] = fetched{}
+			r.head++
+			if !r.group {
+				r.offset = f.rec.Offset + 1
+				r.lag = max(f.hwm-r.offset, 0)
+			}
+			r.mu.Unlock()
+			r.stats.messages.Add(1)
+			r.stats.bytes.Add(int64(len(f.rec.Key) + len(f.rec.Value)))
+			return message(f), nil
 		}
-		if werr := r.backoff(ctx, attempt); werr != nil {
-			return kafka.Message{}, werr
+		r.mu.Unlock()
+		if err := r.poll(ctx, mark); err != nil {
+			return kafka.Message{}, err
 		}
 	}
 }
 
-// CommitMessages commits msgs like kafka.Reader.CommitMessages, retrying
-// transient failures until ctx is done. Errors that mean the group
-// generation changed under the commit (RebalanceInProgress,
-// IllegalGeneration, UnknownMemberId) are retried too: kafka-go sends the
-// retry through the next generation. A retried commit can reach the broker
-// after the next generation started reading from the older committed
-// offset: the group then re-delivers the messages after it (duplicates),
-// and committing those again moves the offset back to them until they are
-// read past once more. Likewise, a retried commit that lands after the
-// partition moved to another member can make that member re-read
-// messages. Neither skips a message.
+// message converts a record to kafka-go's Message.
+func message(f fetched) kafka.Message {
+	rec := f.rec
+	m := kafka.Message{
+		Topic:         rec.Topic,
+		Partition:     int(rec.Partition),
+		Offset:        rec.Offset,
+		HighWaterMark: f.hwm,
+		Key:           rec.Key,
+		Value:         rec.Value,
+		Time:          rec.Timestamp,
+	}
+	if len(rec.Headers) > 0 {
+		m.Headers = make([]kafka.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			m.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return m
+}
+
+// poll refills the buffer from the engine, or returns why it could not.
+func (r *Reader) poll(ctx context.Context, mark int64) error {
+	select {
+	case r.pollSem <- struct{}{}:
+	case <-ctx.Done():
+		return r.ctxError(ctx, mark)
+	}
+	defer func() { <-r.pollSem }()
+	if err := r.start(); err != nil {
+		return err
+	}
+	if err := r.hooks.fatalError(); err != nil {
+		return err
+	}
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.mu.Lock()
+	if r.head < len(r.buf) || r.closed.Load() {
+		r.mu.Unlock()
+		return nil // another caller's poll filled it, or Close ran
+	}
+	epoch := r.epoch
+	r.pollCancel = cancel
+	r.mu.Unlock()
+
+	fs := r.engine().PollRecords(pctx, r.config.QueueCapacity)
+
+	r.mu.Lock()
+	r.pollCancel = nil
+	r.buf, r.head = r.buf[:0], 0
+	var n, bytes int64
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		if epoch != r.epoch && r.revokedAt[topicPartition{p.Topic, p.Partition}] > epoch {
+			return // revoked (or moved by SetOffset) while this poll ran
+		}
+		for _, rec := range p.Records {
+			r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark})
+			bytes += int64(len(rec.Key) + len(rec.Value))
+		}
+		n += int64(len(p.Records))
+	})
+	r.mu.Unlock()
+	if n > 0 {
+		r.stats.fetchSize.observe(n)
+		r.stats.fetchBytes.observe(bytes)
+	}
+	if err := r.pollErrors(ctx, mark, fs.Errors()); err != nil {
+		return err
+	}
+	if cause := context.Cause(pctx); cause != nil && ctx.Err() == nil && cause != context.Canceled {
+		return cause // a refusal interrupted the poll
+	}
+	return nil
+}
+
+// interrupt ends the poll in flight with err as its cause.
+func (r *Reader) interrupt(err error) {
+	r.mu.Lock()
+	if r.pollCancel != nil {
+		r.pollCancel(err)
+	}
+	r.mu.Unlock()
+}
+
+// pollErrors decides what the errors of one poll mean for the caller.
+func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchError) error {
+	for _, fe := range errs {
+		err := fe.Err
+		switch {
+		case errors.Is(err, kgo.ErrClientClosed) || r.closed.Load():
+			return io.EOF
+		case ctx.Err() != nil:
+			return r.ctxError(ctx, mark)
+		case errors.Is(err, context.Canceled):
+			continue // SetOffset interrupted the poll
+		}
+		var loss *kgo.ErrDataLoss
+		if errors.As(err, &loss) {
+			r.s.logger.Warn("azkafka: the broker lost data the Reader had read; it resumes where the broker's log now is",
+				"topic", fe.Topic, "partition", fe.Partition, "error", err)
+			continue
+		}
+		r.stats.errors.Add(1)
+		if fe.Topic != "" {
+			err = fmt.Errorf("sdk: %s[%d]: %w", fe.Topic, fe.Partition, err)
+		}
+		err = kafkaError(err)
+		if engineTransient(fe.Err) {
+			r.absorb("fetch", err)
+			continue
+		}
+		return err
+	}
+	return nil
+}
+
+// absorb counts, remembers and logs (rate-limited) a transient error the
+// Reader waits out.
+func (r *Reader) absorb(op string, err error) {
+	r.counters.retries.Add(1)
+	r.hooks.noteError(fmt.Errorf("%s: %w", op, err))
+}
+
+// ctxError is ctx's error, naming the last error absorbed since mark.
+func (r *Reader) ctxError(ctx context.Context, mark int64) error {
+	err := context.Cause(ctx)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		r.stats.timeouts.Add(1)
+	}
+	if last := r.hooks.since(mark); last != nil {
+		return fmt.Errorf("%w; last error: %w", err, last)
+	}
+	return err
+}
+
+// start makes the engine consume the partition (partition mode) from the
+// offset set so far; kafka-go too starts reading at the first read.
+func (r *Reader) start() error {
+	if r.group {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return nil
+	}
+	off, err := engineOffset(r.offset)
+	if err != nil {
+		return err
+	}
+	r.started = true
+	r.engine().AddConsumePartitions(map[string]map[int32]kgo.Offset{r.config.Topic: {int32(r.config.Partition): off}})
+	return nil
+}
+
+func engineOffset(o int64) (kgo.Offset, error) {
+	switch {
+	case o >= 0:
+		return kgo.NewOffset().At(o), nil
+	case o == kafka.FirstOffset:
+		return kgo.NewOffset().AtStart(), nil
+	case o == kafka.LastOffset:
+		return kgo.NewOffset().AtEnd(), nil
+	}
+	return kgo.Offset{}, fmt.Errorf("sdk: offset %d: want an offset >= 0, kafka.FirstOffset or kafka.LastOffset", o)
+}
+
+func (r *Reader) assigned(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+	r.rebalances.Add(1)
+	r.mu.Lock()
+	for t, parts := range ps {
+		for _, p := range parts {
+			r.owned[topicPartition{t, p}] = struct{}{}
+		}
+	}
+	r.mu.Unlock()
+}
+
+// revoked commits the marks of the revoked partitions (CommitInterval > 0)
+// and drops what is buffered of them.
+func (r *Reader) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+	if r.config.CommitInterval > 0 {
+		cctx, cancel := context.WithTimeout(ctx, r.config.RebalanceTimeout)
+		if err := r.commitMarks(cctx, ps); err != nil {
+			r.s.logger.Warn("azkafka: committing marked offsets of revoked partitions failed; their next owner reads from the previous commit (duplicates, no loss)",
+				"error", err)
+		}
+		cancel()
+	}
+	r.drop(ps)
+}
+
+// lost drops what is buffered of partitions lost with the membership.
+func (r *Reader) lost(_ context.Context, _ *kgo.Client, ps map[string][]int32) { r.drop(ps) }
+
+func (r *Reader) drop(ps map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch++
+	gone := map[topicPartition]bool{}
+	for t, parts := range ps {
+		for _, p := range parts {
+			tp := topicPartition{t, p}
+			gone[tp] = true
+			delete(r.owned, tp)
+			r.revokedAt[tp] = r.epoch
+			if m := r.marks[t]; m != nil {
+				delete(m, p)
+			}
+		}
+	}
+	kept := r.buf[:r.head]
+	for _, f := range r.buf[r.head:] {
+		if !gone[topicPartition{f.rec.Topic, f.rec.Partition}] {
+			kept = append(kept, f)
+		}
+	}
+	clear(r.buf[len(kept):])
+	r.buf = kept
+}
+
+// CommitMessages commits msgs like kafka.Reader.CommitMessages: for each
+// partition the highest offset + 1. With CommitInterval 0 it waits for the
+// commit, retrying transient errors and generation changes (the retry goes
+// through the group's next generation) until ctx is done; with
+// CommitInterval > 0 it marks the offsets for the next periodic commit.
+// Messages of partitions the Reader no longer owns are left out (see
+// Reader). It returns an error without a GroupID, as kafka-go does, and
+// io.ErrClosedPipe after Close.
 func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if !r.group {
+		return errors.New("sdk: CommitMessages: unavailable when GroupID is not set")
+	}
+	if r.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, m := range msgs {
+		tp := topicPartition{m.Topic, int32(m.Partition)}
+		if _, ok := r.owned[tp]; !ok {
+			continue
+		}
+		to := r.marks
+		if r.config.CommitInterval == 0 {
+			to = offsets
+		}
+		ps := to[m.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			to[m.Topic] = ps
+		}
+		if cur, ok := ps[tp.partition]; !ok || m.Offset+1 > cur.Offset {
+			ps[tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: m.Offset + 1}
+		}
+	}
+	r.mu.Unlock()
+	if r.config.CommitInterval > 0 || len(offsets) == 0 {
+		return nil
+	}
+	return r.commit(ctx, offsets)
+}
+
+// commit commits offsets, retrying what is transient until ctx is done.
+func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	mark := r.hooks.errSeq.Load()
 	for attempt := 0; ; attempt++ {
-		err := r.inner.CommitMessages(ctx, msgs...)
+		err := r.commitOnce(ctx, offsets)
 		if err == nil {
 			return nil
 		}
-		if !r.absorb(ctx, "commit", err, r.policy.Retryable(err) || isGenerationChange(err) || innerContextEnd(ctx, err)) {
+		if ctx.Err() != nil {
+			return r.ctxError(ctx, mark)
+		}
+		if r.closed.Load() {
 			return err
 		}
-		if werr := r.backoff(ctx, attempt); werr != nil {
-			return fmt.Errorf("%w (commit not retried: %w)", err, werr)
+		if !engineTransient(err) && !isGenerationChange(err) {
+			return err
+		}
+		r.absorb("commit", err)
+		if werr := r.s.retry.Sleep(ctx, attempt); werr != nil {
+			return r.ctxError(ctx, mark)
 		}
 	}
 }
 
+func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	var cerr error
+	r.engine().CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = kafkaError(fmt.Errorf("sdk: committing offsets of group %s: %w", r.config.GroupID, err))
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					cerr = kafkaError(fmt.Errorf("sdk: committing %s[%d] of group %s: %w", t.Topic, p.Partition, r.config.GroupID, err))
+					return
+				}
+			}
+		}
+	})
+	return cerr
+}
+
+func isGenerationChange(err error) bool {
+	return errors.Is(err, kerr.RebalanceInProgress) ||
+		errors.Is(err, kerr.IllegalGeneration) ||
+		errors.Is(err, kerr.UnknownMemberID) ||
+		errors.Is(err, kerr.StaleMemberEpoch) ||
+		errors.Is(err, kerr.FencedMemberEpoch)
+}
+
+// commitMarks commits the marked offsets of the partitions in only (all
+// when only is nil) and forgets them.
+func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error {
+	r.mu.Lock()
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for t, ps := range r.marks {
+		for p, o := range ps {
+			if only != nil && !containsPartition(only[t], p) {
+				continue
+			}
+			if offsets[t] == nil {
+				offsets[t] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[t][p] = o
+			delete(ps, p)
+		}
+	}
+	r.mu.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	err := r.commitOnce(ctx, offsets)
+	if err != nil {
+		// Keep them for the next try, unless newer marks came meanwhile.
+		r.mu.Lock()
+		for t, ps := range offsets {
+			for p, o := range ps {
+				tp := topicPartition{t, p}
+				if _, owned := r.owned[tp]; !owned {
+					continue
+				}
+				if r.marks[t] == nil {
+					r.marks[t] = map[int32]kgo.EpochOffset{}
+				}
+				if cur, ok := r.marks[t][p]; !ok || cur.Offset < o.Offset {
+					r.marks[t][p] = o
+				}
+			}
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func containsPartition(ps []int32, p int32) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// commitLoop commits the marks every CommitInterval until Close.
+func (r *Reader) commitLoop() {
+	defer close(r.commitDone)
+	t := time.NewTicker(r.config.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.commitStop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), max(r.config.CommitInterval, 5*time.Second))
+			if err := r.commitMarks(ctx, nil); err != nil {
+				r.absorb("commit", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Close commits the marked offsets (CommitInterval > 0; within 10 s),
+// leaves the group and closes every connection, like kafka.Reader.Close.
+// Pending and later FetchMessage calls return io.EOF. On a healthy
+// cluster it returns within milliseconds: nothing waits out MaxWait.
+func (r *Reader) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		r.closed.Store(true)
+		close(r.commitStop)
+		<-r.commitDone
+		if r.group && r.config.CommitInterval > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), closeCommitTimeout)
+			if cerr := r.commitMarks(ctx, nil); cerr != nil {
+				err = fmt.Errorf("sdk: Close: committing marked offsets: %w", cerr)
+			}
+			cancel()
+		}
+		r.interrupt(io.EOF)
+		r.engine().Close()
+		r.s.policy.onPeerClose.Store(nil)
+	})
+	return err
+}
+
+// Config returns the reader's configuration with kafka-go's defaults
+// applied and the SDK's Dialer (client ID and connection policy).
+func (r *Reader) Config() kafka.ReaderConfig { return r.config }
+
+// Lag returns the lag of the last message returned by ReadMessage or
+// FetchMessage (the partition's high watermark minus the next offset), or
+// -1 with a consumer group, like kafka.Reader.Lag.
+func (r *Reader) Lag() int64 {
+	if r.group {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lag
+}
+
+// Offset returns the offset of the next message the reader hands out
+// (kafka.FirstOffset before the first read unless SetOffset moved it), or
+// -1 with a consumer group, like kafka.Reader.Offset.
+func (r *Reader) Offset() int64 {
+	if r.group {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.offset
+}
+
+var errGroupOnly = errors.New("unavailable when GroupID is set")
+
+// ReadLag asks the partition's leader for its last offset and returns the
+// lag of the reader's offset behind it, like kafka.Reader.ReadLag,
+// retrying transient errors until ctx is done.
+func (r *Reader) ReadLag(ctx context.Context) (int64, error) {
+	if r.group {
+		return 0, fmt.Errorf("sdk: ReadLag: %w", errGroupOnly)
+	}
+	last, err := r.listOffset(ctx, -1)
+	if err != nil {
+		return 0, err
+	}
+	off := r.Offset()
+	switch off {
+	case kafka.LastOffset:
+		return 0, nil
+	case kafka.FirstOffset:
+		first, err := r.listOffset(ctx, -2)
+		if err != nil {
+			return 0, err
+		}
+		off = first
+	}
+	return max(last-off, 0), nil
+}
+
+// SetOffset moves the reader to offset (or kafka.FirstOffset,
+// kafka.LastOffset), like kafka.Reader.SetOffset: the next message is the
+// one at offset. Messages fetched but not yet handed out are dropped. It
+// fails with io.ErrClosedPipe after Close.
+func (r *Reader) SetOffset(offset int64) error {
+	if r.group {
+		return fmt.Errorf("sdk: SetOffset: %w", errGroupOnly)
+	}
+	off, err := engineOffset(offset)
+	if err != nil {
+		return err
+	}
+	if r.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	// Stop the poll in flight and keep others out while the engine moves.
+	r.interrupt(context.Canceled)
+	r.pollSem <- struct{}{}
+	defer func() { <-r.pollSem }()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tp := topicPartition{r.config.Topic, int32(r.config.Partition)}
+	r.epoch++
+	r.revokedAt[tp] = r.epoch
+	clear(r.buf)
+	r.buf, r.head = r.buf[:0], 0
+	r.offset, r.lag = offset, -1
+	if r.started {
+		r.engine().RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
+		r.engine().AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.topic: {tp.partition: off}})
+	}
+	return nil
+}
+
+// SetOffsetAt moves the reader to the first offset whose timestamp is at or
+// after t (kafka.LastOffset when there is none), like
+// kafka.Reader.SetOffsetAt.
+func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
+	if r.group {
+		return fmt.Errorf("sdk: SetOffsetAt: %w", errGroupOnly)
+	}
+	if r.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	off, err := r.listOffset(ctx, t.UnixMilli())
+	if err != nil {
+		return err
+	}
+	if off < 0 {
+		off = kafka.LastOffset
+	}
+	return r.SetOffset(off)
+}
+
+// listOffset asks the partition's leader for the offset at timestamp ts
+// (-1: the end, -2: the start), retrying transient errors until ctx is
+// done.
+func (r *Reader) listOffset(ctx context.Context, ts int64) (int64, error) {
+	mark := r.hooks.errSeq.Load()
+	for attempt := 0; ; attempt++ {
+		off, err := r.listOffsetOnce(ctx, ts)
+		if err == nil {
+			return off, nil
+		}
+		if ctx.Err() != nil {
+			return 0, r.ctxError(ctx, mark)
+		}
+		if !engineTransient(err) || r.closed.Load() {
+			return 0, err
+		}
+		r.absorb("list offsets", err)
+		if r.s.retry.Sleep(ctx, attempt) != nil {
+			return 0, r.ctxError(ctx, mark)
+		}
+	}
+}
+
+func (r *Reader) listOffsetOnce(ctx context.Context, ts int64) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	if r.config.IsolationLevel == kafka.ReadCommitted {
+		req.IsolationLevel = 1
+	}
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = r.config.Topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = int32(r.config.Partition)
+	rp.Timestamp = ts
+	rp.CurrentLeaderEpoch = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, r.engine())
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
+		p := resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return 0, kafkaError(fmt.Errorf("sdk: listing offsets of %s[%d]: %w", r.config.Topic, p.Partition, err))
+		}
+		return p.Offset, nil
+	}
+	return 0, fmt.Errorf("sdk: listing offsets of %s[%d]: the response has no partition", r.config.Topic, r.config.Partition)
+}
+
+// Stats returns kafka-go's reader statistics since the previous call, plus
+// the SDK's counters (see SDKStats). Fetches, timings and sizes come from
+// the engine: FetchSize and FetchBytes summarise what each poll of the
+// engine handed over.
+func (r *Reader) Stats() ReaderStats {
+	c := r.config
+	partition := "-1"
+	if !r.group {
+		partition = fmt.Sprint(c.Partition)
+	}
+	r.mu.Lock()
+	queued := int64(len(r.buf) - r.head)
+	offset, lag := r.offset, r.lag
+	r.mu.Unlock()
+	if r.group {
+		offset, lag = -1, -1
+	}
+	ks := kafka.ReaderStats{
+		Dials:         r.hooks.dials.Swap(0),
+		Fetches:       r.hooks.fetches.Swap(0),
+		Messages:      r.stats.messages.Swap(0),
+		Bytes:         r.stats.bytes.Swap(0),
+		Rebalances:    r.rebalances.Swap(0),
+		Timeouts:      r.stats.timeouts.Swap(0),
+		Errors:        r.stats.errors.Swap(0) + r.hooks.fetchErrors.Swap(0),
+		DialTime:      r.hooks.dialTime.snapshot(),
+		ReadTime:      r.hooks.readTime.snapshot(),
+		WaitTime:      r.hooks.waitTime.snapshot(),
+		FetchSize:     r.stats.fetchSize.snapshot(),
+		FetchBytes:    r.stats.fetchBytes.snapshot(),
+		Offset:        offset,
+		Lag:           lag,
+		MinBytes:      int64(c.MinBytes),
+		MaxBytes:      int64(c.MaxBytes),
+		MaxWait:       c.MaxWait,
+		QueueLength:   queued,
+		QueueCapacity: int64(c.QueueCapacity),
+		ClientID:      r.s.clientID,
+		Topic:         c.Topic,
+		Partition:     partition,
+	}
+	ks.DeprecatedFetchesWithTypo = ks.Fetches
+	sdk := r.counters.snapshot(r.s)
+	sdk.FetchFromFollower = r.s.fetchFollower
+	if r.group {
+		sdk.GroupProtocol = r.s.groupProtocol
+	}
+	r.hooks.fetchStats(&sdk)
+	return ReaderStats{ReaderStats: ks, SDK: sdk}
+}
+
 // readerOptions puts the user's Dialer, if any, first in opts as the base
-// whose TLS, SASL, timeouts and client ID the SDK's Dialer keeps.
+// whose TLS, SASL, timeouts and client ID the SDK keeps.
 func readerOptions(d *kafka.Dialer, opts []Option) []Option {
 	if d == nil {
 		return opts
@@ -187,108 +1059,31 @@ func readerOptions(d *kafka.Dialer, opts []Option) []Option {
 	return append([]Option{WithBaseDialer(d), withFallbackUserID(d.ClientID)}, opts...)
 }
 
-// innerContextEnd reports whether err is a context's end that is not the
-// caller's: kafka-go cancels a group generation's context when the
-// generation ends (a rebalance, a lost coordinator), and a partition reader
-// that was connecting then can queue that context.Canceled for
-// FetchMessage (its sendError races the queue against the ended context).
-// The consumer goes on in the next generation; the caller's own ctx ending
-// is never retried.
-func innerContextEnd(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+// countSummary accumulates kafka.SummaryStats between two snapshots.
+type countSummary struct {
+	mu               sync.Mutex
+	count, sum       int64
+	minimum, maximum int64
 }
 
-func isGenerationChange(err error) bool {
-	return errors.Is(err, kafka.RebalanceInProgress) ||
-		errors.Is(err, kafka.IllegalGeneration) ||
-		errors.Is(err, kafka.UnknownMemberId)
-}
-
-// absorb decides whether err, from op, is retried: only when retryable,
-// ctx is not done and the reader is open. It counts and logs what it
-// absorbs.
-func (r *Reader) absorb(ctx context.Context, op string, err error, retryable bool) bool {
-	// A bare io.EOF is not only kafka-go's "closed" marker: a consumer
-	// group that failed to join returns its coordinator connection's
-	// io.EOF as is. Only Close, recorded in r.closed, ends the reader.
-	if !retryable || ctx.Err() != nil || r.closed.Load() {
-		return false
+func (c *countSummary) observe(v int64) {
+	c.mu.Lock()
+	if c.count == 0 || v < c.minimum {
+		c.minimum = v
 	}
-	r.counters.transient.Add(1)
-	r.counters.retries.Add(1)
-	r.logTransient.Do(func() {
-		r.s.logger.Info("azkafka: retrying after a transient error", "op", op, "error", err)
-	})
-	return true
+	c.maximum = max(c.maximum, v)
+	c.count++
+	c.sum += v
+	c.mu.Unlock()
 }
 
-// backoff waits the retry policy's delay before retry number attempt,
-// returning early with ctx's error, or with io.EOF when the reader is
-// closed meanwhile.
-func (r *Reader) backoff(ctx context.Context, attempt int) error {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(r.closing, cancel)
-	defer stop()
-	err := r.policy.Sleep(sctx, attempt)
-	if err != nil && ctx.Err() == nil && r.closed.Load() {
-		return io.EOF
+func (c *countSummary) snapshot() kafka.SummaryStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := kafka.SummaryStats{Min: c.minimum, Max: c.maximum, Count: c.count, Sum: c.sum}
+	if c.count > 0 {
+		s.Avg = c.sum / c.count
 	}
-	return err
-}
-
-// Close closes the reader, like kafka.Reader.Close. Pending and later
-// FetchMessage calls return io.EOF.
-func (r *Reader) Close() error {
-	r.closed.Store(true)
-	r.close()
-	return r.inner.Close()
-}
-
-// Config returns the reader's configuration, with the SDK's Dialer.
-func (r *Reader) Config() kafka.ReaderConfig { return r.inner.Config() }
-
-// Lag returns the lag of the last message returned by ReadMessage, or -1
-// with a consumer group, like kafka.Reader.Lag.
-func (r *Reader) Lag() int64 { return r.inner.Lag() }
-
-// Offset returns the reader's current offset, or -1 with a consumer group,
-// like kafka.Reader.Offset.
-func (r *Reader) Offset() int64 { return r.inner.Offset() }
-
-// ReadLag fetches the partition's last offset and returns the lag, like
-// kafka.Reader.ReadLag, retrying transient errors until ctx is done.
-func (r *Reader) ReadLag(ctx context.Context) (int64, error) {
-	for attempt := 0; ; attempt++ {
-		lag, err := r.inner.ReadLag(ctx)
-		if err == nil || !r.absorb(ctx, "read lag", err, r.policy.Retryable(err)) {
-			return lag, err
-		}
-		if werr := r.backoff(ctx, attempt); werr != nil {
-			return 0, fmt.Errorf("%w (not retried: %w)", err, werr)
-		}
-	}
-}
-
-// SetOffset moves the reader to offset, like kafka.Reader.SetOffset.
-func (r *Reader) SetOffset(offset int64) error { return r.inner.SetOffset(offset) }
-
-// SetOffsetAt moves the reader to the first offset at or after t, like
-// kafka.Reader.SetOffsetAt, retrying transient errors until ctx is done.
-func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
-	for attempt := 0; ; attempt++ {
-		err := r.inner.SetOffsetAt(ctx, t)
-		if err == nil || !r.absorb(ctx, "set offset", err, r.policy.Retryable(err)) {
-			return err
-		}
-		if werr := r.backoff(ctx, attempt); werr != nil {
-			return fmt.Errorf("%w (not retried: %w)", err, werr)
-		}
-	}
-}
-
-// Stats returns kafka-go's reader statistics since the previous call, plus
-// the SDK's counters (see SDKStats).
-func (r *Reader) Stats() ReaderStats {
-	return ReaderStats{ReaderStats: r.inner.Stats(), SDK: r.counters.snapshot(r.s)}
+	c.count, c.sum, c.minimum, c.maximum = 0, 0, 0, 0
+	return s
 }

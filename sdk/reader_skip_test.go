@@ -50,7 +50,8 @@ func loseCommitResponses(rig *faultRig, commits ...int64) (lost func() []int64) 
 		defer mu.Unlock()
 		for _, t := range req.(*kmsg.OffsetCommitRequest).Topics {
 			for _, p := range t.Partitions {
-				if i := slices.Index(pending, p.Offset); i >= 0 && t.Topic == rig.topic && p.Partition == 0 {
+				// v10+ names the topic by ID only; the rig has one topic.
+				if i := slices.Index(pending, p.Offset); i >= 0 && (t.Topic == rig.topic || t.TopicID != [16]byte{}) && p.Partition == 0 {
 					pending = slices.Delete(pending, i, i+1)
 					armed = p.Offset
 				}

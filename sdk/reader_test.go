@@ -331,9 +331,11 @@ func TestRawReaderSurfacesCommitFaults(t *testing.T) {
 }
 
 // countingHandler counts the log records it receives.
+// countingHandler counts the lines an operator sees: Info and up (the
+// engine's own chatter goes to Debug).
 type countingHandler struct{ n atomic.Int64 }
 
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 func (h *countingHandler) Handle(context.Context, slog.Record) error {
 	h.n.Add(1)
 	return nil

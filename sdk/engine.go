@@ -1,0 +1,497 @@
+package sdk
+
+// engine.go is the one place where the SDK's settings meet franz-go's kgo
+// client, the engine below Reader: the client ID, the connection policy as
+// kgo's dialer (TLS done there, so the policy sees every connection), a
+// kafka-go sasl.Mechanism as kgo's, the retry policy as kgo's backoff, kgo's
+// logs into slog and the kafka-go Loggers, and the hooks that feed Stats.
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	kafkasasl "github.com/segmentio/kafka-go/sasl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+
+	"golang.org/x/time/rate"
+
+	"github.com/azkafka/azkafka/retry"
+)
+
+// engineOpts returns the kgo options every client of the session shares:
+// seed brokers, client ID, dialing through the connection policy with the
+// base Dialer's TLS, SASL, timeouts and resolver, the retry backoff, the
+// logger and hooks. info and errs are kafka-go's Logger and ErrorLogger
+// (either may be nil).
+func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engineHooks) []kgo.Opt {
+	d := s.baseDialer
+	if d == nil {
+		d = kafka.DefaultDialer
+	}
+	backoff := s.retry.Backoff
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ClientID(s.clientID),
+		kgo.Dialer(s.engineDial(d)),
+		kgo.RetryBackoffFn(func(fails int) time.Duration {
+			// kgo calls it with the failures so far (1 for the first
+			// retry); a floor keeps full jitter from spinning.
+			return max(backoff.Delay(fails-1), time.Millisecond)
+		}),
+		kgo.WithLogger(&engineLogger{slog: s.logger, info: info, errs: errs}),
+		kgo.WithHooks(h),
+	}
+	if d.SASLMechanism != nil {
+		opts = append(opts, kgo.SASL(saslAdapter{d.SASLMechanism}))
+	}
+	return opts
+}
+
+// engineDial returns kgo's dial function: the connection policy around the
+// base Dialer's own dial (DialFunc, else a net.Dialer with its LocalAddr,
+// FallbackDelay and KeepAlive), its Resolver first, its Timeout and
+// Deadline as the bound of the dial and the TLS handshake, then TLS with
+// its config (ServerName defaults to the broker's host, as kafka-go does).
+func (s *session) engineDial(d *kafka.Dialer) func(ctx context.Context, network, address string) (net.Conn, error) {
+	inner := d.DialFunc
+	if inner == nil {
+		inner = (&net.Dialer{
+			LocalAddr:     d.LocalAddr,
+			FallbackDelay: d.FallbackDelay,
+			KeepAlive:     d.KeepAlive,
+		}).DialContext
+	}
+	dial := s.policy.wrap(inner, d.TLS != nil)
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		if d.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+			defer cancel()
+		}
+		if !d.Deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d.Deadline)
+			defer cancel()
+		}
+		host, port, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, fmt.Errorf("sdk: broker address %s: %w", quote(address), err)
+		}
+		target := address
+		if d.Resolver != nil {
+			addrs, err := d.Resolver.LookupHost(ctx, host)
+			if err != nil {
+				return nil, fmt.Errorf("sdk: resolving %s with the Dialer's Resolver: %w", host, err)
+			}
+			if len(addrs) > 0 {
+				target = addrs[0]
+				if _, _, err := net.SplitHostPort(target); err != nil {
+					target = net.JoinHostPort(target, port)
+				}
+			}
+		}
+		conn, err := dial(ctx, network, target)
+		if err != nil {
+			return nil, err
+		}
+		if d.TLS == nil {
+			return conn, nil
+		}
+		cfg := d.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
+		}
+		return tc, nil
+	}
+}
+
+// saslAdapter runs a kafka-go sasl.Mechanism (PLAIN, SCRAM, AWS MSK IAM or
+// the user's own) as kgo's: the same challenge-response exchange. The
+// broker's host and port reach the mechanism through sasl.WithMetadata, as
+// kafka-go passes them.
+type saslAdapter struct{ m kafkasasl.Mechanism }
+
+func (a saslAdapter) Name() string { return a.m.Name() }
+
+func (a saslAdapter) Authenticate(ctx context.Context, address string) (sasl.Session, []byte, error) {
+	host, p, err := net.SplitHostPort(address)
+	if err != nil {
+		host = address
+	}
+	port, _ := strconv.Atoi(p)
+	ctx = kafkasasl.WithMetadata(ctx, &kafkasasl.Metadata{Host: host, Port: port})
+	sm, first, err := a.m.Start(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return saslSession{ctx: ctx, sm: sm}, first, nil
+}
+
+type saslSession struct {
+	ctx context.Context
+	sm  kafkasasl.StateMachine
+}
+
+// Challenge hands the broker's challenge to the state machine. As in
+// kafka-go, nothing more is sent once it reports done.
+func (s saslSession) Challenge(challenge []byte) (bool, []byte, error) {
+	done, resp, err := s.sm.Next(s.ctx, challenge)
+	if done {
+		return true, nil, err
+	}
+	return false, resp, err
+}
+
+// engineLogger sends kgo's log lines to slog and to kafka-go's Logger and
+// ErrorLogger. kgo logs every join, sync and reconnect, and every error it
+// retries, so its lines go to slog at Debug levels (Warn and Error at
+// Debug, Info at Debug-2, Debug at Debug-4): what the SDK absorbed it logs
+// itself, once per 5 s at Info, and what it could not absorb the caller
+// gets as an error. The kafka-go Logger gets kgo's Info and up, the
+// ErrorLogger Warn and up.
+type engineLogger struct {
+	slog *slog.Logger
+	info kafka.Logger
+	errs kafka.Logger
+}
+
+func slogLevel(l kgo.LogLevel) slog.Level {
+	switch l {
+	case kgo.LogLevelError, kgo.LogLevelWarn:
+		return slog.LevelDebug
+	case kgo.LogLevelInfo:
+		return slog.LevelDebug - 2
+	}
+	return slog.LevelDebug - 4
+}
+
+func (l *engineLogger) Level() kgo.LogLevel {
+	switch {
+	case l.slog.Enabled(context.Background(), slogLevel(kgo.LogLevelDebug)):
+		return kgo.LogLevelDebug
+	case l.info != nil || l.slog.Enabled(context.Background(), slogLevel(kgo.LogLevelInfo)):
+		return kgo.LogLevelInfo
+	case l.errs != nil || l.slog.Enabled(context.Background(), slogLevel(kgo.LogLevelWarn)):
+		return kgo.LogLevelWarn
+	}
+	return kgo.LogLevelNone
+}
+
+func (l *engineLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if sl := slogLevel(level); l.slog.Enabled(context.Background(), sl) {
+		l.slog.Log(context.Background(), sl, "azkafka: engine: "+msg, keyvals...)
+	}
+	var to kafka.Logger
+	switch {
+	case level <= kgo.LogLevelWarn && l.errs != nil:
+		to = l.errs
+	case level <= kgo.LogLevelInfo && l.info != nil:
+		to = l.info
+	}
+	if to == nil {
+		return
+	}
+	var b strings.Builder
+	b.WriteString(msg)
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", keyvals[i], keyvals[i+1])
+	}
+	to.Printf("%s", b.String())
+}
+
+// engineHooks receives kgo's events for one client: the counters behind
+// Stats, the last error kgo absorbed (so that a caller whose ctx ends hears
+// why), and a metadata refresh after a peer closed a connection. Safe for
+// concurrent use; the per-message path never touches it.
+type engineHooks struct {
+	az       string
+	client   atomic.Pointer[kgo.Client]
+	counters *counters
+	logger   *slog.Logger
+	logSome  rate.Sometimes
+
+	dials, dialFailures, fetches, fetchErrors atomic.Int64
+	dialTime, readTime, waitTime              durationSummary
+
+	brokersMu sync.Mutex
+	brokers   map[int32]*brokerCounters
+
+	errSeq  atomic.Int64
+	lastErr atomic.Pointer[error]
+	// fatal is the last refusal (TLS verification, SASL, authorization)
+	// since the last good connection; onFatal runs when one is recorded.
+	fatal   atomic.Pointer[error]
+	onFatal atomic.Pointer[func(error)]
+}
+
+type brokerCounters struct {
+	addr, rack     string
+	bytes, batches atomic.Int64
+}
+
+func newEngineHooks(s *session, c *counters) *engineHooks {
+	return &engineHooks{
+		az:       s.az,
+		counters: c,
+		logger:   s.logger,
+		logSome:  rate.Sometimes{Interval: 5 * time.Second},
+		brokers:  map[int32]*brokerCounters{},
+	}
+}
+
+var (
+	_ kgo.HookNewClient        = (*engineHooks)(nil)
+	_ kgo.HookBrokerConnect    = (*engineHooks)(nil)
+	_ kgo.HookBrokerRead       = (*engineHooks)(nil)
+	_ kgo.HookBrokerWrite      = (*engineHooks)(nil)
+	_ kgo.HookFetchBatchRead   = (*engineHooks)(nil)
+	_ kgo.HookGroupManageError = (*engineHooks)(nil)
+)
+
+func (h *engineHooks) OnNewClient(cl *kgo.Client) { h.client.Store(cl) }
+
+func (h *engineHooks) OnBrokerConnect(meta kgo.BrokerMetadata, d time.Duration, _ net.Conn, err error) {
+	h.dials.Add(1)
+	h.dialTime.observe(d)
+	if err != nil {
+		h.dialFailures.Add(1)
+		h.noteError(err)
+		return
+	}
+	h.fatal.Store(nil)
+}
+
+func (h *engineHooks) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
+		h.noteError(fmt.Errorf("writing to broker %s: %w", brokerAddr(meta), err))
+	}
+}
+
+func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wait, read time.Duration, err error) {
+	if key == fetchKey {
+		h.fetches.Add(1)
+		h.waitTime.observe(wait)
+		h.readTime.observe(read)
+		if err != nil {
+			h.fetchErrors.Add(1)
+		}
+	}
+	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
+		h.noteError(fmt.Errorf("reading from broker %s: %w", brokerAddr(meta), err))
+	}
+}
+
+func (h *engineHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	b := h.broker(meta)
+	b.bytes.Add(int64(m.CompressedBytes))
+	b.batches.Add(1)
+}
+
+func (h *engineHooks) OnGroupManageError(err error) {
+	if !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
+		h.noteError(err)
+	}
+}
+
+// fetchKey is the Fetch request's API key.
+const fetchKey = 1
+
+func brokerAddr(meta kgo.BrokerMetadata) string {
+	return net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+}
+
+func (h *engineHooks) broker(meta kgo.BrokerMetadata) *brokerCounters {
+	h.brokersMu.Lock()
+	defer h.brokersMu.Unlock()
+	b := h.brokers[meta.NodeID]
+	if b == nil {
+		b = &brokerCounters{addr: brokerAddr(meta)}
+		if meta.Rack != nil {
+			b.rack = *meta.Rack
+		}
+		h.brokers[meta.NodeID] = b
+	}
+	return b
+}
+
+// noteError records err as the last error the engine met. A refusal that
+// waiting cannot fix (engineFatal) is kept for the callers; anything else
+// counts as absorbed, and is logged at most once per 5 s.
+func (h *engineHooks) noteError(err error) {
+	h.lastErr.Store(&err)
+	h.errSeq.Add(1)
+	if engineFatal(err) {
+		h.fatal.Store(&err)
+		if f := h.onFatal.Load(); f != nil {
+			(*f)(err)
+		}
+		return
+	}
+	h.counters.transient.Add(1)
+	h.logSome.Do(func() {
+		h.logger.Info("azkafka: the engine is retrying after a transient error", "error", err)
+	})
+}
+
+// fatalError returns the refusal recorded since the last good connection.
+func (h *engineHooks) fatalError() error {
+	if p := h.fatal.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// since returns the last absorbed error if one was recorded after mark
+// (a value of errSeq), else nil.
+func (h *engineHooks) since(mark int64) error {
+	if h.errSeq.Load() == mark {
+		return nil
+	}
+	if p := h.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// refreshMetadata asks the engine for fresh metadata now: after a peer
+// closed a connection (a WarpStream agent moving a client to its own
+// zone, a broker going away), the next request goes where the cluster now
+// says, not where it said up to MetadataMaxAge ago.
+func (h *engineHooks) refreshMetadata() {
+	if cl := h.client.Load(); cl != nil {
+		cl.ForceMetadataRefresh()
+	}
+}
+
+// fetchStats fills the fetch-by-broker part of SDKStats.
+func (h *engineHooks) fetchStats(s *SDKStats) {
+	h.brokersMu.Lock()
+	ids := make([]int32, 0, len(h.brokers))
+	for id := range h.brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		b := h.brokers[id]
+		bf := BrokerFetch{
+			NodeID:  id,
+			Addr:    b.addr,
+			Rack:    b.rack,
+			InZone:  h.az != "" && b.rack == h.az,
+			Bytes:   b.bytes.Load(),
+			Batches: b.batches.Load(),
+		}
+		s.FetchBrokers = append(s.FetchBrokers, bf)
+		s.FetchBytes += bf.Bytes
+		if bf.InZone {
+			s.FetchBytesInZone += bf.Bytes
+		}
+	}
+	h.brokersMu.Unlock()
+}
+
+// durationSummary accumulates kafka.DurationStats between two snapshots.
+type durationSummary struct {
+	mu       sync.Mutex
+	count    int64
+	sum      time.Duration
+	min, max time.Duration
+}
+
+func (d *durationSummary) observe(v time.Duration) {
+	d.mu.Lock()
+	if d.count == 0 || v < d.min {
+		d.min = v
+	}
+	if v > d.max {
+		d.max = v
+	}
+	d.count++
+	d.sum += v
+	d.mu.Unlock()
+}
+
+// snapshot returns the summary since the previous snapshot and resets it.
+func (d *durationSummary) snapshot() kafka.DurationStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := kafka.DurationStats{Min: d.min, Max: d.max, Count: d.count, Sum: d.sum}
+	if d.count > 0 {
+		s.Avg = d.sum / time.Duration(d.count)
+	}
+	d.count, d.sum, d.min, d.max = 0, 0, 0, 0
+	return s
+}
+
+// engineFatal reports whether err is a refusal no retry can fix: the
+// broker's certificate is not trusted, SASL failed, the authorizer said
+// no, the client's TLS is wrong for the port.
+func engineFatal(err error) bool {
+	var cve *tls.CertificateVerificationError
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &cve):
+		return true
+	case errors.As(err, &ke):
+		switch ke {
+		case kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism, kerr.IllegalSaslState,
+			kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+			kerr.TransactionalIDAuthorizationFailed:
+			return true
+		}
+	}
+	return false
+}
+
+// kafkaCoded is an engine error carrying a Kafka error code: it matches
+// kafka-go's kafka.Error for that code too (what callers of kafka-go test
+// with errors.Is), besides franz-go's kerr.Error.
+type kafkaCoded struct {
+	err  error
+	code kafka.Error
+}
+
+func (e kafkaCoded) Error() string   { return e.err.Error() }
+func (e kafkaCoded) Unwrap() []error { return []error{e.err, e.code} }
+
+// kafkaError makes the Kafka error code in err, if any, match kafka-go's
+// kafka.Error too.
+func kafkaError(err error) error {
+	var ke *kerr.Error
+	if err == nil || !errors.As(err, &ke) {
+		return err
+	}
+	var kc kafkaCoded
+	if errors.As(err, &kc) {
+		return err
+	}
+	return kafkaCoded{err: err, code: kafka.Error(ke.Code)}
+}
+
+// engineTransient reports whether an error the engine returned is worth
+// waiting out: the SDK's transient connection errors (retry.IsTransient)
+// and the Kafka error codes marked retriable.
+func engineTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return retry.IsTransient(err) || kerr.IsRetriable(err)
+}
