@@ -15,7 +15,6 @@ package conformance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,12 +25,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
-	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -113,7 +109,7 @@ func readerBenchFill(b *testing.B) (addrs []string, topic string, ends []int64, 
 		if rt.err != nil {
 			return
 		}
-		if rt.err = readerBenchCoordinatorReady(ctx, rt.addrs[0], rt.name); rt.err != nil {
+		if rt.err = waitGroupCoordinator(ctx, rt.addrs[0]); rt.err != nil {
 			return
 		}
 		rt.ends = make([]int64, readerBenchPartitions)
@@ -156,35 +152,6 @@ func readerBenchWarmUp(ctx context.Context, addrs []string, topic string, ends [
 		fs.EachRecord(func(r *kgo.Record) { done = prog.saw(int(r.Partition), r.Offset) || done })
 	}
 	return nil
-}
-
-// readerBenchCoordinatorReady waits until the broker's group coordinator
-// answers OffsetFetch: on a fresh broker the first group of the run would
-// otherwise wait for __consumer_offsets to be created and loaded (kafka-go
-// then backs off its JoinGroup for 5 s).
-func readerBenchCoordinatorReady(ctx context.Context, addr, topic string) error {
-	for {
-		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.Version = 4
-		req.CoordinatorKeys = []string{"azkafka-bench-warmup"}
-		resp, err := kproxy.RoundTrip(ctx, addr, "azkafka-conformance", req)
-		if err == nil {
-			for _, c := range resp.(*kmsg.FindCoordinatorResponse).Coordinators {
-				err = errors.Join(err, kerr.ErrorForCode(c.ErrorCode))
-			}
-		}
-		if err == nil {
-			_, err = committedG848(ctx, addr, "azkafka-bench-warmup", topic, readerBenchPartitions)
-		}
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("group coordinator not ready: %w (%v)", err, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // readerBenchProgress tells when a reader has read every partition to its
