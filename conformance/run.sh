@@ -36,6 +36,10 @@
 #   CONFORMANCE_BENCH_COUNT      go test -count of a benchmark run (default 1)
 #   CONFORMANCE_BENCH_TIME       go test -benchtime of a benchmark run (default go test's 1s;
 #                                BenchmarkReader* read a whole topic per iteration: 1x is one)
+#   CONFORMANCE_BENCH_FLAGS      more go test flags for a benchmark run, split on spaces, e.g.
+#                                  -cpuprofile=/tmp/cpu.out -memprofile=/tmp/mem.out
+#                                (absolute paths; the test binary goes to the temp dir, not
+#                                the work tree: profiles carry their symbols)
 #   AZKAFKA_CONFORMANCE_BENCH_MESSAGES  messages in the topic BenchmarkReader* read
 #                                (default 1200000; fewer for a quick run)
 #
@@ -259,8 +263,11 @@ main() {
 		bench_count="${CONFORMANCE_BENCH_COUNT:-1}"
 		[[ "$bench_count" =~ ^[1-9][0-9]{0,3}$ ]] ||
 			fail "CONFORMANCE_BENCH_COUNT=\"${bench_count:0:40}\": want a whole number (1-9999)"
-		test_args=(-tags conformance -run '^$' -bench "$CONFORMANCE_BENCH" -benchmem -count "$bench_count" -timeout 120m)
+		test_args=(-tags conformance -run '^$' -bench "$CONFORMANCE_BENCH" -benchmem -count "$bench_count" -timeout 120m
+			-o "$work/conformance.test")
 		[ -z "${CONFORMANCE_BENCH_TIME:-}" ] || test_args+=(-benchtime "$CONFORMANCE_BENCH_TIME")
+		read -r -a bench_flags <<<"${CONFORMANCE_BENCH_FLAGS:-}"
+		test_args+=("${bench_flags[@]}")
 		test_args+=(./conformance)
 	else
 		test_args=(-tags conformance -count=1 -timeout 40m -v)

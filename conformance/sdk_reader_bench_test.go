@@ -160,6 +160,10 @@ type readerBenchProgress struct {
 	ends, next []int64
 	left       int // partitions not read to the end
 	read       int
+	// commits and committing count the synchronous CommitMessages calls
+	// and the time spent in them.
+	commits    int
+	committing time.Duration
 }
 
 func newReaderBenchProgress(ends []int64) *readerBenchProgress {
@@ -192,15 +196,16 @@ type readerBenchIter func(ctx context.Context, b *testing.B, group string, prog 
 
 // readerBenchRun runs iter b.N times and reports msgs/s (messages read
 // over the time from creating the reader to the last message, Close
-// excluded), allocs/msg (over the same span), close-ms (mean Close) and
+// excluded), allocs/msg (over the same span), close-ms (mean Close),
 // first-msg-ms (mean time from creating the reader to its first message:
-// the group join and first fetch).
+// the group join and first fetch) and, with synchronous commits,
+// commit-us (mean CommitMessages call).
 func readerBenchRun(b *testing.B, engine string, iter readerBenchIter) {
 	_, _, ends, _ := readerBenchFill(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	var read int
-	var reading, closing, first time.Duration
+	var read, commits int
+	var reading, closing, first, committing time.Duration
 	var mallocs uint64
 	var before, after runtime.MemStats
 	b.ReportAllocs()
@@ -222,6 +227,8 @@ func readerBenchRun(b *testing.B, engine string, iter readerBenchIter) {
 		closing += time.Since(last)
 		mallocs += after.Mallocs - before.Mallocs
 		read += prog.read
+		commits += prog.commits
+		committing += prog.committing
 		reading += last.Sub(start)
 		first += firstAt.Sub(start)
 		b.StartTimer()
@@ -231,6 +238,9 @@ func readerBenchRun(b *testing.B, engine string, iter readerBenchIter) {
 	b.ReportMetric(float64(mallocs)/float64(read), "allocs/msg")
 	b.ReportMetric(float64(first.Microseconds())/1000/float64(b.N), "first-msg-ms")
 	b.ReportMetric(float64(closing.Microseconds())/1000/float64(b.N), "close-ms")
+	if commits > 0 {
+		b.ReportMetric(float64(committing.Microseconds())/float64(commits), "commit-us")
+	}
 }
 
 // readerBenchConfig is the kafka.ReaderConfig of the sdk and kafka-go
@@ -290,9 +300,12 @@ func fetchCommit(ctx context.Context, b *testing.B, r kafkaGoReader, prog *reade
 		pending = append(pending, m)
 		done := prog.saw(m.Partition, m.Offset)
 		if len(pending) == every || done {
+			start := time.Now()
 			if err := r.CommitMessages(ctx, pending...); err != nil {
 				b.Fatalf("CommitMessages after %d messages: %v", prog.read, err)
 			}
+			prog.committing += time.Since(start)
+			prog.commits++
 			pending = pending[:0]
 		}
 		if done {
