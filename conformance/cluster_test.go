@@ -286,11 +286,31 @@ func brokerIDs(bs []kafka.Broker) []int {
 // min.insync.replicas 2, and waits until every partition's leader answers.
 func (c *kafkaCluster) CreateTopic(ctx context.Context, name string, partitions int) {
 	c.t.Helper()
+	c.createTopic(ctx, kafka.TopicConfig{Topic: name, NumPartitions: partitions, ReplicationFactor: len(c.nodes)}, partitions, nil)
+}
+
+// CreateTopicAssigned creates a topic with min.insync.replicas 2 whose
+// partition p is replicated on the nodes replicas[p] (node IDs, the
+// preferred leader first), and waits until every partition is led by its
+// first replica, has all its replicas in sync and its leader answers.
+func (c *kafkaCluster) CreateTopicAssigned(ctx context.Context, name string, replicas [][]int) {
+	c.t.Helper()
+	tc := kafka.TopicConfig{Topic: name, NumPartitions: -1, ReplicationFactor: -1}
+	for p, r := range replicas {
+		tc.ReplicaAssignments = append(tc.ReplicaAssignments, kafka.ReplicaAssignment{Partition: p, Replicas: r})
+	}
+	c.createTopic(ctx, tc, len(replicas), replicas)
+}
+
+// createTopic creates tc and waits until its partitions are led, in sync
+// (every replica: len(replicas[p]), else every node) and, with replicas,
+// led by replicas[p][0].
+func (c *kafkaCluster) createTopic(ctx context.Context, tc kafka.TopicConfig, partitions int, replicas [][]int) {
+	c.t.Helper()
+	name := tc.Topic
+	tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: "min.insync.replicas", ConfigValue: "2"})
 	cl := &kafka.Client{Addr: kafka.TCP(c.LiveAddrs()...), Timeout: 10 * time.Second}
-	resp, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic: name, NumPartitions: partitions, ReplicationFactor: len(c.nodes),
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "min.insync.replicas", ConfigValue: "2"}},
-	}}})
+	resp, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
 	if err == nil {
 		err = resp.Errors[name]
 	}
@@ -306,7 +326,14 @@ func (c *kafkaCluster) CreateTopic(ctx context.Context, name string, partitions 
 			return fmt.Errorf("%d of %d partitions", len(parts), partitions)
 		}
 		for _, p := range parts {
-			if p.Leader.Host == "" || len(p.Isr) != len(c.nodes) {
+			inSync := len(c.nodes)
+			if replicas != nil {
+				inSync = len(replicas[p.ID])
+				if p.Leader.ID != replicas[p.ID][0] {
+					return fmt.Errorf("partition %d: leader %d, want %d", p.ID, p.Leader.ID, replicas[p.ID][0])
+				}
+			}
+			if p.Leader.Host == "" || len(p.Isr) != inSync {
 				return fmt.Errorf("partition %d: leader %q, ISR %v", p.ID, p.Leader.Host, brokerIDs(p.Isr))
 			}
 		}

@@ -118,7 +118,7 @@ func TestClusterZoneAffinity(t *testing.T) {
 		r    *sdk.Reader
 		rc   *deliverytest.RackCounter
 	}
-	consume := func(group string, balancers func(zone string) []kafka.GroupBalancer) []member {
+	consume := func(group string, fetchFromFollower bool, balancers func(zone string) []kafka.GroupBalancer) []member {
 		t.Helper()
 		var members []member
 		for _, zone := range clusterRacks {
@@ -127,7 +127,7 @@ func TestClusterZoneAffinity(t *testing.T) {
 				GroupBalancers: balancers(zone), StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond,
 				HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second,
 				Dialer: &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: rc.Dial}},
-				append(sdkcOptions(), sdk.WithAZ(zone))...)
+				append(sdkcOptions(), sdk.WithAZ(zone), sdk.WithFetchFromFollower(fetchFromFollower))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,15 +173,30 @@ func TestClusterZoneAffinity(t *testing.T) {
 		t.Logf("%s: read from other zones %d of %d bytes (%.1f MB per 100 MB consumed)", name, cross, total, perHundredMB(cross, 2*payload))
 		return cross
 	}
-	zoneGroup := consume("zone-affinity", func(zone string) []kafka.GroupBalancer {
+	// Reading from leaders only (fetch from follower off), as kafka-go
+	// does: the zone-affinity balancer keeps reads in-zone where leaders
+	// sit, range does not. With fetch from follower (the default when the
+	// AZ is known) every member reads from its zone's replica whatever
+	// the assignment.
+	zoneGroup := consume("zone-affinity", false, func(zone string) []kafka.GroupBalancer {
 		return []kafka.GroupBalancer{sdk.ZoneAffinityGroupBalancer{Zone: zone}, kafka.RangeGroupBalancer{}}
 	})
-	zoneCross := report("group with ZoneAffinityGroupBalancer", zoneGroup)
-	rangeCross := report("group with kafka-go's range balancer", consume("range", func(string) []kafka.GroupBalancer {
+	zoneCross := report("leaders only, group with ZoneAffinityGroupBalancer", zoneGroup)
+	rangeCross := report("leaders only, group with kafka-go's range balancer", consume("range", false, func(string) []kafka.GroupBalancer {
 		return []kafka.GroupBalancer{kafka.RangeGroupBalancer{}}
 	}))
 	if zoneCross*4 > rangeCross {
 		t.Fatalf("the zone-affinity group read %d bytes from other zones, the range group %d", zoneCross, rangeCross)
+	}
+	fffGroup := consume("range-fff", true, func(string) []kafka.GroupBalancer {
+		return []kafka.GroupBalancer{kafka.RangeGroupBalancer{}}
+	})
+	fffCross := report("fetch from follower, group with kafka-go's range balancer", fffGroup)
+	for _, m := range fffGroup {
+		_ = m.r.Close()
+	}
+	if fffCross*100 > 2*payload {
+		t.Fatalf("fetching from followers, the range group read %d bytes from other zones: over 1%% of %d", fffCross, 2*payload)
 	}
 
 	// The zone-affinity group stays up; node 1 (az-a) goes down and comes

@@ -200,13 +200,20 @@ func (b *dedicatedBroker) format() {
 	}
 }
 
-// newClusterID is a random KRaft cluster ID.
+// newClusterID is a random KRaft cluster ID. Like Kafka's own (and
+// brokerctl cluster-id), it never starts with '-': StorageTool's argument
+// parser would take such an ID for an option and refuse to format (1 ID
+// in 64).
 func newClusterID(t *testing.T) string {
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatal(err)
+	for {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			t.Fatal(err)
+		}
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
 	}
-	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 func (b *dedicatedBroker) configPath() string { return filepath.Join(b.dir, "server.properties") }

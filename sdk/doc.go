@@ -11,11 +11,26 @@
 //
 // The change to an existing program is one constructor per client:
 //
-//	dialer, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 10 * time.Second})
-//	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: "events", Dialer: dialer})
+//	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "billing", Topic: "events"})
+//	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "events", RequiredAcks: kafka.RequireAll})
 //
+// NewReader and NewWriter are what most programs want: the same API, on
+// an engine with fetch from the own zone's replica (Reader) and idempotent
+// produce (Writer). NewAZAwareDialer and NewTransport serve programs that
+// keep kafka-go's own clients (kafka.Conn, kafka.Client, a kafka.Reader or
+// kafka.Writer built by hand): they get the client ID and the connection
+// policy, nothing more.
+//
+//	dialer, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 10 * time.Second})
 //	transport, err := sdk.NewTransport(nil)
 //	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: transport}
+//
+// # Reader
+//
+// Reader keeps kafka.Reader's methods and kafka.ReaderConfig and runs on
+// franz-go's consumer (kgo): fetch from the replica in the client's zone
+// (WithFetchFromFollower), classic groups with the kafka-go balancers or
+// KIP-848 (WithGroupProtocol), Close in milliseconds. See Reader.
 //
 // # Idempotent produce
 //
@@ -30,8 +45,10 @@
 //
 // Where a broker's zone is its broker.rack, WithRackAwarePartitioning
 // (AZKAFKA_RACK_AWARE_PARTITIONING) makes the Writer send keyless messages
-// to partitions led in the client's AZ, and ZoneAffinityGroupBalancer
-// gives the members of a consumer group the partitions led in their zone.
+// to partitions led in the client's AZ, the Reader fetches from the
+// replica in its AZ (KIP-392), and ZoneAffinityGroupBalancer gives the
+// members of a consumer group the partitions led in their zone (which
+// matters where followers cannot serve).
 //
 // # Configuration
 //

@@ -45,7 +45,7 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(s.clientID),
-		kgo.Dialer(s.engineDial(d)),
+		kgo.Dialer(s.engineDial(d, h.zone)),
 		kgo.RetryBackoffFn(func(fails int) time.Duration {
 			// kgo calls it with the failures so far (1 for the first
 			// retry); a floor keeps full jitter from spinning.
@@ -65,16 +65,9 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 // FallbackDelay and KeepAlive), its Resolver first, its Timeout and
 // Deadline as the bound of the dial and the TLS handshake, then TLS with
 // its config (ServerName defaults to the broker's host, as kafka-go does).
-func (s *session) engineDial(d *kafka.Dialer) func(ctx context.Context, network, address string) (net.Conn, error) {
-	inner := d.DialFunc
-	if inner == nil {
-		inner = (&net.Dialer{
-			LocalAddr:     d.LocalAddr,
-			FallbackDelay: d.FallbackDelay,
-			KeepAlive:     d.KeepAlive,
-		}).DialContext
-	}
-	dial := s.policy.wrap(inner, d.TLS != nil)
+// With z, Fetch requests go through z's rack rewriting (see zoneFallback).
+func (s *session) engineDial(d *kafka.Dialer, z *zoneFallback) func(ctx context.Context, network, address string) (net.Conn, error) {
+	dial := s.policy.wrap(baseDial(d), d.TLS != nil)
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		if d.Timeout > 0 {
 			var cancel context.CancelFunc
@@ -108,7 +101,7 @@ func (s *session) engineDial(d *kafka.Dialer) func(ctx context.Context, network,
 			return nil, err
 		}
 		if d.TLS == nil {
-			return conn, nil
+			return zoneConn(conn, z), nil
 		}
 		cfg := d.TLS.Clone()
 		if cfg.ServerName == "" {
@@ -119,8 +112,15 @@ func (s *session) engineDial(d *kafka.Dialer) func(ctx context.Context, network,
 			conn.Close()
 			return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
 		}
-		return tc, nil
+		return zoneConn(tc, z), nil
 	}
+}
+
+func zoneConn(c net.Conn, z *zoneFallback) net.Conn {
+	if z == nil {
+		return c
+	}
+	return &rackConn{Conn: c, z: z}
 }
 
 // saslAdapter runs a kafka-go sasl.Mechanism (PLAIN, SCRAM, AWS MSK IAM or
@@ -223,13 +223,14 @@ func (l *engineLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // concurrent use; the per-message path never touches it.
 type engineHooks struct {
 	az       string
+	zone     *zoneFallback // nil unless fetching from followers
 	client   atomic.Pointer[kgo.Client]
 	counters *counters
 	logger   *slog.Logger
 	logSome  rate.Sometimes
 
 	dials, dialFailures, fetches, fetchErrors atomic.Int64
-	dialTime, readTime, waitTime              durationSummary
+	dialTime, readTime, waitTime              summary[time.Duration]
 
 	brokersMu sync.Mutex
 	brokers   map[int32]*brokerCounters
@@ -269,6 +270,9 @@ var (
 func (h *engineHooks) OnNewClient(cl *kgo.Client) { h.client.Store(cl) }
 
 func (h *engineHooks) OnBrokerConnect(meta kgo.BrokerMetadata, d time.Duration, _ net.Conn, err error) {
+	if h.zone != nil && err != nil {
+		h.zone.failed(meta)
+	}
 	h.dials.Add(1)
 	h.dialTime.observe(d)
 	if err != nil {
@@ -280,12 +284,19 @@ func (h *engineHooks) OnBrokerConnect(meta kgo.BrokerMetadata, d time.Duration, 
 }
 
 func (h *engineHooks) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
+	if err != nil && !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
 		h.noteError(fmt.Errorf("writing to broker %s: %w", brokerAddr(meta), err))
 	}
 }
 
 func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wait, read time.Duration, err error) {
+	if h.zone != nil {
+		if err == nil {
+			h.zone.served(meta)
+		} else if !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
+			h.zone.failed(meta)
+		}
+	}
 	if key == fetchKey {
 		h.fetches.Add(1)
 		h.waitTime.observe(wait)
@@ -294,7 +305,7 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 			h.fetchErrors.Add(1)
 		}
 	}
-	if err != nil && !errors.Is(err, kgo.ErrClientClosed) {
+	if err != nil && !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) {
 		h.noteError(fmt.Errorf("reading from broker %s: %w", brokerAddr(meta), err))
 	}
 }
@@ -336,6 +347,7 @@ func (h *engineHooks) broker(meta kgo.BrokerMetadata) *brokerCounters {
 // waiting cannot fix (engineFatal) is kept for the callers; anything else
 // counts as absorbed, and is logged at most once per 5 s.
 func (h *engineHooks) noteError(err error) {
+	err = kafkaError(err)
 	h.lastErr.Store(&err)
 	h.errSeq.Add(1)
 	if engineFatal(err) {
@@ -408,37 +420,45 @@ func (h *engineHooks) fetchStats(s *SDKStats) {
 	h.brokersMu.Unlock()
 }
 
-// durationSummary accumulates kafka.DurationStats between two snapshots.
-type durationSummary struct {
-	mu       sync.Mutex
-	count    int64
-	sum      time.Duration
-	min, max time.Duration
+// summary accumulates the count, sum, minimum and maximum of values
+// between two takes: kafka-go's SummaryStats and DurationStats.
+type summary[T ~int64] struct {
+	mu                 sync.Mutex
+	count              int64
+	sum, minimum, maxi T
 }
 
-func (d *durationSummary) observe(v time.Duration) {
-	d.mu.Lock()
-	if d.count == 0 || v < d.min {
-		d.min = v
+func (s *summary[T]) observe(v T) {
+	s.mu.Lock()
+	if s.count == 0 || v < s.minimum {
+		s.minimum = v
 	}
-	if v > d.max {
-		d.max = v
-	}
-	d.count++
-	d.sum += v
-	d.mu.Unlock()
+	s.maxi = max(s.maxi, v)
+	s.count++
+	s.sum += v
+	s.mu.Unlock()
 }
 
-// snapshot returns the summary since the previous snapshot and resets it.
-func (d *durationSummary) snapshot() kafka.DurationStats {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s := kafka.DurationStats{Min: d.min, Max: d.max, Count: d.count, Sum: d.sum}
-	if d.count > 0 {
-		s.Avg = d.sum / time.Duration(d.count)
+// take returns the summary since the previous take and resets it.
+func (s *summary[T]) take() (count int64, sum, minimum, maximum, avg T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	count, sum, minimum, maximum = s.count, s.sum, s.minimum, s.maxi
+	if count > 0 {
+		avg = sum / T(count)
 	}
-	d.count, d.sum, d.min, d.max = 0, 0, 0, 0
-	return s
+	s.count, s.sum, s.minimum, s.maxi = 0, 0, 0, 0
+	return count, sum, minimum, maximum, avg
+}
+
+func durationStats(s *summary[time.Duration]) kafka.DurationStats {
+	n, sum, lo, hi, avg := s.take()
+	return kafka.DurationStats{Avg: avg, Min: lo, Max: hi, Count: n, Sum: sum}
+}
+
+func summaryStats(s *summary[int64]) kafka.SummaryStats {
+	n, sum, lo, hi, avg := s.take()
+	return kafka.SummaryStats{Avg: avg, Min: lo, Max: hi, Count: n, Sum: sum}
 }
 
 // engineFatal reports whether err is a refusal no retry can fix: the

@@ -98,20 +98,25 @@ func (s *session) dialer() *kafka.Dialer {
 		base = kafka.DefaultDialer
 	}
 	d := *base // kafka.Dialer holds no lock; a shallow copy shares TLS/SASL values as kafka-go itself does
-	inner := base.DialFunc
-	if inner == nil {
-		// kafka-go ignores these fields once DialFunc is set, so the
-		// policy applies them itself.
-		// (DualStack is a no-op since Go 1.12: fast fallback is always on.)
-		inner = (&net.Dialer{
-			LocalAddr:     base.LocalAddr,
-			FallbackDelay: base.FallbackDelay,
-			KeepAlive:     base.KeepAlive,
-		}).DialContext
-	}
 	d.ClientID = s.clientID
-	d.DialFunc = s.policy.wrap(inner, base.TLS != nil)
+	d.DialFunc = s.policy.wrap(baseDial(base), base.TLS != nil)
 	return &d
+}
+
+// baseDial is the dial function under the connection policy for a
+// kafka.Dialer: its DialFunc, else a net.Dialer with its LocalAddr,
+// FallbackDelay and KeepAlive (kafka-go ignores those once DialFunc is
+// set, so the policy applies them itself; DualStack has been a no-op since
+// Go 1.12).
+func baseDial(d *kafka.Dialer) dialFunc {
+	if d.DialFunc != nil {
+		return d.DialFunc
+	}
+	return (&net.Dialer{
+		LocalAddr:     d.LocalAddr,
+		FallbackDelay: d.FallbackDelay,
+		KeepAlive:     d.KeepAlive,
+	}).DialContext
 }
 
 // transport returns a new kafka.Transport with the session's client ID and
@@ -177,6 +182,12 @@ type Identity struct {
 	// RackAwarePartitioning reports whether a Writer would send keyless
 	// messages to partitions led in AZ (WithRackAwarePartitioning).
 	RackAwarePartitioning bool
+	// FetchFromFollower reports whether a Reader would send AZ as its
+	// fetches' rack ID (WithFetchFromFollower).
+	FetchFromFollower bool
+	// GroupProtocol is the group protocol of a Reader with a GroupID
+	// (WithGroupProtocol).
+	GroupProtocol GroupProtocol
 }
 
 // ResolveIdentity resolves opts and the AZKAFKA_* environment as a new
@@ -199,5 +210,7 @@ func ResolveIdentity(ctx context.Context, opts ...Option) (Identity, error) {
 		InterzoneLB: s.interzoneLB,
 
 		RackAwarePartitioning: s.rackAware,
+		FetchFromFollower:     s.fetchFollower,
+		GroupProtocol:         s.groupProtocol,
 	}, nil
 }

@@ -53,8 +53,9 @@ type SDKStats struct {
 	// GroupID.
 	GroupProtocol GroupProtocol
 	// FetchBytes is the size of the record batches a Reader fetched, as
-	// they crossed the network (compressed), cumulative since the Reader
-	// was created; FetchBytesInZone the part of it fetched from brokers
+	// they crossed the network (compressed; the responses' framing and a
+	// partial batch at the end of a response are not counted), cumulative
+	// since the Reader was created; FetchBytesInZone the part of it fetched from brokers
 	// whose rack is AZ. Their ratio is the share of consumer traffic
 	// that stayed in the client's zone.
 	FetchBytes       int64
@@ -87,7 +88,7 @@ type BrokerFetch struct {
 	// InZone reports whether Rack is the client's AZ.
 	InZone bool
 	// Bytes is the size of the record batches fetched from the broker,
-	// compressed, as they crossed the network.
+	// compressed, as they crossed the network (see FetchBytes).
 	Bytes int64
 	// Batches is the number of record batches fetched from the broker.
 	Batches int64

@@ -37,14 +37,18 @@ comes from AZKAFKA_AZ (or WARPSTREAM_AVAILABILITY_ZONE), else from detection
 and a warning is printed on stderr.
 
 With --json, prints one object: {"client_id", "session_id", "az",
-"az_source", "interzone_lb", "writer_idempotent", "writer_idempotence"};
+"az_source", "interzone_lb", "writer_idempotent", "writer_idempotence",
+"reader_fetch_from_follower", "reader_group_protocol"};
 "az" and "az_source" are "" when unknown. "writer_idempotent" says whether
 an sdk.Writer with RequiredAcks --acks (default all) would produce
 idempotently, and "writer_idempotence" why (the setting that decided, or
 auto and the acks); the cluster can still refuse a producer ID.
+"reader_fetch_from_follower" says whether an sdk.Reader would fetch from
+the replica in the AZ, "reader_group_protocol" its group protocol.
 
 Environment: AZKAFKA_CLIENT_ID, AZKAFKA_SESSION_ID, AZKAFKA_INTERZONE_LB,
-AZKAFKA_IDEMPOTENCE, AZKAFKA_AZ and the detection variables; the other AZKAFKA_* variables of the
+AZKAFKA_IDEMPOTENCE, AZKAFKA_FETCH_FROM_FOLLOWER, AZKAFKA_GROUP_PROTOCOL,
+AZKAFKA_AZ and the detection variables; the other AZKAFKA_* variables of the
 SDK are validated too.
 
 Exit status: 0 printed, 2 usage or configuration error.
@@ -60,6 +64,10 @@ type clientIDOutput struct {
 	// WriterIdempotent and WriterIdempotence: see sdk.WriterIdempotence.
 	WriterIdempotent  bool   `json:"writer_idempotent"`
 	WriterIdempotence string `json:"writer_idempotence"`
+	// ReaderFetchFromFollower and ReaderGroupProtocol: see
+	// sdk.Identity.
+	ReaderFetchFromFollower bool   `json:"reader_fetch_from_follower"`
+	ReaderGroupProtocol     string `json:"reader_group_protocol"`
 }
 
 // acksByName are the --acks values.
@@ -118,6 +126,7 @@ func runClientID(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if err := enc.Encode(clientIDOutput{
 			ClientID: id.ClientID, SessionID: id.SessionID, AZ: id.AZ, AZSource: id.AZSource, InterzoneLB: id.InterzoneLB,
 			WriterIdempotent: idempotent, WriterIdempotence: why,
+			ReaderFetchFromFollower: id.FetchFromFollower, ReaderGroupProtocol: string(id.GroupProtocol),
 		}); err != nil {
 			fmt.Fprintf(stderr, "azkafka clientid: %v\n", err)
 			return exitFail

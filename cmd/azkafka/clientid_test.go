@@ -89,13 +89,18 @@ func TestClientIDCommandJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out.String())
 	}
-	for _, k := range []string{"client_id", "session_id", "az", "az_source", "interzone_lb", "writer_idempotent", "writer_idempotence"} {
+	for _, k := range []string{"client_id", "session_id", "az", "az_source", "interzone_lb", "writer_idempotent", "writer_idempotence",
+		"reader_fetch_from_follower", "reader_group_protocol"} {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("key %q missing from %s", k, out.String())
 		}
 	}
-	if len(doc) != 7 {
-		t.Errorf("keys %v, want exactly seven", doc)
+	if len(doc) != 9 {
+		t.Errorf("keys %v, want exactly nine", doc)
+	}
+	if doc["reader_fetch_from_follower"] != true || doc["reader_group_protocol"] != "classic" {
+		t.Errorf("with the AZ known and no settings: reader_fetch_from_follower %v, reader_group_protocol %v; want true, classic",
+			doc["reader_fetch_from_follower"], doc["reader_group_protocol"])
 	}
 	parts, err := sdk.ParseClientID(doc["client_id"].(string))
 	if err != nil {
