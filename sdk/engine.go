@@ -237,6 +237,8 @@ type engineHooks struct {
 
 	errSeq  atomic.Int64
 	lastErr atomic.Pointer[error]
+	// answered: a broker answered a request since lastErr.
+	answered atomic.Bool
 	// fatal is the last refusal (TLS verification, SASL, authorization)
 	// since the last good connection; onFatal runs when one is recorded.
 	fatal   atomic.Pointer[error]
@@ -297,6 +299,9 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 			h.zone.failed(meta)
 		}
 	}
+	if err == nil && !h.answered.Load() {
+		h.answered.Store(true)
+	}
 	if key == fetchKey {
 		h.fetches.Add(1)
 		h.waitTime.observe(wait)
@@ -348,6 +353,7 @@ func (h *engineHooks) broker(meta kgo.BrokerMetadata) *brokerCounters {
 // counts as absorbed, and is logged at most once per 5 s.
 func (h *engineHooks) noteError(err error) {
 	err = kafkaError(err)
+	h.answered.Store(false)
 	h.lastErr.Store(&err)
 	h.errSeq.Add(1)
 	if engineFatal(err) {
@@ -371,13 +377,10 @@ func (h *engineHooks) fatalError() error {
 	return nil
 }
 
-// since returns the last absorbed error if one was recorded after mark
-// (a value of errSeq), else nil.
+// since returns the last error the engine met if one was recorded after
+// mark (a value of errSeq) or no broker answered since it, else nil.
 func (h *engineHooks) since(mark int64) error {
-	if h.errSeq.Load() == mark {
-		return nil
-	}
-	if p := h.lastErr.Load(); p != nil {
+	if p := h.lastErr.Load(); p != nil && (h.errSeq.Load() != mark || !h.answered.Load()) {
 		return *p
 	}
 	return nil

@@ -110,6 +110,11 @@ type Reader struct {
 	// refusal).
 	pollCancel context.CancelCauseFunc
 
+	// protocolChecked: the cluster's support of GroupProtocolConsumer
+	// was read; classicOnly: it has none, and the engine fell back.
+	protocolChecked atomic.Bool
+	classicOnly     atomic.Bool
+
 	closed     atomic.Bool
 	closeOnce  sync.Once
 	commitStop chan struct{}
@@ -209,7 +214,6 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		owned:      map[topicPartition]struct{}{},
 		marks:      map[string]map[int32]kgo.EpochOffset{},
 		offset:     kafka.FirstOffset,
-		lag:        -1,
 		commitStop: make(chan struct{}),
 		commitDone: make(chan struct{}),
 	}
@@ -466,6 +470,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	if err := r.hooks.fatalError(); err != nil {
 		return err
 	}
+	r.checkGroupProtocol(ctx)
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.mu.Lock()
@@ -508,6 +513,30 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		return cause // a refusal interrupted the poll
 	}
 	return nil
+}
+
+// checkGroupProtocol reads, once, whether the cluster has KIP-848's
+// consumer protocol when the Reader asked for it: without it the engine
+// runs a classic group with its own assignor (not the GroupBalancers, so
+// kafka-go members cannot share the group); the Reader says so once and
+// Stats reports classic.
+func (r *Reader) checkGroupProtocol(ctx context.Context) {
+	if !r.group || r.s.groupProtocol != GroupProtocolConsumer || r.protocolChecked.Load() {
+		return
+	}
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, r.engine())
+	if err != nil {
+		return // the next poll asks again
+	}
+	r.protocolChecked.Store(true)
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == int16(kmsg.ConsumerGroupHeartbeat) && k.MaxVersion >= 1 {
+			return
+		}
+	}
+	r.classicOnly.Store(true)
+	r.s.logger.Warn("azkafka: the cluster lacks KIP-848's consumer group protocol (Kafka 4.0+): the group runs the classic protocol with the engine's own assignor, which kafka-go members cannot join",
+		"group", r.config.GroupID, "fix", "upgrade the brokers, or use the classic protocol ("+EnvGroupProtocol+"=classic)")
 }
 
 // interrupt ends the poll in flight with err as its cause.
@@ -943,7 +972,7 @@ func (r *Reader) SetOffset(offset int64) error {
 	r.revokedAt[tp] = r.epoch
 	clear(r.buf)
 	r.buf, r.head = r.buf[:0], 0
-	r.offset, r.lag = offset, -1
+	r.offset = offset // the lag stays that of the last message, as in kafka-go
 	if r.started {
 		r.engine().RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
 		r.engine().AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.topic: {tp.partition: off}})
@@ -1068,6 +1097,9 @@ func (r *Reader) Stats() ReaderStats {
 	sdk.FetchFromFollower = r.s.fetchFollower
 	if r.group {
 		sdk.GroupProtocol = r.s.groupProtocol
+		if r.classicOnly.Load() {
+			sdk.GroupProtocol = GroupProtocolClassic
+		}
 	}
 	r.hooks.fetchStats(&sdk)
 	return ReaderStats{ReaderStats: ks, SDK: sdk}
