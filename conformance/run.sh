@@ -12,7 +12,8 @@
 #      starts kafka.Kafka on free loopback ports; then waits until the broker
 #      answers a Metadata request;
 #   4. runs `go test -tags conformance -count=1 -timeout 40m -v ./conformance/...`
-#      with AZKAFKA_CONFORMANCE_BROKERS and AZKAFKA_CONFORMANCE_JAVA_DIR exported
+#      (with CONFORMANCE_BENCH set, the benchmarks instead: see below) with
+#      AZKAFKA_CONFORMANCE_BROKERS and AZKAFKA_CONFORMANCE_JAVA_DIR exported
 #      (and AZKAFKA_CONFORMANCE_BROKER_CLASSPATH, the file holding the broker's
 #      java classpath, when step 3 resolved it: tests that start a broker of
 #      their own use it), and exits with its status.
@@ -25,6 +26,22 @@
 #   CONFORMANCE_RUN              passed to go test -run (a regexp of test names)
 #   CONFORMANCE_MVN_FLAGS        extra flags for every mvn call, e.g. -Dmaven.repo.local=/cache/m2
 #   CONFORMANCE_BROKER_TIMEOUT   seconds to wait for the broker to answer (default 120)
+#   CONFORMANCE_BENCH            runs benchmarks instead of the tests: a regexp of benchmark
+#                                names, passed to go test -bench with -run '^$' -benchmem,
+#                                -timeout 120m and no -v, on ./conformance only; e.g.
+#                                  CONFORMANCE_BENCH=BenchmarkReader CONFORMANCE_BENCH_COUNT=5 \
+#                                    ./conformance/run.sh > /tmp/bench.txt
+#                                  go run golang.org/x/perf/cmd/benchstat@latest -col /engine /tmp/bench.txt
+#                                Unset (the default, and CI), no benchmark runs.
+#   CONFORMANCE_BENCH_COUNT      go test -count of a benchmark run (default 1)
+#   CONFORMANCE_BENCH_TIME       go test -benchtime of a benchmark run (default go test's 1s;
+#                                BenchmarkReader* read a whole topic per iteration: 1x is one)
+#   CONFORMANCE_BENCH_FLAGS      more go test flags for a benchmark run, split on spaces, e.g.
+#                                  -cpuprofile=/tmp/cpu.out -memprofile=/tmp/mem.out
+#                                (absolute paths; the test binary goes to the temp dir, not
+#                                the work tree: profiles carry their symbols)
+#   AZKAFKA_CONFORMANCE_BENCH_MESSAGES  messages in the topic BenchmarkReader* read
+#                                (default 1200000; fewer for a quick run)
 #
 # shellcheck disable=SC2317 # functions called from traps are not unreachable
 set -euo pipefail
@@ -242,13 +259,26 @@ main() {
 	if [ -s "$work/broker.classpath" ]; then
 		export AZKAFKA_CONFORMANCE_BROKER_CLASSPATH="$work/broker.classpath"
 	fi
-	run_flags=()
-	[ -z "${CONFORMANCE_RUN:-}" ] || run_flags=(-run "$CONFORMANCE_RUN")
-	log "go test -tags conformance -count=1 -timeout 40m -v ${run_flags[*]} ./conformance/..."
+	if [ -n "${CONFORMANCE_BENCH:-}" ]; then
+		bench_count="${CONFORMANCE_BENCH_COUNT:-1}"
+		[[ "$bench_count" =~ ^[1-9][0-9]{0,3}$ ]] ||
+			fail "CONFORMANCE_BENCH_COUNT=\"${bench_count:0:40}\": want a whole number (1-9999)"
+		test_args=(-tags conformance -run '^$' -bench "$CONFORMANCE_BENCH" -benchmem -count "$bench_count" -timeout 120m
+			-o "$work/conformance.test")
+		[ -z "${CONFORMANCE_BENCH_TIME:-}" ] || test_args+=(-benchtime "$CONFORMANCE_BENCH_TIME")
+		read -r -a bench_flags <<<"${CONFORMANCE_BENCH_FLAGS:-}"
+		test_args+=("${bench_flags[@]}")
+		test_args+=(./conformance)
+	else
+		test_args=(-tags conformance -count=1 -timeout 40m -v)
+		[ -z "${CONFORMANCE_RUN:-}" ] || test_args+=(-run "$CONFORMANCE_RUN")
+		test_args+=(./conformance/...)
+	fi
+	log "go test ${test_args[*]}"
 	t0=$(millis)
 	# A process group of its own, so cleanup can stop go test, the test binary and
 	# the Java fixtures together; `wait` lets the INT/TERM traps run at once.
-	(cd "$root" && exec setsid go test -tags conformance -count=1 -timeout 40m -v "${run_flags[@]}" ./conformance/...) &
+	(cd "$root" && exec setsid go test "${test_args[@]}") &
 	test_pid=$!
 	echo "$test_pid" >"$work/test.pid"
 	rc=0
