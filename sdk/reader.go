@@ -19,8 +19,10 @@ import (
 // kafka-go's meaning, configured by kafka.ReaderConfig, running on
 // franz-go's consumer (kgo). One fetch per broker carries all of its
 // partitions and whole record batches are decoded at once, so a Reader
-// reads several times faster than kafka-go's and closes in milliseconds
-// (kafka-go's waits out MaxWait). Create it with NewReader; the zero value
+// with periodic commits reads about 2.4 times as fast as kafka-go's (with
+// a synchronous commit per message or per batch, the commit round trips
+// bound both alike), and it closes in milliseconds (kafka-go's waits out
+// MaxWait). Create it with NewReader; the zero value
 // is not usable. Its methods are safe for concurrent use.
 //
 // Modes, as in kafka-go: with ReaderConfig.GroupID it is a member of a
