@@ -201,3 +201,38 @@ func ResolveIdentity(ctx context.Context, opts ...Option) (Identity, error) {
 		RackAwarePartitioning: s.rackAware,
 	}, nil
 }
+
+// transportDialer is the base Transport t as the engine's base Dialer: its
+// Dial, DialTimeout (kafka-go's default 5 s when unset), TLS, SASL and
+// Resolver.
+func transportDialer(t *kafka.Transport) *kafka.Dialer {
+	d := &kafka.Dialer{
+		Timeout:       t.DialTimeout,
+		TLS:           t.TLS,
+		SASLMechanism: t.SASL,
+		DialFunc:      t.Dial,
+	}
+	if d.Timeout <= 0 {
+		d.Timeout = 5 * time.Second
+	}
+	if t.Resolver != nil {
+		d.Resolver = brokerResolver{t.Resolver}
+	}
+	return d
+}
+
+// brokerResolver runs a Transport's kafka.BrokerResolver as a Dialer's
+// Resolver (the engine dials by host).
+type brokerResolver struct{ r kafka.BrokerResolver }
+
+func (b brokerResolver) LookupHost(ctx context.Context, host string) ([]string, error) {
+	ips, err := b.r.LookupBrokerIPAddr(ctx, kafka.Broker{Host: host})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out, nil
+}

@@ -13,38 +13,48 @@ import (
 // Reader. Conn is cumulative since the Writer or Reader was created.
 type SDKStats struct {
 	// Retries is the number of times a failed operation was tried again:
-	// a WriteMessages resend round, a FetchMessage or CommitMessages retry.
+	// for a Writer, the produce requests whose connection failed before
+	// the answer came (closed, reset, timed out), which the engine sends
+	// again; for a Reader, a FetchMessage or CommitMessages retry. A batch
+	// a broker refused with a retriable error code (a leader moved) is
+	// resent too but not counted: the engine does not report it.
 	Retries int64
-	// MessagesResent is the number of messages a Writer sent again because
-	// their previous attempt failed with a transient error. Each resend may
-	// duplicate the message (see Writer).
+	// MessagesResent is the number of messages a Reader or Writer sent
+	// again.
+	//
+	// Deprecated: the Writer's engine does not say how many messages a
+	// resent request carried, so it is 0; see Retries.
 	MessagesResent int64
 	// TransientErrors is the number of transient errors (connection closed,
 	// reset or refused; temporary Kafka errors) that azkafka absorbed
 	// instead of returning them.
 	TransientErrors int64
-	// Idempotent reports whether the Writer's writes take the idempotent
-	// path (see Writer): false when it is off, or when under auto the
-	// cluster refused a producer ID.
+	// Idempotent reports whether the Writer produces idempotently (see
+	// Writer): false when it is off, or when under auto the cluster
+	// refused a producer ID.
 	Idempotent bool
 	// ProducerID and ProducerEpoch are the idempotent Writer's current
-	// producer identity; -1 before the cluster gave one.
+	// producer identity; -1 before the cluster gave one (the first
+	// acknowledged batch) or without idempotence.
 	ProducerID    int64
 	ProducerEpoch int16
-	// EpochBumps counts the idempotent Writer's moves to a new producer
-	// epoch (or ID): after the broker lost the producer's state, or
-	// before the next batch of a partition whose last batch had an
-	// unknown outcome.
+	// EpochBumps counts the changes of the idempotent Writer's producer
+	// ID or epoch seen by Stats since its previous call: the engine moves
+	// to a new epoch after the broker lost the producer's state or a
+	// batch failed with its outcome unknown.
 	EpochBumps int64
-	// DuplicateBatches counts batches acknowledged on a resend after an
-	// attempt whose outcome was unknown (the response was lost), or that
-	// the broker answered DUPLICATE_SEQUENCE_NUMBER: without idempotence
-	// each could have been stored twice; with it, the broker stored it
-	// once. (Kafka acknowledges a duplicate like a first write, so a
-	// resend after a lost response is counted whether or not the lost
-	// attempt had reached the broker.)
+	// DuplicateBatches counted batches the broker had already stored.
+	//
+	// Deprecated: always 0. Kafka acknowledges a resent batch it already
+	// stored like a new one (with the first write's offset), and the
+	// engine treats DUPLICATE_SEQUENCE_NUMBER as a success without
+	// reporting it, so the Writer cannot tell a duplicate from a first
+	// write.
 	DuplicateBatches int64
-	// BatchesResent counts the idempotent Writer's batch resends.
+	// BatchesResent counted the idempotent Writer's batch resends.
+	//
+	// Deprecated: always 0: the engine does not report resends per
+	// batch; see Retries.
 	BatchesResent int64
 	// FetchFromFollower reports whether the Reader sends its AZ as the
 	// rack ID of its fetches (see WithFetchFromFollower).
