@@ -478,7 +478,7 @@ func TestWriterErrors(t *testing.T) {
 		// produce decides the fate of the nth Produce request (1-based).
 		produce func(n int64) kproxy.Action
 		// failParts answer every Produce with TopicAuthorizationFailed.
-		failParts []int32
+		failParts    []int32
 		retry        sdk.Option
 		timeout      time.Duration
 		writeTimeout time.Duration
