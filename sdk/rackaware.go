@@ -99,8 +99,8 @@ func isIdentity(partitions []int, n int) bool {
 	return n == 0 || (partitions[0] == 0 && partitions[n-1] == n-1)
 }
 
-// refresh reads the leaders' racks of topics from the cluster and makes
-// them the view. On error the previous view stays: the write that follows
+// refresh reads the leaders' racks of topics from the cluster (a seed
+// broker first) and makes them the view. On error the previous view stays: the write that follows
 // reports the problem.
 func (b *rackAwareBalancer) refresh(ctx context.Context, cl *kgo.Client, topics []string) error {
 	req := kmsg.NewPtrMetadataRequest()
@@ -108,6 +108,14 @@ func (b *rackAwareBalancer) refresh(ctx context.Context, cl *kgo.Client, topics 
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
+	}
+	// The seed brokers first, as kafka-go's Transport asks its Addr; any
+	// broker when none of them answers.
+	for _, sb := range cl.SeedBrokers() {
+		if r, err := sb.Request(ctx, req); err == nil {
+			b.view.Store(newRackView(r.(*kmsg.MetadataResponse), b.az))
+			return nil
+		}
 	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {

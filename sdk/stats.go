@@ -8,9 +8,17 @@ import (
 
 // SDKStats holds what azkafka adds to kafka-go's statistics.
 //
-// Like kafka-go's counters, Retries, MessagesResent and TransientErrors
-// count events since the previous call to Stats on the same Writer or
-// Reader. Conn is cumulative since the Writer or Reader was created.
+// Like kafka-go's counters, Retries, TransientErrors and EpochBumps count
+// events since the previous call to Stats on the same Writer or Reader.
+// Conn is cumulative since the Writer or Reader was created.
+//
+// What the engine does not report is not counted: how many messages or
+// batches a resend carried, and whether the broker had already stored a
+// resent batch (Kafka acknowledges such a duplicate like a first write, and
+// the engine treats DUPLICATE_SEQUENCE_NUMBER as a success without saying
+// so). Earlier versions' MessagesResent, BatchesResent and
+// DuplicateBatches are gone for that reason; Retries counts the resent
+// produce requests.
 type SDKStats struct {
 	// Retries is the number of times a failed operation was tried again:
 	// for a Writer, the produce requests whose connection failed before
@@ -19,12 +27,6 @@ type SDKStats struct {
 	// a broker refused with a retriable error code (a leader moved) is
 	// resent too but not counted: the engine does not report it.
 	Retries int64
-	// MessagesResent is the number of messages a Reader or Writer sent
-	// again.
-	//
-	// Deprecated: the Writer's engine does not say how many messages a
-	// resent request carried, so it is 0; see Retries.
-	MessagesResent int64
 	// TransientErrors is the number of transient errors (connection closed,
 	// reset or refused; temporary Kafka errors) that azkafka absorbed
 	// instead of returning them.
@@ -43,19 +45,6 @@ type SDKStats struct {
 	// to a new epoch after the broker lost the producer's state or a
 	// batch failed with its outcome unknown.
 	EpochBumps int64
-	// DuplicateBatches counted batches the broker had already stored.
-	//
-	// Deprecated: always 0. Kafka acknowledges a resent batch it already
-	// stored like a new one (with the first write's offset), and the
-	// engine treats DUPLICATE_SEQUENCE_NUMBER as a success without
-	// reporting it, so the Writer cannot tell a duplicate from a first
-	// write.
-	DuplicateBatches int64
-	// BatchesResent counted the idempotent Writer's batch resends.
-	//
-	// Deprecated: always 0: the engine does not report resends per
-	// batch; see Retries.
-	BatchesResent int64
 	// FetchFromFollower reports whether the Reader sends its AZ as the
 	// rack ID of its fetches (see WithFetchFromFollower).
 	FetchFromFollower bool
@@ -119,7 +108,6 @@ type ReaderStats struct {
 // the hot paths never take a lock.
 type counters struct {
 	retries   atomic.Int64
-	resent    atomic.Int64
 	transient atomic.Int64
 }
 
@@ -128,7 +116,6 @@ type counters struct {
 func (c *counters) snapshot(s *session) SDKStats {
 	return SDKStats{
 		Retries:         c.retries.Swap(0),
-		MessagesResent:  c.resent.Swap(0),
 		TransientErrors: c.transient.Swap(0),
 		Conn:            s.connStats(),
 		ClientID:        s.clientID,
