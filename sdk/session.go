@@ -35,9 +35,6 @@ type session struct {
 
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
-
-	mu         sync.Mutex
-	transports []*kafka.Transport // made by transport(), for closeIdle
 }
 
 // unknownAZOnce makes the "AZ unknown" warning a once-per-process event:
@@ -137,21 +134,7 @@ func (s *session) transport() *kafka.Transport {
 	}
 	t.ClientID = s.clientID
 	t.Dial = s.policy.wrap(inner, t.TLS != nil)
-	s.mu.Lock()
-	s.transports = append(s.transports, t)
-	s.mu.Unlock()
 	return t
-}
-
-// closeIdle closes the idle connections of every Transport made by
-// transport(); a client calls it from Close.
-func (s *session) closeIdle() {
-	s.mu.Lock()
-	ts := append([]*kafka.Transport(nil), s.transports...)
-	s.mu.Unlock()
-	for _, t := range ts {
-		t.CloseIdleConnections()
-	}
 }
 
 // connStats returns the connection policy's counters.

@@ -635,3 +635,128 @@ func requireWriteErrors(t *testing.T, err error, n int) kafka.WriteErrors {
 	}
 	return werrs
 }
+
+// TestWriterAsyncFailureIsLogged: in async mode without Completion, a
+// message that fails for good is not silent: one warning per call and
+// partition names the topic, the partition and the cause.
+func TestWriterAsyncFailureIsLogged(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "asyncfail", 2)
+	failPartitions(t, rig.proxy, 29, 1) // TOPIC_AUTHORIZATION_FAILED, not retried
+	var logs deliverytest.LogBuffer
+	w, err := sdk.NewWriter(&kafka.Writer{
+		Addr:         kafka.TCP(rig.proxy.Addr()),
+		Topic:        rig.topic,
+		RequiredAcks: kafka.RequireAll,
+		Balancer:     byKey,
+		BatchTimeout: time.Millisecond,
+		Async:        true,
+	}, testOptions(t, sdk.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []kafka.Message{
+		{Key: []byte("p0"), Value: []byte("a")}, {Key: []byte("p1"), Value: []byte("b")},
+		{Key: []byte("p1"), Value: []byte("c")}, {Key: []byte("p0"), Value: []byte("d")},
+	}
+	if err := w.WriteMessages(testCtx(t), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "async write failed for good"); n != 1 ||
+		!strings.Contains(out, "topic=asyncfail") || !strings.Contains(out, "partition=1") ||
+		!strings.Contains(out, "messages=2") || !strings.Contains(out, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("want one warning naming topic, partition 1, 2 messages and the cause; log:\n%s", out)
+	}
+	if st := w.Stats(); st.Errors != 1 || st.Messages != 2 {
+		t.Errorf("Stats: Errors %d, Messages %d; want 1 failed group, 2 messages stored", st.Errors, st.Messages)
+	}
+}
+
+// TestWriterSyncCallIgnoresBatchTimeout: a synchronous call of 10
+// messages, with kafka-go's default BatchTimeout (1 s), returns as soon as
+// the broker answered, at every acks level. (The target is 5 ms on
+// loopback; the bound here leaves room for a loaded machine.)
+func TestWriterSyncCallIgnoresBatchTimeout(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "latency", 3)
+	for _, acks := range []kafka.RequiredAcks{kafka.RequireAll, kafka.RequireOne, kafka.RequireNone} {
+		w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: acks}, testOptions(t)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := deliverytest.Messages("lat-"+acks.String(), 10)
+		if err := w.WriteMessages(testCtx(t), msgs...); err != nil { // connect, metadata, producer ID
+			t.Fatal(err)
+		}
+		var worst time.Duration
+		for range 20 {
+			start := time.Now()
+			if err := w.WriteMessages(testCtx(t), msgs...); err != nil {
+				t.Fatal(err)
+			}
+			worst = max(worst, time.Since(start))
+		}
+		w.Close()
+		t.Logf("acks=%s: slowest of 20 synchronous calls of 10 messages: %v", acks, worst)
+		if worst > 300*time.Millisecond {
+			t.Errorf("acks=%s: a synchronous call took %v: it waited for BatchTimeout (1s)", acks, worst)
+		}
+	}
+}
+
+// TestWriterBalancersPlaceLikeKafkaGo: keyed messages land in the
+// partition kafka-go's balancer picks for them among all partitions;
+// LeastBytes and RoundRobin spread keyless messages over every partition.
+func TestWriterBalancersPlaceLikeKafkaGo(t *testing.T) {
+	t.Parallel()
+	const parts = 5
+	rig := newFaultRig(t, "balance", parts)
+	for _, tc := range []struct {
+		name string
+		b    func() kafka.Balancer
+	}{
+		{"Hash", func() kafka.Balancer { return &kafka.Hash{} }},
+		{"ReferenceHash", func() kafka.Balancer { return &kafka.ReferenceHash{} }},
+		{"Murmur2", func() kafka.Balancer { return kafka.Murmur2Balancer{} }},
+		{"CRC32", func() kafka.Balancer { return kafka.CRC32Balancer{} }},
+		{"LeastBytes", func() kafka.Balancer { return &kafka.LeastBytes{} }},
+		{"RoundRobin (default)", func() kafka.Balancer { return nil }},
+	} {
+		w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+			Balancer: tc.b()}, testOptions(t)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := deliverytest.Messages(tc.name, 50)
+		before := rig.endOffsets(t)
+		if err := w.WriteMessages(testCtx(t), msgs...); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		after := rig.endOffsets(t)
+		stored := map[int]int64{}
+		for p := range parts {
+			stored[p] = after[p] - before[p]
+		}
+		ref := tc.b()
+		if ref == nil || tc.name == "LeastBytes" {
+			for p, n := range stored {
+				if n == 0 {
+					t.Errorf("%s: partition %d got none of 50 messages: %v", tc.name, p, stored)
+				}
+			}
+			continue
+		}
+		want := map[int]int64{}
+		for _, m := range msgs {
+			want[ref.Balance(m, 0, 1, 2, 3, 4)]++
+		}
+		if fmt.Sprint(want) != fmt.Sprint(stored) {
+			t.Errorf("%s: stored per partition %v, kafka-go's balancer puts them %v", tc.name, stored, want)
+		}
+	}
+}
