@@ -583,8 +583,14 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 		if errors.Is(err, kgo.ErrRecordTimeout) {
 			err = fmt.Errorf("sdk: not acknowledged within the delivery budget (%v): %w", w.conf.budget, err)
 		}
-	} else if w.idempotent.Load() {
-		w.produced.Store(true)
+	} else {
+		// Counted here, not in the engine's batch hook (which may run
+		// after the promise): Stats right after a call sees it.
+		w.wh.messages.Add(1)
+		w.wh.bytes.Add(int64(len(r.Key) + len(r.Value)))
+		if w.idempotent.Load() {
+			w.produced.Store(true)
+		}
 	}
 	st.err = err
 	st.fin.Store(true)
@@ -988,8 +994,6 @@ var (
 const produceKey = 0
 
 func (h *writerHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
-	h.messages.Add(int64(m.NumRecords))
-	h.bytes.Add(int64(m.UncompressedBytes))
 	h.batchSize.observe(int64(m.NumRecords))
 	h.batchBytes.observe(int64(m.UncompressedBytes))
 }
