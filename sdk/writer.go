@@ -121,20 +121,21 @@ type Writer struct {
 	fatalCh chan struct{} // closed and replaced at each refusal
 
 	outstanding sync.WaitGroup // calls with messages not reported yet
-	closed      atomic.Bool    // Close was called
-	engineDone  atomic.Bool    // the engine is closed
+	closeMu     sync.RWMutex
+	closed      atomic.Bool // Close was called
+	engineDone  atomic.Bool // the engine is closed
 	counters    counters
 	produced    atomic.Bool // a batch was acknowledged: the producer ID is known
 }
 
 // writerConf is what Stats reports of the configuration.
 type writerConf struct {
-	acks                     kafka.RequiredAcks
-	batchSize                int
-	batchBytes               int
-	batchTimeout             time.Duration
-	readTimeout, writeTimout time.Duration
-	budget                   time.Duration
+	acks                      kafka.RequiredAcks
+	batchSize                 int
+	batchBytes                int
+	batchTimeout              time.Duration
+	readTimeout, writeTimeout time.Duration
+	budget                    time.Duration
 }
 
 // Defaults of kafka.Writer that the Writer applies the same way.
@@ -243,7 +244,7 @@ func writerConfOf(w *kafka.Writer, s *session) writerConf {
 		batchBytes:   int(w.BatchBytes),
 		batchTimeout: w.BatchTimeout,
 		readTimeout:  w.ReadTimeout,
-		writeTimout:  w.WriteTimeout,
+		writeTimeout: w.WriteTimeout,
 	}
 	if c.batchSize <= 0 {
 		c.batchSize = defaultBatchSize
@@ -257,10 +258,10 @@ func writerConfOf(w *kafka.Writer, s *session) writerConf {
 	if c.readTimeout <= 0 {
 		c.readTimeout = defaultWriteTimeout
 	}
-	if c.writeTimout <= 0 {
-		c.writeTimout = defaultWriteTimeout
+	if c.writeTimeout <= 0 {
+		c.writeTimeout = defaultWriteTimeout
 	}
-	c.budget = deliveryBudget(s.retry.Attempts(), c.writeTimout, s.retry.Backoff.Max)
+	c.budget = deliveryBudget(s.retry.Attempts(), c.writeTimeout, s.retry.Backoff.Max)
 	return c
 }
 
@@ -289,7 +290,7 @@ func writerOptions(rt kafka.RoundTripper, opts []Option) ([]Option, error) {
 func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
 	c := w.conf
 	opts := w.s.engineOpts(strings.Split(kw.Addr.String(), ","), kw.Logger, kw.ErrorLogger, w.hooks)
-	timeout := max(min(c.writeTimout, c.readTimeout), 100*time.Millisecond)
+	timeout := max(min(c.writeTimeout, c.readTimeout), 100*time.Millisecond)
 	linger := time.Duration(0) // a synchronous call is sent at once
 	if w.async {
 		linger = min(c.batchTimeout, time.Minute)
@@ -412,6 +413,15 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	if err := w.validate(msgs); err != nil {
 		return err
 	}
+	// Close waits for the calls counted in outstanding: none may be
+	// added once it began.
+	w.closeMu.RLock()
+	if w.closed.Load() {
+		w.closeMu.RUnlock()
+		return io.ErrClosedPipe
+	}
+	w.outstanding.Add(1)
+	w.closeMu.RUnlock()
 	if w.rack != nil {
 		w.refreshRacks(ctx, msgs)
 	}
@@ -423,7 +433,6 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	}
 	c.slots = make([]slot, len(msgs))
 	c.pending.Store(int64(len(msgs)))
-	w.outstanding.Add(1)
 	mark := w.hooks.errSeq.Load()
 	w.fatalMu.Lock()
 	fatal := w.fatalCh
@@ -838,7 +847,10 @@ func (w *Writer) partitionList(n int) []int {
 // left with kgo.ErrClientClosed. Later calls to WriteMessages fail with
 // io.ErrClosedPipe.
 func (w *Writer) Close() error {
-	if !w.closed.CompareAndSwap(false, true) {
+	w.closeMu.Lock()
+	first := w.closed.CompareAndSwap(false, true)
+	w.closeMu.Unlock()
+	if !first {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.conf.budget)
@@ -903,7 +915,7 @@ func (w *Writer) Stats() WriterStats {
 		MaxBatchSize:    int64(c.batchSize),
 		BatchTimeout:    c.batchTimeout,
 		ReadTimeout:     c.readTimeout,
-		WriteTimeout:    c.writeTimout,
+		WriteTimeout:    c.writeTimeout,
 		RequiredAcks:    int64(c.acks),
 		Async:           w.async,
 		Topic:           w.topic,
