@@ -340,8 +340,8 @@ func TestClusterFailover(t *testing.T) {
 	}
 	so, ro := judge(sdkP, sdkTopic), judge(rawP, rawTopic)
 	st := w.Stats().SDK
-	t.Logf("sdk.Writer (idempotent, producer ID %d, epoch %d): %d acknowledged, %d failed, %d lost, %d duplicates, %d out of order, %d in another partition; %d batches resent, %d after a lost response; the Reader saw every stored message but %d",
-		st.ProducerID, st.ProducerEpoch, so.acked, so.failed, so.lost, so.dups, so.reorders, so.misplaced, st.BatchesResent, st.DuplicateBatches, so.unseen)
+	t.Logf("sdk.Writer (idempotent, producer ID %d, epoch %d): %d acknowledged, %d failed, %d lost, %d duplicates, %d out of order, %d in another partition; %d produce requests resent; the Reader saw every stored message but %d",
+		st.ProducerID, st.ProducerEpoch, so.acked, so.failed, so.lost, so.dups, so.reorders, so.misplaced, st.Retries, so.unseen)
 	t.Logf("raw kafka.Writer (control): %d acknowledged, %d failed, %d lost, %d duplicates, %d out of order, %d in another partition",
 		ro.acked, ro.failed, ro.lost, ro.dups, ro.reorders, ro.misplaced)
 	var table strings.Builder

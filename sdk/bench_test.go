@@ -16,10 +16,10 @@ import (
 )
 
 // BenchmarkWriter compares, on the same embedded broker and in the same
-// run, a raw kafka.Writer, sdk.Writer without idempotence (kafka-go's
-// produce path), the idempotent sdk.Writer, and franz-go's kgo producer
-// (idempotent by default; a test-only dependency), all with acks=all on
-// a topic of 6 partitions and 100-byte values:
+// run, a raw kafka.Writer, sdk.Writer with idempotence off, the
+// idempotent sdk.Writer, and franz-go's kgo producer used directly
+// (idempotent by default), all with acks=all on a topic of 6 partitions
+// and 100-byte values:
 //
 //   - sync-100: one synchronous call of 100 messages at a time;
 //   - sync-10-default-timeout: calls of 10 messages with kafka-go's

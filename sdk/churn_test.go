@@ -143,8 +143,8 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 		n, produced.Round(time.Millisecond), consumed.Round(time.Millisecond), churn.Kills(), closed, closeAfters, resets)
 	t.Logf("churn: broker: lost %d, duplicates %d; consumer: lost %d, duplicates %d",
 		lostOnBroker, dupsOnBroker, lostForConsumer, dupsForConsumer)
-	t.Logf("churn: writer retries %d, resent %d, transient errors absorbed %d, connections %d; reader transient errors absorbed %d, connections %d",
-		wst.SDK.Retries, wst.SDK.MessagesResent, wst.SDK.TransientErrors, wst.SDK.Conn.ConnectionsCreated,
+	t.Logf("churn: writer retries %d, transient errors absorbed %d, connections %d; reader transient errors absorbed %d, connections %d",
+		wst.SDK.Retries, wst.SDK.TransientErrors, wst.SDK.Conn.ConnectionsCreated,
 		rst.SDK.TransientErrors, rst.SDK.Conn.ConnectionsCreated)
 
 	if churn.Kills() == 0 {
@@ -154,8 +154,8 @@ func runChurn(t *testing.T, rig *faultRig, n int) {
 		t.Errorf("lost messages: %d not on the broker, %d never consumed", lostOnBroker, lostForConsumer)
 	}
 	if dupsOnBroker != 0 {
-		t.Errorf("%d duplicates on the broker from an idempotent Writer (duplicate batches absorbed %d, epoch bumps %d)",
-			dupsOnBroker, wst.SDK.DuplicateBatches, wst.SDK.EpochBumps)
+		t.Errorf("%d duplicates on the broker from an idempotent Writer (retries %d, epoch bumps %d)",
+			dupsOnBroker, wst.SDK.Retries, wst.SDK.EpochBumps)
 	}
 	// Calls were made concurrently; within one call (perCall messages
 	// from a multiple of perCall) the order is the call's.

@@ -137,7 +137,9 @@ func WithRedialBackoff(b retry.Backoff) Option {
 func WithRetryPolicy(p retry.Policy) Option { return func(o *options) { o.retryPolicy = &p } }
 
 // WithRetry sets the retry bounds: total attempts, and the full-jitter
-// backoff window. Default: $AZKAFKA_RETRY_MAX_ATTEMPTS (10),
+// backoff window. The Writer's engine does not count attempts: its
+// delivery budget is maxAttempts × (kafka.Writer.WriteTimeout + max), 110 s
+// by default (see Writer). Default: $AZKAFKA_RETRY_MAX_ATTEMPTS (10),
 // $AZKAFKA_RETRY_BACKOFF_MIN (100ms), $AZKAFKA_RETRY_BACKOFF_MAX (1s).
 func WithRetry(maxAttempts int, min, max time.Duration) Option {
 	return func(o *options) { o.retryAttempts, o.retryMin, o.retryMax = &maxAttempts, &min, &max }

@@ -34,12 +34,16 @@
 //
 // # Idempotent produce
 //
-// A Writer with RequiredAcks kafka.RequireAll produces idempotently by
-// default (AZKAFKA_IDEMPOTENCE, WithIdempotence): a producer ID from the
-// cluster, a sequence per partition, one batch per partition in flight,
-// and a resend is the same batch, which the broker stores once. Each
-// partition keeps the order messages were handed over in. See Writer for
-// the exact guarantee and the cases that remain.
+// Writer keeps kafka.Writer's configuration and methods and runs on
+// franz-go's producer (kgo) for every RequiredAcks. With kafka.RequireAll
+// it produces idempotently by default (AZKAFKA_IDEMPOTENCE,
+// WithIdempotence): a producer ID from the cluster, a sequence per
+// partition, up to 5 requests in flight per broker, and a resend is the
+// same batch, which the broker stores once. Each partition keeps the
+// order messages were handed over in. A synchronous call never waits for
+// BatchTimeout, and a message is resent until its delivery budget (110 s
+// by default) is spent. See Writer for the exact guarantee and the cases
+// that remain.
 //
 // # Zone affinity on Apache Kafka and MSK
 //

@@ -2,11 +2,12 @@ package sdk
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/segmentio/kafka-go"
-	metaAPI "github.com/segmentio/kafka-go/protocol/metadata"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // rackAwareBalancer wraps the user's kafka.Balancer for rack-aware
@@ -17,9 +18,12 @@ import (
 // A message with a key is handed to the user's balancer with every
 // partition, so keyed placement never changes.
 //
-// The leaders' racks come from the Transport's metadata (refresh), which
-// kafka-go refreshes every MetadataTTL and the Writer refreshes before a
-// resend: a leader that moved is seen at the latest then.
+// The leaders' racks come from a Metadata request (refresh) that a write
+// of keyless messages makes when the view is older than the Transport's
+// MetadataTTL (kafka-go's default, 6 s, when unset): a leader that moved
+// is seen at the latest then. kgo's own RackAwarePartitioning does not
+// apply: it picks among the rack's partitions itself, where this keeps the
+// user's Balancer choosing among them.
 //
 // Balance is safe for concurrent use as far as the inner balancer is.
 type rackAwareBalancer struct {
@@ -86,8 +90,8 @@ func (b *rackAwareBalancer) localPartitions(topic string, partitions []int) []in
 	return out
 }
 
-// isIdentity reports whether partitions is 0..n-1, which is what both
-// produce paths pass.
+// isIdentity reports whether partitions is 0..n-1, which is what the
+// Writer passes.
 func isIdentity(partitions []int, n int) bool {
 	if len(partitions) != n {
 		return false
@@ -95,41 +99,55 @@ func isIdentity(partitions []int, n int) bool {
 	return n == 0 || (partitions[0] == 0 && partitions[n-1] == n-1)
 }
 
-// refresh reads the leaders' racks of topics from the Transport's metadata
-// (kafka-go answers from its cache) and makes them the view. On error the
-// previous view stays: the write that follows reports the problem.
-func (b *rackAwareBalancer) refresh(ctx context.Context, rt kafka.RoundTripper, addr net.Addr, topics []string) error {
-	r, err := rt.RoundTrip(ctx, addr, &metaAPI.Request{TopicNames: topics})
+// refresh reads the leaders' racks of topics from the cluster (a seed
+// broker first) and makes them the view. On error the previous view stays: the write that follows
+// reports the problem.
+func (b *rackAwareBalancer) refresh(ctx context.Context, cl *kgo.Client, topics []string) error {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	// The seed brokers first, as kafka-go's Transport asks its Addr; any
+	// broker when none of them answers.
+	for _, sb := range cl.SeedBrokers() {
+		if r, err := sb.Request(ctx, req); err == nil {
+			b.view.Store(newRackView(r.(*kmsg.MetadataResponse), b.az))
+			return nil
+		}
+	}
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return err
 	}
-	b.view.Store(newRackView(r.(*metaAPI.Response), b.az))
+	b.view.Store(newRackView(resp, b.az))
 	return nil
 }
 
 // newRackView builds the view of resp for a client in az.
-func newRackView(resp *metaAPI.Response, az string) *rackView {
+func newRackView(resp *kmsg.MetadataResponse, az string) *rackView {
 	local := make(map[int32]bool, len(resp.Brokers))
 	for _, br := range resp.Brokers {
-		if az != "" && br.Rack == az {
+		if az != "" && br.Rack != nil && *br.Rack == az {
 			local[br.NodeID] = true
 		}
 	}
 	v := &rackView{topics: make(map[string]rackTopic, len(resp.Topics))}
 	for _, t := range resp.Topics {
-		if t.ErrorCode != 0 {
+		if t.ErrorCode != 0 || t.Topic == nil {
 			continue
 		}
 		n := 0
 		for _, p := range t.Partitions {
-			if int(p.PartitionIndex) >= n {
-				n = int(p.PartitionIndex) + 1
+			if int(p.Partition) >= n {
+				n = int(p.Partition) + 1
 			}
 		}
 		rt := rackTopic{partitions: len(t.Partitions), isLocal: make([]bool, n)}
 		for _, p := range t.Partitions {
-			if p.LeaderID >= 0 && local[p.LeaderID] {
-				rt.isLocal[p.PartitionIndex] = true
+			if p.Leader >= 0 && local[p.Leader] {
+				rt.isLocal[p.Partition] = true
 			}
 		}
 		for p, ok := range rt.isLocal {
@@ -137,7 +155,7 @@ func newRackView(resp *metaAPI.Response, az string) *rackView {
 				rt.local = append(rt.local, p)
 			}
 		}
-		v.topics[t.Name] = rt
+		v.topics[*t.Topic] = rt
 	}
 	return v
 }
@@ -175,13 +193,28 @@ func keylessTopics(msgs []kafka.Message, writerTopic string) []string {
 	return out
 }
 
-// refreshRacks refreshes the rack view for the keyless messages of msgs.
+// refreshRacks refreshes the rack view for the keyless messages of msgs
+// when it is older than the Writer's rackTTL or lacks one of their topics.
 func (w *Writer) refreshRacks(ctx context.Context, msgs []kafka.Message) {
-	topics := keylessTopics(msgs, w.inner.Topic)
+	topics := keylessTopics(msgs, w.topic)
 	if len(topics) == 0 {
 		return
 	}
-	if err := w.rack.refresh(ctx, w.transport, w.inner.Addr, topics); err != nil {
-		w.s.logger.Debug("azkafka: rack-aware partitioning: metadata unavailable, keeping the previous leaders", "err", err)
+	now := time.Now().UnixNano()
+	if v := w.rack.view.Load(); v != nil && now-w.rackAt.Load() < int64(w.rackTTL) {
+		known := true
+		for _, t := range topics {
+			if _, ok := v.topics[t]; !ok {
+				known = false
+			}
+		}
+		if known {
+			return
+		}
 	}
+	if err := w.rack.refresh(ctx, w.engine(), topics); err != nil {
+		w.s.logger.Debug("azkafka: rack-aware partitioning: metadata unavailable, keeping the previous leaders", "err", err)
+		return
+	}
+	w.rackAt.Store(now)
 }

@@ -6,19 +6,27 @@ import (
 	"testing"
 
 	"github.com/segmentio/kafka-go"
-	metaAPI "github.com/segmentio/kafka-go/protocol/metadata"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // metadataWithRacks is a Metadata response of one topic whose partition p
 // is led by broker leaders[p]; broker n's rack is racks[n].
-func metadataWithRacks(topic string, racks []string, leaders []int32) *metaAPI.Response {
-	r := &metaAPI.Response{}
+func metadataWithRacks(topic string, racks []string, leaders []int32) *kmsg.MetadataResponse {
+	r := kmsg.NewPtrMetadataResponse()
 	for n, rack := range racks {
-		r.Brokers = append(r.Brokers, metaAPI.ResponseBroker{NodeID: int32(n), Host: "127.0.0.1", Port: int32(9092 + n), Rack: rack})
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = int32(n), "127.0.0.1", int32(9092+n)
+		if rack != "" {
+			b.Rack = kmsg.StringPtr(rack)
+		}
+		r.Brokers = append(r.Brokers, b)
 	}
-	t := metaAPI.ResponseTopic{Name: topic}
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic = kmsg.StringPtr(topic)
 	for p, l := range leaders {
-		t.Partitions = append(t.Partitions, metaAPI.ResponsePartition{PartitionIndex: int32(p), LeaderID: l})
+		rp := kmsg.NewMetadataResponseTopicPartition()
+		rp.Partition, rp.Leader = int32(p), l
+		t.Partitions = append(t.Partitions, rp)
 	}
 	r.Topics = append(r.Topics, t)
 	return r

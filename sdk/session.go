@@ -35,9 +35,6 @@ type session struct {
 
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
-
-	mu         sync.Mutex
-	transports []*kafka.Transport // made by transport(), for closeIdle
 }
 
 // unknownAZOnce makes the "AZ unknown" warning a once-per-process event:
@@ -142,21 +139,7 @@ func (s *session) transport() *kafka.Transport {
 	}
 	t.ClientID = s.clientID
 	t.Dial = s.policy.wrap(inner, t.TLS != nil)
-	s.mu.Lock()
-	s.transports = append(s.transports, t)
-	s.mu.Unlock()
 	return t
-}
-
-// closeIdle closes the idle connections of every Transport made by
-// transport(); a client calls it from Close.
-func (s *session) closeIdle() {
-	s.mu.Lock()
-	ts := append([]*kafka.Transport(nil), s.transports...)
-	s.mu.Unlock()
-	for _, t := range ts {
-		t.CloseIdleConnections()
-	}
 }
 
 // connStats returns the connection policy's counters.
@@ -213,4 +196,39 @@ func ResolveIdentity(ctx context.Context, opts ...Option) (Identity, error) {
 		FetchFromFollower:     s.fetchFollower,
 		GroupProtocol:         s.groupProtocol,
 	}, nil
+}
+
+// transportDialer is the base Transport t as the engine's base Dialer: its
+// Dial, DialTimeout (kafka-go's default 5 s when unset), TLS, SASL and
+// Resolver.
+func transportDialer(t *kafka.Transport) *kafka.Dialer {
+	d := &kafka.Dialer{
+		Timeout:       t.DialTimeout,
+		TLS:           t.TLS,
+		SASLMechanism: t.SASL,
+		DialFunc:      t.Dial,
+	}
+	if d.Timeout <= 0 {
+		d.Timeout = 5 * time.Second
+	}
+	if t.Resolver != nil {
+		d.Resolver = brokerResolver{t.Resolver}
+	}
+	return d
+}
+
+// brokerResolver runs a Transport's kafka.BrokerResolver as a Dialer's
+// Resolver (the engine dials by host).
+type brokerResolver struct{ r kafka.BrokerResolver }
+
+func (b brokerResolver) LookupHost(ctx context.Context, host string) ([]string, error) {
+	ips, err := b.r.LookupBrokerIPAddr(ctx, kafka.Broker{Host: host})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out, nil
 }

@@ -8,44 +8,43 @@ import (
 
 // SDKStats holds what azkafka adds to kafka-go's statistics.
 //
-// Like kafka-go's counters, Retries, MessagesResent and TransientErrors
-// count events since the previous call to Stats on the same Writer or
-// Reader. Conn is cumulative since the Writer or Reader was created.
+// Like kafka-go's counters, Retries, TransientErrors and EpochBumps count
+// events since the previous call to Stats on the same Writer or Reader.
+// Conn is cumulative since the Writer or Reader was created.
+//
+// What the engine does not report is not counted: how many messages or
+// batches a resend carried, and whether the broker had already stored a
+// resent batch (Kafka acknowledges such a duplicate like a first write, and
+// the engine treats DUPLICATE_SEQUENCE_NUMBER as a success without saying
+// so). Earlier versions' MessagesResent, BatchesResent and
+// DuplicateBatches are gone for that reason; Retries counts the resent
+// produce requests.
 type SDKStats struct {
 	// Retries is the number of times a failed operation was tried again:
-	// a WriteMessages resend round, a FetchMessage or CommitMessages retry.
+	// for a Writer, the produce requests whose connection failed before
+	// the answer came (closed, reset, timed out), which the engine sends
+	// again; for a Reader, a FetchMessage or CommitMessages retry. A batch
+	// a broker refused with a retriable error code (a leader moved) is
+	// resent too but not counted: the engine does not report it.
 	Retries int64
-	// MessagesResent is the number of messages a Writer sent again because
-	// their previous attempt failed with a transient error. Each resend may
-	// duplicate the message (see Writer).
-	MessagesResent int64
 	// TransientErrors is the number of transient errors (connection closed,
 	// reset or refused; temporary Kafka errors) that azkafka absorbed
 	// instead of returning them.
 	TransientErrors int64
-	// Idempotent reports whether the Writer's writes take the idempotent
-	// path (see Writer): false when it is off, or when under auto the
-	// cluster refused a producer ID.
+	// Idempotent reports whether the Writer produces idempotently (see
+	// Writer): false when it is off, or when under auto the cluster
+	// refused a producer ID.
 	Idempotent bool
 	// ProducerID and ProducerEpoch are the idempotent Writer's current
-	// producer identity; -1 before the cluster gave one.
+	// producer identity; -1 before the cluster gave one (the first
+	// acknowledged batch) or without idempotence.
 	ProducerID    int64
 	ProducerEpoch int16
-	// EpochBumps counts the idempotent Writer's moves to a new producer
-	// epoch (or ID): after the broker lost the producer's state, or
-	// before the next batch of a partition whose last batch had an
-	// unknown outcome.
+	// EpochBumps counts the changes of the idempotent Writer's producer
+	// ID or epoch seen by Stats since its previous call: the engine moves
+	// to a new epoch after the broker lost the producer's state or a
+	// batch failed with its outcome unknown.
 	EpochBumps int64
-	// DuplicateBatches counts batches acknowledged on a resend after an
-	// attempt whose outcome was unknown (the response was lost), or that
-	// the broker answered DUPLICATE_SEQUENCE_NUMBER: without idempotence
-	// each could have been stored twice; with it, the broker stored it
-	// once. (Kafka acknowledges a duplicate like a first write, so a
-	// resend after a lost response is counted whether or not the lost
-	// attempt had reached the broker.)
-	DuplicateBatches int64
-	// BatchesResent counts the idempotent Writer's batch resends.
-	BatchesResent int64
 	// FetchFromFollower reports whether the Reader sends its AZ as the
 	// rack ID of its fetches (see WithFetchFromFollower).
 	FetchFromFollower bool
@@ -110,7 +109,6 @@ type ReaderStats struct {
 // the hot paths never take a lock.
 type counters struct {
 	retries   atomic.Int64
-	resent    atomic.Int64
 	transient atomic.Int64
 }
 
@@ -119,7 +117,6 @@ type counters struct {
 func (c *counters) snapshot(s *session) SDKStats {
 	return SDKStats{
 		Retries:         c.retries.Swap(0),
-		MessagesResent:  c.resent.Swap(0),
 		TransientErrors: c.transient.Swap(0),
 		Conn:            s.connStats(),
 		ClientID:        s.clientID,

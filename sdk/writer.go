@@ -1,148 +1,173 @@
 package sdk
 
+// writer.go maps kafka.Writer onto the engine's producer (kgo): the
+// configuration in NewWriter and writerEngineOpts, the user's Balancer as
+// kgo's partitioner, WriteMessages' calls and their outcome (nil, kafka-go's
+// call-level errors, kafka.WriteErrors), Completion per partition of a
+// call, the fallback when the cluster refuses a producer ID, and Stats.
+
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"golang.org/x/time/rate"
-
-	"github.com/azkafka/azkafka/retry"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Writer is a drop-in replacement for *kafka.Writer that stamps the azkafka
-// client ID on every connection and resends messages whose delivery failed
-// with a transient error (see retry.IsTransient): a connection closed or
-// reset by an agent rebalancing clients across zones, a refused connect, a
-// temporary Kafka error such as a moved partition leader.
+// Writer is a drop-in replacement for *kafka.Writer: the same methods with
+// kafka-go's meaning, configured by a kafka.Writer, running on franz-go's
+// producer (kgo). Create it with NewWriter; the zero value is not usable.
+// Its methods are safe for concurrent use.
 //
-// It has the same methods as *kafka.Writer. Create it with NewWriter; the
-// zero value is not usable. Methods are safe for concurrent use.
+// # Delivery
 //
-// # Retries
+// Every RequiredAcks takes the same path; what the broker promises differs:
 //
-// kafka-go's own retry loop is switched off (MaxAttempts 1 on the wrapped
-// writer) so that one loop, with full-jitter backoff, decides: the SDK's
-// retry policy (WithRetry options, AZKAFKA_RETRY_* variables; default 10
-// attempts, backoff 100ms..1s). kafka.Writer's MaxAttempts, WriteBackoffMin
-// and WriteBackoffMax are therefore not used.
+//   - kafka.RequireAll: idempotent by default (AZKAFKA_IDEMPOTENCE,
+//     WithIdempotence), as Kafka's Java producer is since Kafka 3.0. The
+//     Writer gets a producer ID (InitProducerId) on first use and numbers
+//     each partition's batches; a resend after a lost response or a leader
+//     change is the same batch, which the broker stores once. Up to 5
+//     produce requests are in flight per broker, in order per partition
+//     (the broker enforces the sequence numbers), so each partition stores
+//     its messages in the order they were handed to the Writer. Exactly
+//     once per partition, except for a batch whose outcome stays unknown
+//     when the delivery budget or ctx runs out (it may have been stored
+//     once; its messages get the error).
+//   - kafka.RequireOne: the leader acknowledges; not idempotent, so a
+//     resend after a lost response may store a batch twice (at least
+//     once), and a leader that fails before its followers copied a batch
+//     loses it.
+//   - kafka.RequireNone (kafka-go's default): the broker sends no answer,
+//     so a message lost with its connection is lost without an error.
+//     NewWriter logs a warning; use RequireAll.
 //
-// WriteMessages resends only the messages whose own error is transient; the
-// others keep their error. Resends are bounded by the attempts and by ctx.
-// Before resending, the Writer makes its Transport fetch fresh metadata, so
-// that after a connection closed by interzone load balancing the resend
-// goes to an agent of the client's own zone rather than back to the one
-// that closed it (kafka-go alone would wait for its MetadataTTL, 6s).
+// An explicit WithIdempotence(true) or AZKAFKA_IDEMPOTENCE=true with acks
+// other than RequireAll is a NewWriter error. If the cluster refuses a
+// producer ID (Kafka 4.x wants IdempotentWrite on the cluster or Write on a
+// topic): under auto the Writer logs one warning naming the cause and goes
+// on without idempotence (at least once); under an explicit true,
+// WriteMessages returns the refusal. Stats().SDK.Idempotent says which.
 //
-// # Idempotence
+// # Retries and the delivery budget
 //
-// When RequiredAcks is kafka.RequireAll (and unless WithIdempotence(false)
-// or AZKAFKA_IDEMPOTENCE=false turns it off), the Writer produces
-// idempotently, as Kafka's Java producer does by default since Kafka 3.0:
-// it gets a producer ID from the cluster (InitProducerId) on first use and
-// numbers each partition's batches. A resend after a transient error or a
-// leader change is the same batch (same producer epoch, base sequence and
-// records), sent to the partition's current leader, and the broker,
-// which remembers each producer's last five batches per partition,
-// acknowledges a batch it already stored instead of storing it again.
-// One batch per partition is in flight at a time, so each partition
-// stores its messages in the order they were handed to the Writer: within
-// a call, across calls made one after another, and in async mode in call
-// order. Concurrent calls share batches; a synchronous call sends as soon
-// as its messages are queued (BatchTimeout only paces async mode), and
-// batches of partitions led by the same broker go in one request.
+// The engine resends what failed with a transient error (a closed or reset
+// connection, a refused connect, a moved leader, a broker not yet ready)
+// until the message is acknowledged or its delivery budget is spent: the
+// retry policy's attempts × (WriteTimeout + its backoff maximum), 110 s
+// with the defaults (10 × (10 s + 1 s)), in the spirit of Java's
+// delivery.timeout.ms (120 s). Attempts are not counted one by one: fast
+// refusals during a leader election do not use the budget up before the
+// cluster elected a new leader (about 9 s with Kafka's default broker
+// session timeout). The backoff between resends is the retry policy's
+// (WithRetry, AZKAFKA_RETRY_BACKOFF_*); kafka.Writer's MaxAttempts,
+// WriteBackoffMin and WriteBackoffMax are not used. A synchronous call
+// still ends with its ctx. Errors that waiting cannot fix (TLS
+// verification, SASL, authorization) return at once.
 //
-// Exactly once per partition, with these exceptions, which WriteMessages
-// (or Completion) reports as errors and the Writer logs:
+// # Calls
 //
-//   - a batch whose outcome stays unknown when the retry policy's attempts
-//     or ctx run out (every attempt's response lost) may have been stored
-//     once; its messages get the error, and the partition moves to a new
-//     producer epoch before its next batch, so nothing later is refused or
-//     stored twice because of it. Resending those messages yourself may
-//     duplicate them;
-//   - a broker that no longer knows the producer (its state expired after
-//     producer.id.expiration.ms, one day by default, without writes from
-//     it, or was lost with a log truncation) answers
-//     UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER; the Writer then
-//     bumps its epoch and resends the batch at sequence 0, which is safe
-//     because the broker refused it, but a batch resent after such a loss
-//     cannot be recognised as a duplicate of one stored before it;
-//   - a producer fenced by a newer epoch (INVALID_PRODUCER_EPOCH,
-//     PRODUCER_FENCED) fails its batch at once, never retried in a loop.
+// A synchronous WriteMessages is sent as soon as its messages are queued
+// (messages of concurrent calls ride along): it never waits for
+// BatchTimeout, which paces async mode only. It returns nil, kafka-go's
+// call-level errors (a topic on both or neither of the Writer and the
+// message, kafka.MessageTooLargeError, io.ErrClosedPipe after Close), or a
+// kafka.WriteErrors aligned with msgs. When its ctx ends first, the
+// messages not yet acknowledged get an error wrapping ctx's (and naming the
+// last cause the engine absorbed); they stay queued and may still be
+// stored, and Completion still reports them.
 //
-// With idempotence off (RequireOne, RequireNone, or turned off), the
-// guarantee is at least once, as described next. An explicit
-// WithIdempotence(true) or AZKAFKA_IDEMPOTENCE=true with acks other than
-// RequireAll is a NewWriter error. If the cluster refuses a producer ID
-// (Kafka 4.x wants IdempotentWrite on the cluster or Write on a topic):
-// under auto the Writer logs one warning naming the cause and writes at
-// least once; under an explicit true, WriteMessages returns the error.
-// WriterStats.SDK.Idempotent says which path is in use.
+// In async mode WriteMessages returns once the messages are queued, and
+// Completion, when set, receives every message once, grouped per call and
+// partition (kafka-go calls it per batch), with Partition and Offset set. A
+// message that fails for good in async mode without a Completion is
+// logged at Warn, once per call and partition, naming the topic,
+// partition and cause.
 //
-// # Delivery without idempotence
-//
-// At least once; duplicates are possible. kafka-go has no idempotent
-// producer: when a connection dies after the broker stored a batch but
-// before its response arrived, the batch is resent and stored twice.
-// With RequiredAcks RequireNone (kafka-go's default) the broker sends no
-// response, so a batch lost with its connection goes unnoticed: use
-// kafka.RequireOne or kafka.RequireAll (NewWriter logs a warning).
-//
-// Order can change on retry. A resent batch lands after the batches of
-// the same partition that were sent after it and succeeded: several
-// batches of one WriteMessages call (more messages for a partition than
-// BatchSize or BatchBytes allow), concurrent calls sharing the Writer, and
-// in async mode any later message. A balancer that does not hash the key
-// (the default round-robin, LeastBytes) may also place a resent message in
-// another partition. Order is kept only with a key-hashing balancer
-// (kafka.Hash, kafka.Murmur2Balancer), synchronous calls made one at a
-// time, each fitting one batch per partition; a duplicate then directly
-// follows the batch it repeats.
+// What each kafka.Writer field becomes is in the README's Writer table.
 type Writer struct {
 	s          *session
-	policy     retry.Policy
-	inner      *kafka.Writer
-	resender   *kafka.Writer // async mode: resends failed batches
-	transport  *kafka.Transport
+	hooks      *engineHooks
+	wh         *writerHooks
+	topic      string
+	balancer   kafka.Balancer
+	rack       *rackAwareBalancer // nil without rack-aware partitioning
+	rackTTL    time.Duration
+	rackAt     atomic.Int64 // unix nanoseconds of the last rack view
 	async      bool
 	completion func(messages []kafka.Message, err error)
-	counters   counters
-	logRetry   rate.Sometimes
-	idem       *idempotentWriter  // nil when not idempotent
-	rack       *rackAwareBalancer // nil without rack-aware partitioning
+	conf       writerConf
+	promise    func(*kgo.Record, error)
+	parts      atomic.Pointer[[]int] // 0..n-1, shared by the balancer calls
 
-	lastRediscover atomic.Int64 // unix nanoseconds of the last rediscover
+	// explicit: idempotence was asked for, so a refused producer ID is
+	// an error, never a fallback; why names the setting.
+	explicit   bool
+	why        string
+	idempotent atomic.Bool
+	baseOpts   []kgo.Opt // for the client without idempotence
+	clientMu   sync.Mutex
+	client     atomic.Pointer[kgo.Client]
+	retired    sync.WaitGroup // clients replaced by the fallback, closing
 
-	// async mode: messages handed to the writer whose Completion has not run.
-	mu          sync.Mutex
-	drained     *sync.Cond
-	outstanding int
-	resends     sync.WaitGroup
+	fatalMu sync.Mutex
+	fatalCh chan struct{} // closed and replaced at each refusal
+
+	outstanding sync.WaitGroup // calls with messages not reported yet
+	closeMu     sync.RWMutex
+	closed      atomic.Bool // Close was called
+	engineDone  atomic.Bool // the engine is closed
+	counters    counters
+	produced    atomic.Bool // a batch was acknowledged: the producer ID is known
 }
 
-// resenderBatchTimeout bounds how long a resent message waits for its
-// batch to fill in async mode. Resends are rare, so latency matters more
-// than batching.
-const resenderBatchTimeout = 10 * time.Millisecond
+// writerConf is what Stats reports of the configuration.
+type writerConf struct {
+	acks                      kafka.RequiredAcks
+	batchSize                 int
+	batchBytes                int
+	batchTimeout              time.Duration
+	readTimeout, writeTimeout time.Duration
+	budget                    time.Duration
+}
+
+// Defaults of kafka.Writer that the Writer applies the same way.
+const (
+	defaultBatchSize    = 100
+	defaultBatchTimeout = time.Second
+	defaultWriteTimeout = 10 * time.Second
+	// defaultBatchBytes is the engine's batch cap when BatchBytes is
+	// unset: Kafka's default max.message.bytes (kafka-go's 1 MiB default
+	// is larger, and the broker refuses such a batch).
+	defaultBatchBytes = 1000012
+	// defaultRackTTL is how old the leaders' racks may be for rack-aware
+	// partitioning when the Transport sets no MetadataTTL (kafka-go's
+	// default MetadataTTL).
+	defaultRackTTL = 6 * time.Second
+)
 
 // NewWriter returns a Writer configured like w, which it does not modify or
 // use afterwards, with the azkafka client ID and connection policy:
 //
-//	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "events"})
+//	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "events", RequiredAcks: kafka.RequireAll})
 //
-// w.Transport, when set, must be a *kafka.Transport: its TLS, SASL, timeouts
-// and resolver are kept, its ClientID and Dial are replaced. Options win
-// over AZKAFKA_* environment variables.
+// w.Transport, when set, must be a *kafka.Transport: its TLS, SASL, Dial,
+// DialTimeout, IdleTimeout, MetadataTTL, Resolver and ClientID (as the
+// user part of the client ID) are kept. Options win over AZKAFKA_*
+// environment variables.
 //
 // NewWriter returns an error, rather than failing on first use, when w is
 // nil, has no Addr, has an unsupported Transport, or when the configuration
 // (options or environment) is invalid. It may detect the availability zone
-// (once per process) unless WithAZ or AZKAFKA_AZ provides it.
+// (once per process) unless WithAZ or AZKAFKA_AZ provides it. It does not
+// wait for the cluster.
 func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	if w == nil {
 		return nil, errors.New("sdk.NewWriter: writer is nil")
@@ -162,51 +187,93 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
 	}
-	tr := s.transport()
+	if s.baseDialer == nil && s.baseTransport != nil {
+		s.baseDialer = transportDialer(s.baseTransport)
+	}
 	sw := &Writer{
 		s:          s,
-		transport:  tr,
-		policy:     s.retry,
+		wh:         &writerHooks{},
+		topic:      w.Topic,
+		balancer:   w.Balancer,
 		async:      w.Async,
 		completion: w.Completion,
-		logRetry:   rate.Sometimes{Interval: 5 * time.Second},
+		explicit:   s.idempotence.mode == idempotenceOn,
+		why:        why,
+		fatalCh:    make(chan struct{}),
+		rackTTL:    defaultRackTTL,
 	}
-	sw.drained = sync.NewCond(&sw.mu)
+	if sw.balancer == nil {
+		sw.balancer = &kafka.RoundRobin{}
+	}
+	sw.promise = sw.onRecord
+	sw.hooks = newEngineHooks(s, &sw.counters)
+	sw.wh.counters = &sw.counters
+	onFatal := sw.onFatal
+	sw.hooks.onFatal.Store(&onFatal)
+	sw.conf = writerConfOf(w, s)
 	if w.RequiredAcks == kafka.RequireNone {
-		s.logger.Warn("azkafka: kafka.Writer.RequiredAcks is RequireNone (kafka-go's default): the broker does not answer produce requests, so messages lost with a connection cannot be detected or resent; set kafka.RequireOne or kafka.RequireAll",
+		s.logger.Warn("azkafka: kafka.Writer.RequiredAcks is RequireNone (kafka-go's default): the broker does not answer produce requests, so a message lost with its connection is lost without an error; set kafka.RequireAll (idempotent, exactly once per partition) or at least kafka.RequireOne",
 			"topic", w.Topic)
-	}
-	sw.inner = cloneWriter(w, tr)
-	if sw.async || sw.completion != nil {
-		sw.inner.Completion = sw.complete
-	}
-	if sw.async {
-		sw.resender = cloneWriter(w, tr)
-		sw.resender.Completion = sw.complete
-		sw.resender.BatchTimeout = resenderBatchTimeout
 	}
 	if s.rackAware {
 		if s.az == "" {
 			s.logger.Warn("azkafka: rack-aware partitioning is on but the AZ is unknown, so keyless messages use every partition; set AZKAFKA_AZ or sdk.WithAZ",
 				"cause", s.azErr)
 		}
-		sw.rack = newRackAwareBalancer(w.Balancer, w.Topic, s.az)
-		sw.inner.Balancer = sw.rack
-		if sw.resender != nil {
-			sw.resender.Balancer = sw.rack
+		sw.rack = newRackAwareBalancer(sw.balancer, w.Topic, s.az)
+		if t := s.baseTransport; t != nil && t.MetadataTTL > 0 {
+			sw.rackTTL = t.MetadataTTL
 		}
 	}
-	if idempotent {
-		sw.idem = newIdempotentWriter(sw, w, s.idempotence.mode == idempotenceOn, why)
-		if sw.rack != nil {
-			sw.idem.balancer = sw.rack
-		}
+	sw.baseOpts = sw.writerEngineOpts(w)
+	sw.idempotent.Store(idempotent)
+	cl, err := kgo.NewClient(append(slices.Clip(sw.baseOpts), acksOpts(w.RequiredAcks, idempotent)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
 	}
+	sw.client.Store(cl)
+	refresh := sw.hooks.refreshMetadata
+	s.policy.onPeerClose.Store(&refresh)
 	return sw, nil
 }
 
+func writerConfOf(w *kafka.Writer, s *session) writerConf {
+	c := writerConf{
+		acks:         w.RequiredAcks,
+		batchSize:    w.BatchSize,
+		batchBytes:   int(w.BatchBytes),
+		batchTimeout: w.BatchTimeout,
+		readTimeout:  w.ReadTimeout,
+		writeTimeout: w.WriteTimeout,
+	}
+	if c.batchSize <= 0 {
+		c.batchSize = defaultBatchSize
+	}
+	if c.batchBytes <= 0 {
+		c.batchBytes = defaultBatchBytes
+	}
+	if c.batchTimeout <= 0 {
+		c.batchTimeout = defaultBatchTimeout
+	}
+	if c.readTimeout <= 0 {
+		c.readTimeout = defaultWriteTimeout
+	}
+	if c.writeTimeout <= 0 {
+		c.writeTimeout = defaultWriteTimeout
+	}
+	c.budget = deliveryBudget(s.retry.Attempts(), c.writeTimeout, s.retry.Backoff.Max)
+	return c
+}
+
+// deliveryBudget is how long the engine keeps resending a message: the
+// time the retry policy's attempts would take if each waited WriteTimeout
+// and the longest backoff; at least a second (the engine's floor).
+func deliveryBudget(attempts int, timeout, backoffMax time.Duration) time.Duration {
+	return max(time.Duration(max(attempts, 1))*(timeout+backoffMax), time.Second)
+}
+
 // writerOptions puts the user's Transport, if any, first in opts as the
-// base whose TLS, SASL, timeouts and client ID the SDK's Transport keeps.
+// base whose TLS, SASL, timeouts and client ID the engine keeps.
 func writerOptions(rt kafka.RoundTripper, opts []Option) ([]Option, error) {
 	switch t := rt.(type) {
 	case nil:
@@ -218,424 +285,771 @@ func writerOptions(rt kafka.RoundTripper, opts []Option) ([]Option, error) {
 	}
 }
 
-// cloneWriter copies the configuration fields of w into a new, unused
-// kafka.Writer (copying the struct itself would copy its locks) with
-// kafka-go's retries off and the given transport.
-func cloneWriter(w *kafka.Writer, tr kafka.RoundTripper) *kafka.Writer {
-	return &kafka.Writer{
-		Addr:                   w.Addr,
-		Topic:                  w.Topic,
-		Balancer:               w.Balancer,
-		MaxAttempts:            1,
-		BatchSize:              w.BatchSize,
-		BatchBytes:             w.BatchBytes,
-		BatchTimeout:           w.BatchTimeout,
-		ReadTimeout:            w.ReadTimeout,
-		WriteTimeout:           w.WriteTimeout,
-		RequiredAcks:           w.RequiredAcks,
-		Async:                  w.Async,
-		Compression:            w.Compression,
-		Logger:                 w.Logger,
-		ErrorLogger:            w.ErrorLogger,
-		Transport:              tr,
-		AllowAutoTopicCreation: w.AllowAutoTopicCreation,
+// writerEngineOpts maps the kafka.Writer onto kgo's producer, except for
+// the acks and idempotence (acksOpts).
+func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
+	c := w.conf
+	opts := w.s.engineOpts(strings.Split(kw.Addr.String(), ","), kw.Logger, kw.ErrorLogger, w.hooks)
+	timeout := max(min(c.writeTimeout, c.readTimeout), 100*time.Millisecond)
+	linger := time.Duration(0) // a synchronous call is sent at once
+	if w.async {
+		linger = min(c.batchTimeout, time.Minute)
 	}
+	opts = append(opts,
+		kgo.WithHooks(w.wh),
+		kgo.RecordPartitioner(writerPartitioner{w}),
+		kgo.ProducerBatchMaxBytes(int32(min(c.batchBytes, 100<<20))),
+		kgo.ProducerBatchCompression(engineCodec(kw.Compression)),
+		kgo.ProduceRequestTimeout(timeout),
+		kgo.RequestTimeoutOverhead(timeout),
+		kgo.RecordDeliveryTimeout(c.budget),
+		kgo.ProducerLinger(linger),
+		// A connection closed before its first answer is retried: a
+		// broker limiting connection creation (KIP-612) and an agent
+		// moving clients to their zone do that to healthy clients. A
+		// TLS or SASL mismatch then shows as the last cause in the
+		// error of a call whose ctx ended.
+		kgo.AlwaysRetryEOF(),
+		// A batch whose outcome is unknown (every response lost) fails
+		// once the budget is spent instead of waiting forever; it may
+		// have been stored once.
+		kgo.AllowIdempotentProduceCancellation(),
+	)
+	if kw.AllowAutoTopicCreation {
+		opts = append(opts, kgo.AllowAutoTopicCreation())
+	}
+	if t := w.s.baseTransport; t != nil {
+		if t.IdleTimeout > 0 {
+			opts = append(opts, kgo.ConnIdleTimeout(min(max(t.IdleTimeout, 100*time.Millisecond), 15*time.Minute)))
+		}
+		if t.MetadataTTL > 0 {
+			ttl := min(max(t.MetadataTTL, 10*time.Millisecond), time.Hour)
+			opts = append(opts, kgo.MetadataMaxAge(ttl), kgo.MetadataMinAge(min(ttl, 5*time.Second)))
+		}
+	}
+	return opts
 }
 
-// WriteMessages writes msgs like kafka.Writer.WriteMessages, resending the
-// messages that failed with a transient error until they are delivered, the
-// retry policy's attempts run out or ctx is done.
-//
-// It returns nil when every message was delivered. Otherwise it returns
-// either the error kafka-go returned for the whole call when that error is
-// not retried (a validation error, kafka.MessageTooLargeError, ctx's error
-// on the first attempt), or a kafka.WriteErrors with one entry per message
-// of msgs, in the same order: nil for a delivered message, else its last
-// error (wrapping the context error when ctx ended the retries), usable with
-// errors.Is and errors.As.
-//
-// In async mode (kafka.Writer.Async) it never blocks on delivery and
-// returns only validation errors, like kafka-go; resends happen in the
-// background and Completion reports each message once, after its retries.
+// acksOpts are the engine's acks and idempotence for RequiredAcks.
+func acksOpts(acks kafka.RequiredAcks, idempotent bool) []kgo.Opt {
+	switch {
+	case idempotent:
+		// kgo keeps 5 produce requests in flight per broker with
+		// idempotence (Produce v1+), its own fixed setting.
+		return []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}
+	case acks == kafka.RequireAll:
+		return []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}
+	case acks == kafka.RequireOne:
+		return []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}
+	}
+	return []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}
+}
+
+// engineCodec is kafka-go's compression as the engine's codec.
+func engineCodec(c kafka.Compression) kgo.CompressionCodec {
+	switch c {
+	case kafka.Gzip:
+		return kgo.GzipCompression()
+	case kafka.Snappy:
+		return kgo.SnappyCompression()
+	case kafka.Lz4:
+		return kgo.Lz4Compression()
+	case kafka.Zstd:
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
+}
+
+// engine is the Writer's current kgo client.
+func (w *Writer) engine() *kgo.Client { return w.client.Load() }
+
+// call is one WriteMessages: its messages, their records and outcomes,
+// and, when they are reported, the grouping per partition.
+type call struct {
+	w       *Writer
+	msgs    []kafka.Message // what balancers and Completion see
+	slots   []slot
+	pending atomic.Int64
+	done    chan struct{} // closed when every message has its outcome
+	report  bool          // Completion or async: report per partition
+
+	mu     sync.Mutex
+	queued bool // every record was handed to the engine
+	groups map[int32]*group
+}
+
+type slot struct {
+	rec kgo.Record
+	st  recState
+}
+
+// recState is a record's link to its call, carried as the record's
+// Context (which the engine only passes along).
+type recState struct {
+	context.Context
+	c         *call
+	i         int
+	partition int32 // -1 until the balancer chose
+	err       error
+	fin       atomic.Bool // err is final
+	cl        *kgo.Client // the client the record was last produced on
+}
+
+// group is the messages of a call in one partition.
+type group struct {
+	assigned int
+	done     []int
+}
+
+// WriteMessages writes msgs like kafka.Writer.WriteMessages (see Writer for
+// what it returns and when).
 func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if w.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := w.validate(msgs); err != nil {
+		return err
+	}
+	// Close waits for the calls counted in outstanding: none may be
+	// added once it began.
+	w.closeMu.RLock()
+	if w.closed.Load() {
+		w.closeMu.RUnlock()
+		return io.ErrClosedPipe
+	}
+	w.outstanding.Add(1)
+	w.closeMu.RUnlock()
 	if w.rack != nil {
 		w.refreshRacks(ctx, msgs)
 	}
-	if w.idem.active() {
-		if fellBack, err := w.idem.write(ctx, msgs); !fellBack {
-			return err
+	c := &call{w: w, msgs: msgs, report: w.async || w.completion != nil}
+	if w.async {
+		c.msgs = slices.Clone(msgs) // the caller may reuse msgs
+	} else {
+		c.done = make(chan struct{})
+	}
+	c.slots = make([]slot, len(msgs))
+	c.pending.Store(int64(len(msgs)))
+	mark := w.hooks.errSeq.Load()
+	w.fatalMu.Lock()
+	fatal := w.fatalCh
+	w.fatalMu.Unlock()
+	cl := w.engine()
+	for i := range c.slots {
+		sl := &c.slots[i]
+		m := &c.msgs[i]
+		sl.st = recState{Context: context.Background(), c: c, i: i, partition: -1, cl: cl}
+		sl.rec = kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Time, Context: &sl.st}
+		if sl.rec.Topic == "" {
+			sl.rec.Topic = w.topic
 		}
+		if len(m.Headers) > 0 {
+			sl.rec.Headers = make([]kgo.RecordHeader, len(m.Headers))
+			for j, h := range m.Headers {
+				sl.rec.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+			}
+		}
+		// Background, not ctx: the engine fails a partition's whole
+		// queue when its first record's ctx ends, which would fail
+		// other callers' messages.
+		cl.Produce(context.Background(), &sl.rec, w.promise)
+	}
+	if c.report {
+		c.markQueued()
 	}
 	if w.async {
-		return w.writeAsync(ctx, msgs)
-	}
-	var slots []msgSlot
-	if w.completion != nil {
-		msgs, slots = track(msgs, 1)
-	}
-	first := w.inner.WriteMessages(ctx, msgs...)
-	if first == nil {
 		return nil
 	}
-	err := w.resend(ctx, msgs, slots, first)
-	if slots != nil && handedOff(first, w.policy) {
-		w.completeLeftovers(msgs, slots, err)
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	case <-fatal:
 	}
-	return err
+	return w.outcome(ctx, c, mark)
 }
 
-// handedOff reports whether the messages of a call that failed first with
-// err reached kafka-go's batches: not when kafka-go rejected the call
-// up front (validation, message too large), which, as in kafka-go, is
-// reported to the caller only, not to Completion.
-func handedOff(err error, p retry.Policy) bool {
-	_, perMessage := asWriteErrors(err, -1)
-	return perMessage || p.Retryable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// resend runs the retry loop of a synchronous write whose first attempt
-// failed with err. slots, when not nil, tracks the attempt of each message
-// for the Completion hook.
-func (w *Writer) resend(ctx context.Context, msgs []kafka.Message, slots []msgSlot, err error) error {
-	werrs, perMessage := asWriteErrors(err, len(msgs))
-	if !perMessage && !w.policy.Retryable(err) {
-		return err // nothing was sent, or kafka-go's own whole-call error
-	}
-	final := make(kafka.WriteErrors, len(msgs))
-	sent := msgs   // the messages of the last attempt
-	var idx []int  // idx[j] is the index in msgs of sent[j]; nil means j
-	var next []int // indexes in msgs to resend
-	attempts := w.policy.Attempts()
-	for attempt := 1; ; attempt++ {
-		next = next[:0:0]
-		for j := range sent {
-			i := j
-			if idx != nil {
-				i = idx[j]
-			}
-			e := err
-			if perMessage {
-				e = werrs[j]
-			}
-			final[i] = e
-			if e != nil && w.policy.Retryable(e) {
-				next = append(next, i)
-			}
-		}
-		if len(next) == 0 {
-			break
-		}
-		w.counters.transient.Add(1)
-		if attempt >= attempts {
-			for _, i := range next {
-				final[i] = fmt.Errorf("sdk: gave up after %d attempts: %w", attempt, final[i])
-			}
-			break
-		}
-		if serr := w.policy.Sleep(ctx, attempt-1); serr != nil {
-			for _, i := range next {
-				final[i] = fmt.Errorf("%w (not resent: %w)", final[i], serr)
-			}
-			break
-		}
-		w.rediscover(!perMessage)
-		resent := make([]kafka.Message, len(next))
-		for j, i := range next {
-			resent[j] = msgs[i]
-			if slots != nil {
-				slots[i].attempt.Store(int32(attempt + 1))
-			}
-		}
-		w.counters.retries.Add(1)
-		w.counters.resent.Add(int64(len(resent)))
-		w.logResend(len(resent), attempt+1, attempts, final[next[0]])
-		sent, idx = resent, next
-		err = w.inner.WriteMessages(ctx, sent...)
-		if err == nil {
-			for _, i := range idx {
-				final[i] = nil
-			}
-			break
-		}
-		werrs, perMessage = asWriteErrors(err, len(sent))
-	}
-	if final.Count() == 0 {
-		return nil
-	}
-	return final
-}
-
-// rediscover makes the next request fetch fresh metadata by dropping the
-// Transport's connection pools; requests in flight finish on the old ones.
-//
-// It runs after every transient failure, before the resend. A connection
-// closed by an agent that moves clients to their own zone, a refused
-// connect or a moved leader all mean the cached brokers may be wrong, and
-// kafka-go would keep them until its MetadataTTL (default 6s) expires:
-// resends would go back to the agent that just closed the connection. The
-// cost is one Metadata request per rediscovery.
-//
-// lookupFailed says the write failed before any produce, in kafka-go's
-// metadata lookup: kafka-go caches a failed first fetch for MetadataTTL
-// too, so the pools are always dropped then. The idempotent path also
-// passes true when a broker answered that it does not lead a partition:
-// the cached leaders are known wrong, and its resend must not wait. Otherwise at most once per
-// rediscoverInterval, however many calls fail together.
-func (w *Writer) rediscover(lookupFailed bool) {
-	now := time.Now().UnixNano()
-	last := w.lastRediscover.Load()
-	if !lookupFailed && (now-last < int64(rediscoverInterval) || !w.lastRediscover.CompareAndSwap(last, now)) {
-		return
-	}
-	w.lastRediscover.Store(now)
-	w.transport.CloseIdleConnections()
-}
-
-// rediscoverInterval bounds how often produce failures drop the pools.
-const rediscoverInterval = time.Second
-
-func (w *Writer) logResend(n, attempt, attempts int, cause error) {
-	w.logRetry.Do(func() {
-		w.s.logger.Info("azkafka: resending messages after a transient error",
-			"messages", n, "attempt", attempt, "max_attempts", attempts, "error", cause)
-	})
-}
-
-// asWriteErrors returns err as per-message errors when it is a
-// kafka.WriteErrors aligned with n messages (any length when n < 0).
-func asWriteErrors(err error, n int) (kafka.WriteErrors, bool) {
-	var we kafka.WriteErrors
-	if errors.As(err, &we) && (len(we) == n || n < 0) {
-		return we, true
-	}
-	return nil, false
-}
-
-// msgSlot is what a tracked message carries in WriterData while the SDK
-// owns it: the caller's WriterData, the attempt it is on and whether the
-// caller's Completion has seen it.
-type msgSlot struct {
-	user     any
-	attempt  atomic.Int32
-	reported atomic.Bool
-}
-
-// track copies msgs, pointing each copy's WriterData at its slot.
-func track(msgs []kafka.Message, attempt int32) ([]kafka.Message, []msgSlot) {
-	tracked := make([]kafka.Message, len(msgs))
-	slots := make([]msgSlot, len(msgs))
+// validate applies kafka.Writer's checks before anything is queued.
+func (w *Writer) validate(msgs []kafka.Message) error {
 	for i := range msgs {
-		tracked[i] = msgs[i]
-		slots[i].user = msgs[i].WriterData
-		slots[i].attempt.Store(attempt)
-		tracked[i].WriterData = &slots[i]
-	}
-	return tracked, slots
-}
-
-func (w *Writer) writeAsync(ctx context.Context, msgs []kafka.Message) error {
-	if len(msgs) == 0 {
-		return w.inner.WriteMessages(ctx)
-	}
-	tracked, _ := track(msgs, 1)
-	w.addOutstanding(len(tracked))
-	// kafka-go validates every message and looks the topic's partitions up
-	// before queueing any, so an error here means none of them was queued.
-	// The lookup can fail on a closed connection: that is retried here,
-	// blocking the caller for the backoff.
-	err := w.policy.Do(ctx, func(ctx context.Context) error {
-		err := w.inner.WriteMessages(ctx, tracked...)
-		if err != nil && w.policy.Retryable(err) {
-			w.counters.transient.Add(1)
-			w.counters.retries.Add(1)
-			w.rediscover(true)
+		switch {
+		case w.topic != "" && msgs[i].Topic != "":
+			return errors.New("kafka.(*Writer): Topic must not be specified for both Writer and Message")
+		case w.topic == "" && msgs[i].Topic == "":
+			return errors.New("kafka.(*Writer): Topic must be specified for Writer or Message")
 		}
-		return err
-	})
-	if err != nil {
-		w.addOutstanding(-len(tracked))
-		return err
+	}
+	for i := range msgs {
+		if recordSize(&msgs[i])+batchOverhead > w.conf.batchBytes {
+			rest := make([]kafka.Message, 0, len(msgs)-1)
+			rest = append(append(rest, msgs[:i]...), msgs[i+1:]...)
+			return kafka.MessageTooLargeError{Message: msgs[i], Remaining: rest}
+		}
 	}
 	return nil
 }
 
-func (w *Writer) addOutstanding(n int) {
-	w.mu.Lock()
-	w.outstanding += n
-	if w.outstanding == 0 {
-		w.drained.Broadcast()
+// batchOverhead is the size of a record batch's header (v2).
+const batchOverhead = 61
+
+// recordSize is the encoded size of m as a record of a v2 batch, with the
+// largest deltas (an upper bound of what the engine encodes).
+func recordSize(m *kafka.Message) int {
+	n := 1 + 10 + 5 // attributes, timestamp delta, offset delta
+	n += varintLen(len(m.Key)) + len(m.Key) + varintLen(len(m.Value)) + len(m.Value)
+	n += varintLen(len(m.Headers))
+	for _, h := range m.Headers {
+		n += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
 	}
-	w.mu.Unlock()
+	return n + varintLen(n)
 }
 
-// complete is the Completion hook of the wrapped writers. kafka-go calls it
-// once per batch attempt; it reports to the caller's Completion only the
-// messages whose outcome is final, and in async mode resends the others.
-func (w *Writer) complete(batch []kafka.Message, err error) {
-	attempts := int32(w.policy.Attempts())
-	retryable := err != nil && w.policy.Retryable(err)
-	// report reuses batch's array: kafka-go does not read the batch after
-	// Completion returns, and the common case (success) then allocates
-	// nothing.
-	report := batch[:0]
-	var again []kafka.Message
-	maxAttempt := int32(0)
-	for i := range batch {
-		m := batch[i]
-		slot, ok := m.WriterData.(*msgSlot)
-		if !ok {
-			report = append(report, m)
-			continue
-		}
-		if a := slot.attempt.Load(); retryable && a < attempts {
-			// In sync mode WriteMessages resends it; in async mode, we do.
-			if w.async {
-				again = append(again, m)
-				maxAttempt = max(maxAttempt, a)
+func varintLen(v int) int {
+	u := uint64(v) << 1
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// outcome is a synchronous call's result once its messages have their
+// outcome, its ctx ended or a refusal was recorded.
+func (w *Writer) outcome(ctx context.Context, c *call, mark int64) error {
+	var werrs kafka.WriteErrors
+	fatal := w.hooks.fatalError()
+	finished := 0
+	var ctxErr error
+	for i := range c.slots {
+		st := &c.slots[i].st
+		var err error
+		if st.fin.Load() {
+			finished++
+			err = st.err
+			if err != nil && w.explicit && refusesProducerID(err) {
+				return fmt.Errorf("sdk: idempotence is on (%s) but the cluster refused a producer ID: %w; grant IdempotentWrite on the cluster (or Write on the topic), or turn idempotence off", w.why, err)
 			}
-			continue
-		}
-		if slot.reported.CompareAndSwap(false, true) {
-			m.WriterData = slot.user
-			report = append(report, m)
-		}
-	}
-	if len(again) > 0 {
-		w.resendAsync(again, maxAttempt, err)
-	}
-	if len(report) > 0 {
-		if w.completion != nil {
-			w.completion(report, err)
-		}
-		if w.async {
-			w.addOutstanding(-len(report))
-		}
-	}
-}
-
-// resendAsync resends, after a backoff, messages of a batch that failed
-// with a transient error.
-func (w *Writer) resendAsync(msgs []kafka.Message, attempt int32, cause error) {
-	for i := range msgs {
-		msgs[i].WriterData.(*msgSlot).attempt.Add(1)
-		if w.resender.Topic != "" {
-			msgs[i].Topic = "" // kafka-go set it on a Kafka error response
-		}
-		msgs[i].Partition, msgs[i].Offset = 0, 0
-	}
-	w.counters.transient.Add(1)
-	w.counters.retries.Add(1)
-	w.counters.resent.Add(int64(len(msgs)))
-	w.logResend(len(msgs), int(attempt)+1, w.policy.Attempts(), cause)
-	w.resends.Add(1)
-	go func() {
-		defer w.resends.Done()
-		ctx := context.Background()
-		_ = w.policy.Sleep(ctx, int(attempt)-1)
-		w.rediscover(false)
-		// Queueing fails only up front (see writeAsync); a transient
-		// failure there, such as a closed connection during the partition
-		// lookup, costs an attempt too.
-		for a := attempt + 1; ; a++ {
-			err := w.resender.WriteMessages(ctx, msgs...)
-			if err == nil {
-				return
+		} else if fatal != nil {
+			err = fatal
+		} else {
+			if ctxErr == nil {
+				ctxErr = w.ctxError(ctx, mark)
 			}
-			if !w.policy.Retryable(err) || int(a) >= w.policy.Attempts() {
-				w.finish(msgs, fmt.Errorf("sdk: resending: %w", err))
-				return
+			err = fmt.Errorf("sdk: not acknowledged when the call's ctx ended: %w", ctxErr)
+		}
+		if err != nil {
+			if werrs == nil {
+				werrs = make(kafka.WriteErrors, len(c.slots))
 			}
-			w.counters.transient.Add(1)
-			_ = w.policy.Sleep(ctx, int(a)-1)
-			w.rediscover(true)
+			werrs[i] = err
 		}
-	}()
+	}
+	if fatal != nil && finished == 0 {
+		return fatal
+	}
+	if werrs == nil {
+		return nil
+	}
+	return werrs
 }
 
-// finish reports tracked messages as final with err.
-func (w *Writer) finish(msgs []kafka.Message, err error) {
-	report := msgs[:0:0]
-	for _, m := range msgs {
-		slot := m.WriterData.(*msgSlot)
-		if slot.reported.CompareAndSwap(false, true) {
-			m.WriterData = slot.user
-			report = append(report, m)
-		}
+func (w *Writer) ctxError(ctx context.Context, mark int64) error {
+	err := context.Cause(ctx)
+	if err == nil {
+		err = ctx.Err()
 	}
-	if len(report) == 0 {
-		return
+	if err == nil {
+		err = context.Canceled
 	}
-	if w.completion != nil {
-		w.completion(report, err)
+	if last := w.hooks.since(mark); last != nil {
+		return fmt.Errorf("%w; last error: %w", err, last)
 	}
-	if w.async {
-		w.addOutstanding(-len(report))
-	}
-}
-
-// completeLeftovers reports, in sync mode, the messages whose Completion
-// was held back for a resend that did not happen (ctx ended, attempts ran
-// out on a whole-call error), with their final error.
-func (w *Writer) completeLeftovers(msgs []kafka.Message, slots []msgSlot, err error) {
-	werrs, perMessage := asWriteErrors(err, len(msgs))
-	for i := range msgs {
-		if slots[i].reported.Load() {
-			continue
-		}
-		e := err
-		if perMessage {
-			e = werrs[i]
-		}
-		w.finish(msgs[i:i+1], e)
-	}
-}
-
-// Close flushes pending messages and waits until every message handed to
-// WriteMessages was delivered or failed for good, which in async mode
-// includes resends: at most the retry policy's attempts times (backoff max
-// plus kafka.Writer.WriteTimeout). Later calls to WriteMessages fail with
-// io.ErrClosedPipe.
-func (w *Writer) Close() error {
-	if w.idem != nil {
-		w.idem.closed.Store(true)
-		w.idem.q.close()
-	}
-	err := w.inner.Close()
-	if w.async {
-		w.mu.Lock()
-		for w.outstanding > 0 {
-			w.drained.Wait()
-		}
-		w.mu.Unlock()
-		w.resends.Wait()
-		if rerr := w.resender.Close(); err == nil {
-			err = rerr
-		}
-	}
-	w.s.closeIdle()
 	return err
 }
 
-// Stats returns kafka-go's writer statistics since the previous call, plus
-// the SDK's counters (see SDKStats). In async mode the resends' writes are
-// included in Writes, Messages, Bytes and Errors.
-func (w *Writer) Stats() WriterStats {
-	st := WriterStats{WriterStats: w.inner.Stats()}
-	if w.resender != nil {
-		r := w.resender.Stats()
-		st.Writes += r.Writes
-		st.Messages += r.Messages
-		st.Bytes += r.Bytes
-		st.Errors += r.Errors
-		st.Dials += r.Dials
-	}
-	st.SDK = w.counters.snapshot(w.s)
-	if w.idem != nil {
-		w.idem.stats(&st)
+// onFatal wakes the synchronous calls waiting when the engine met a
+// refusal no retry fixes.
+func (w *Writer) onFatal(error) {
+	w.fatalMu.Lock()
+	close(w.fatalCh)
+	w.fatalCh = make(chan struct{})
+	w.fatalMu.Unlock()
+}
+
+// onRecord is the engine's promise for every record: kgo calls it once per
+// record, serially, in order within a partition.
+func (w *Writer) onRecord(r *kgo.Record, err error) {
+	st := r.Context.(*recState)
+	c := st.c
+	if err != nil {
+		err = kafkaError(err)
+		if w.produceAgain(r, st, err) {
+			return
+		}
+		if errors.Is(err, kgo.ErrRecordTimeout) {
+			err = fmt.Errorf("sdk: not acknowledged within the delivery budget (%v): %w", w.conf.budget, err)
+		}
 	} else {
-		st.SDK.ProducerID, st.SDK.ProducerEpoch = -1, -1
+		// Counted here, not in the engine's batch hook (which may run
+		// after the promise): Stats right after a call sees it.
+		w.wh.messages.Add(1)
+		w.wh.bytes.Add(int64(len(r.Key) + len(r.Value)))
+		if w.idempotent.Load() {
+			w.produced.Store(true)
+		}
 	}
-	st.MaxAttempts = int64(w.policy.Attempts())
-	st.Retries = st.SDK.Retries
-	return st
+	st.err = err
+	st.fin.Store(true)
+	if c.report {
+		c.finished(st)
+	}
+	if c.pending.Add(-1) == 0 {
+		if c.done != nil {
+			close(c.done)
+		}
+		w.outstanding.Done()
+	}
+}
+
+// produceAgain produces r again on the current client when it failed
+// because of the fallback: under auto, once the cluster refused a producer
+// ID, the records the idempotent client failed (with the refusal, or
+// closed) go to the client without idempotence, which the first refusal
+// creates (fallBack). It reports whether r was handed over again.
+func (w *Writer) produceAgain(r *kgo.Record, st *recState, err error) bool {
+	if w.explicit || w.closed.Load() {
+		return false
+	}
+	cur := w.engine()
+	switch {
+	case st.cl == cur:
+		if !refusesProducerID(err) || !w.idempotent.Load() {
+			return false
+		}
+		if cur = w.fallBack(st.cl, err); cur == nil {
+			return false
+		}
+	case !refusesProducerID(err) && !errors.Is(err, kgo.ErrClientClosed):
+		return false
+	}
+	st.c.unassign(st)
+	st.cl = cur
+	cur.Produce(context.Background(), r, w.promise)
+	return true
+}
+
+// fallBack replaces the idempotent client refused a producer ID with one
+// without idempotence, once, logging the one warning. It returns the
+// current client, nil when none could be made.
+func (w *Writer) fallBack(refused *kgo.Client, err error) *kgo.Client {
+	w.clientMu.Lock()
+	defer w.clientMu.Unlock()
+	if cur := w.engine(); cur != refused || w.closed.Load() {
+		return cur
+	}
+	cl, nerr := kgo.NewClient(append(slices.Clip(w.baseOpts), acksOpts(w.conf.acks, false)...)...)
+	if nerr != nil {
+		w.s.logger.Error("azkafka: the cluster refused a producer ID and a client without idempotence could not be made", "error", nerr)
+		return nil
+	}
+	w.client.Store(cl)
+	w.idempotent.Store(false)
+	w.retired.Add(1)
+	go func() {
+		defer w.retired.Done()
+		refused.Close()
+	}()
+	w.s.logger.Warn("azkafka: the cluster refused a producer ID, so this Writer is not idempotent: a resend after a lost response may store messages twice; grant IdempotentWrite on the cluster (or Write on the topic), or set "+EnvIdempotence+"=false to silence this",
+		"error", err, "kafka_error", kafkaGoText(err))
+	return cl
+}
+
+// kafkaGoText is kafka-go's text for the Kafka error code in err, "" when
+// it has none.
+func kafkaGoText(err error) string {
+	var ke kafka.Error
+	if errors.As(err, &ke) {
+		return ke.Error()
+	}
+	return ""
+}
+
+// refusesProducerID reports whether err is the cluster's answer that it
+// gives this client no producer ID (Kafka 4.x wants IdempotentWrite on the
+// cluster or Write on a topic), or cannot produce idempotently.
+// Connection errors and timeouts are not: they say nothing about the
+// cluster's will.
+func refusesProducerID(err error) bool {
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return false
+	}
+	switch ke {
+	case kafka.ClusterAuthorizationFailed, kafka.TransactionalIDAuthorizationFailed, kafka.UnsupportedForMessageFormat:
+		return true
+	}
+	return false
+}
+
+func (c *call) group(p int32) *group {
+	if c.groups == nil {
+		c.groups = make(map[int32]*group, 1)
+	}
+	g := c.groups[p]
+	if g == nil {
+		g = &group{}
+		c.groups[p] = g
+	}
+	return g
+}
+
+// assign records that the balancer put st's message in partition p.
+func (c *call) assign(st *recState, p int32) {
+	if !c.report {
+		st.partition = p
+		return
+	}
+	c.mu.Lock()
+	st.partition = p
+	c.group(p).assigned++
+	c.mu.Unlock()
+}
+
+func (c *call) unassign(st *recState) {
+	c.mu.Lock()
+	if c.report && st.partition >= 0 {
+		c.group(st.partition).assigned--
+	}
+	st.partition = -1
+	c.mu.Unlock()
+}
+
+// finished notes st's outcome and reports its partition's messages of the
+// call once all of them have theirs.
+func (c *call) finished(st *recState) {
+	c.mu.Lock()
+	g := c.group(st.partition)
+	g.done = append(g.done, st.i)
+	var ready []int
+	if c.queued && len(g.done) >= g.assigned {
+		ready, g.done, g.assigned = g.done, nil, 0
+	}
+	c.mu.Unlock()
+	if ready != nil {
+		c.w.reportGroup(c, ready)
+	}
+}
+
+// markQueued notes that every record of c was handed to the engine, and
+// reports the partitions whose messages all have their outcome.
+func (c *call) markQueued() {
+	var ready [][]int
+	c.mu.Lock()
+	c.queued = true
+	for _, g := range c.groups {
+		if len(g.done) > 0 && len(g.done) >= g.assigned {
+			ready = append(ready, g.done)
+			g.done, g.assigned = nil, 0
+		}
+	}
+	c.mu.Unlock()
+	for _, idx := range ready {
+		c.w.reportGroup(c, idx)
+	}
+}
+
+// reportGroup hands messages of one call and partition to Completion, one
+// call per run of the same outcome, or in async mode without Completion
+// logs a failure.
+func (w *Writer) reportGroup(c *call, idx []int) {
+	for len(idx) > 0 {
+		first := &c.slots[idx[0]]
+		err := first.st.err
+		n := 1
+		for n < len(idx) && c.slots[idx[n]].st.err == err {
+			n++
+		}
+		run := idx[:n]
+		idx = idx[n:]
+		if err != nil {
+			w.wh.failed.Add(1)
+		}
+		if w.completion == nil {
+			if err != nil {
+				w.s.logger.Warn("azkafka: async write failed for good; set kafka.Writer.Completion to handle failures",
+					"topic", first.rec.Topic, "partition", first.rec.Partition, "messages", len(run), "error", err)
+			}
+			continue
+		}
+		out := make([]kafka.Message, len(run))
+		for j, i := range run {
+			sl := &c.slots[i]
+			out[j] = c.msgs[i]
+			out[j].Partition = int(sl.rec.Partition)
+			if err == nil {
+				out[j].Offset = sl.rec.Offset
+				out[j].Time = sl.rec.Timestamp
+			}
+		}
+		w.completion(out, err)
+	}
+}
+
+// writerPartitioner runs the Writer's kafka.Balancer as kgo's
+// partitioner, with kafka-go's arguments: the message and every partition
+// of its topic, in order. kafka-go hands the Balancer every partition,
+// whether its leader is available or not, so every record requires
+// consistency (the engine then maps the choice to the partition of that
+// number).
+type writerPartitioner struct{ w *Writer }
+
+func (p writerPartitioner) ForTopic(string) kgo.TopicPartitioner { return p }
+
+func (writerPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+
+func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
+	st, ok := r.Context.(*recState)
+	if !ok || n <= 0 {
+		return 0
+	}
+	msg := st.c.msgs[st.i]
+	var b kafka.Balancer = p.w.balancer
+	if p.w.rack != nil {
+		b = p.w.rack
+	}
+	part := b.Balance(msg, p.w.partitionList(n)...)
+	if part >= 0 && part < n {
+		st.c.assign(st, int32(part))
+	}
+	return part
+}
+
+// partitionList returns 0..n-1, shared and read only (as kafka-go's).
+func (w *Writer) partitionList(n int) []int {
+	if p := w.parts.Load(); p != nil && len(*p) >= n {
+		return (*p)[:n:n]
+	}
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	w.parts.Store(&s)
+	return s
+}
+
+// Close flushes pending messages and waits until every message handed to
+// WriteMessages was acknowledged or failed for good (each message waits at
+// most its delivery budget; see Writer; after a refusal such as a TLS or
+// SASL failure, not at all), then closes the engine, which fails what is
+// left with kgo.ErrClientClosed. Later calls to WriteMessages fail with
+// io.ErrClosedPipe.
+func (w *Writer) Close() error {
+	w.closeMu.Lock()
+	first := w.closed.CompareAndSwap(false, true)
+	w.closeMu.Unlock()
+	if !first {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.conf.budget)
+	defer cancel()
+	// A refusal (TLS, SASL, authorization) fails what is still queued at
+	// once: waiting cannot deliver it.
+	w.fatalMu.Lock()
+	fatal := w.fatalCh
+	w.fatalMu.Unlock()
+	if w.hooks.fatalError() != nil {
+		cancel()
+	}
+	go func() {
+		select {
+		case <-fatal:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		cl := w.engine()
+		_ = cl.Flush(ctx)
+		w.clientMu.Lock()
+		same := w.engine() == cl
+		w.clientMu.Unlock()
+		if same {
+			break
+		}
+	}
+	if w.idempotent.Load() {
+		w.producerID() // keep the identity for Stats after Close
+	}
+	w.engineDone.Store(true)
+	w.engine().Close()
+	w.retired.Wait()
+	w.outstanding.Wait()
+	if w.s.policy.onPeerClose.Load() != nil {
+		w.s.policy.onPeerClose.Store(nil)
+	}
+	return nil
+}
+
+// Stats returns kafka-go's writer statistics since the previous call, plus
+// the SDK's counters (see SDKStats and the README's Writer table for what
+// the engine can count).
+func (w *Writer) Stats() WriterStats {
+	c := w.conf
+	ks := kafka.WriterStats{
+		Writes:          w.wh.writes.Swap(0),
+		Messages:        w.wh.messages.Swap(0),
+		Bytes:           w.wh.bytes.Swap(0),
+		Errors:          w.wh.failed.Swap(0),
+		Dials:           w.hooks.dials.Swap(0),
+		DialTime:        w.hooks.dialTime.snapshot(),
+		WriteTime:       w.wh.writeTime.snapshot(),
+		WaitTime:        w.wh.waitTime.snapshot(),
+		BatchSize:       w.wh.batchSize.snapshot(),
+		BatchBytes:      w.wh.batchBytes.snapshot(),
+		MaxAttempts:     int64(w.s.retry.Attempts()),
+		WriteBackoffMin: w.s.retry.Backoff.Min,
+		WriteBackoffMax: w.s.retry.Backoff.Max,
+		MaxBatchSize:    int64(c.batchSize),
+		BatchTimeout:    c.batchTimeout,
+		ReadTimeout:     c.readTimeout,
+		WriteTimeout:    c.writeTimeout,
+		RequiredAcks:    int64(c.acks),
+		Async:           w.async,
+		Topic:           w.topic,
+		ClientID:        w.s.clientID,
+	}
+	sdk := w.counters.snapshot(w.s)
+	ks.Retries = sdk.Retries
+	sdk.Idempotent = w.idempotent.Load()
+	sdk.ProducerID, sdk.ProducerEpoch = -1, -1
+	if sdk.Idempotent {
+		sdk.ProducerID, sdk.ProducerEpoch, sdk.EpochBumps = w.producerID()
+	}
+	return WriterStats{WriterStats: ks, SDK: sdk}
+}
+
+// producerID returns the idempotent engine's producer ID and epoch (the
+// last seen, after Close), -1 before the first acknowledged batch, and
+// whether they moved since the previous call.
+func (w *Writer) producerID() (int64, int16, int64) {
+	if w.produced.Load() && !w.engineDone.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		id, epoch, err := w.engine().ProducerID(ctx)
+		cancel()
+		if err == nil && id >= 0 {
+			return id, epoch, w.wh.epochMoved(id, epoch)
+		}
+	}
+	w.wh.epochMu.Lock()
+	defer w.wh.epochMu.Unlock()
+	if !w.wh.seen {
+		return -1, -1, 0
+	}
+	return w.wh.lastID, w.wh.lastEpoch, 0
+}
+
+// idempotenceDecision says whether a Writer configured with acks and
+// setting is idempotent, and why; err is the NewWriter error for an
+// explicit on with acks other than all.
+func idempotenceDecision(acks kafka.RequiredAcks, setting idempotence) (on bool, why string, err error) {
+	switch setting.mode {
+	case idempotenceOff:
+		return false, setting.source, nil
+	case idempotenceOn:
+		if acks != kafka.RequireAll {
+			return false, "", fmt.Errorf("%s needs kafka.Writer.RequiredAcks = kafka.RequireAll (it is %s): set RequiredAcks to kafka.RequireAll, or turn idempotence off",
+				setting.source, acksName(acks))
+		}
+		return true, setting.source, nil
+	}
+	if acks == kafka.RequireAll {
+		return true, "auto: RequiredAcks is RequireAll", nil
+	}
+	return false, "auto: RequiredAcks is " + acksName(acks) + ", not RequireAll", nil
+}
+
+func acksName(acks kafka.RequiredAcks) string {
+	switch acks {
+	case kafka.RequireAll:
+		return "RequireAll"
+	case kafka.RequireOne:
+		return "RequireOne"
+	case kafka.RequireNone:
+		return "RequireNone (kafka-go's default)"
+	}
+	return fmt.Sprintf("RequiredAcks(%d)", int(acks))
+}
+
+// writerHooks receives the engine's produce events behind
+// kafka.WriterStats. Safe for concurrent use.
+type writerHooks struct {
+	counters                        *counters
+	writes, messages, bytes, failed atomic.Int64
+	writeTime, waitTime             durationSummary
+	batchSize, batchBytes           countSummary
+	epochMu                         sync.Mutex
+	lastID                          int64
+	lastEpoch                       int16
+	seen                            bool
+}
+
+var (
+	_ kgo.HookProduceBatchWritten = (*writerHooks)(nil)
+	_ kgo.HookBrokerWrite         = (*writerHooks)(nil)
+	_ kgo.HookBrokerRead          = (*writerHooks)(nil)
+)
+
+// produceKey is the Produce request's API key.
+const produceKey = 0
+
+func (h *writerHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	h.batchSize.observe(int64(m.NumRecords))
+	h.batchBytes.observe(int64(m.UncompressedBytes))
+}
+
+// OnBrokerWrite counts produce requests; one that could not be written is
+// resent by the engine: a retry.
+func (h *writerHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, write time.Duration, err error) {
+	if key != produceKey {
+		return
+	}
+	if err != nil {
+		if !errors.Is(err, kgo.ErrClientClosed) {
+			h.counters.retries.Add(1)
+		}
+		return
+	}
+	h.writes.Add(1)
+	h.writeTime.observe(write)
+}
+
+// OnBrokerRead counts produce requests whose response was lost: the
+// engine resends their batches (the same batches, with idempotence).
+func (h *writerHooks) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, wait, read time.Duration, err error) {
+	if key != produceKey {
+		return
+	}
+	if err != nil {
+		if !errors.Is(err, kgo.ErrClientClosed) {
+			h.counters.retries.Add(1)
+		}
+		return
+	}
+	h.waitTime.observe(wait + read)
+}
+
+// epochMoved returns 1 when id and epoch differ from those of the
+// previous call (after the first), else 0.
+func (h *writerHooks) epochMoved(id int64, epoch int16) int64 {
+	h.epochMu.Lock()
+	defer h.epochMu.Unlock()
+	moved := h.seen && (id != h.lastID || epoch != h.lastEpoch)
+	h.lastID, h.lastEpoch, h.seen = id, epoch, true
+	if moved {
+		return 1
+	}
+	return 0
 }

@@ -57,8 +57,7 @@ func messageIndex(v string) int {
 }
 
 // TestIdempotentWriterKeepsOrderThroughLostResponses writes in sync
-// calls made one after another, each with several batches per partition,
-// and in async mode, while every 3rd Produce request is handled by the
+// calls made one after another and in async mode, while every 3rd Produce request is handled by the
 // broker and its response dropped: every message is stored once, and each
 // partition holds its messages in the order they were handed over.
 func TestIdempotentWriterKeepsOrderThroughLostResponses(t *testing.T) {
@@ -73,7 +72,6 @@ func TestIdempotentWriterKeepsOrderThroughLostResponses(t *testing.T) {
 				Addr:         kafka.TCP(rig.proxy.Addr()),
 				Topic:        rig.topic,
 				RequiredAcks: kafka.RequireAll,
-				BatchSize:    7, // several batches per partition per call
 				BatchTimeout: 2 * time.Millisecond,
 				Async:        async,
 				Completion: func(msgs []kafka.Message, err error) {
@@ -93,14 +91,17 @@ func TestIdempotentWriterKeepsOrderThroughLostResponses(t *testing.T) {
 				if err := w.WriteMessages(ctx, sent[off:off+50]...); err != nil {
 					t.Fatalf("WriteMessages [%d:%d]: %v", off, off+50, err)
 				}
+				if async {
+					time.Sleep(5 * time.Millisecond) // past BatchTimeout: one request per call or so
+				}
 			}
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
 			st := w.Stats()
 			lost, dups := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
-			t.Logf("responses dropped %d: lost %d, duplicates %d; duplicate batches %d, batches resent %d, epoch bumps %d",
-				injected.Load(), lost, dups, st.SDK.DuplicateBatches, st.SDK.BatchesResent, st.SDK.EpochBumps)
+			t.Logf("responses dropped %d: lost %d, duplicates %d; retries %d, epoch bumps %d",
+				injected.Load(), lost, dups, st.SDK.Retries, st.SDK.EpochBumps)
 			if injected.Load() == 0 {
 				t.Fatal("no response was dropped: the test proves nothing")
 			}
@@ -110,8 +111,8 @@ func TestIdempotentWriterKeepsOrderThroughLostResponses(t *testing.T) {
 			if completed.Load() != int64(len(sent)) {
 				t.Errorf("Completion reported %d messages, want %d", completed.Load(), len(sent))
 			}
-			if st.SDK.DuplicateBatches == 0 || st.SDK.BatchesResent == 0 || !st.SDK.Idempotent || st.SDK.ProducerID < 0 {
-				t.Errorf("stats %+v: want duplicate batches and resends counted, a producer ID", st.SDK)
+			if st.SDK.Retries == 0 || !st.SDK.Idempotent || st.SDK.ProducerID < 0 {
+				t.Errorf("stats %+v: want the resent requests counted, a producer ID", st.SDK)
 			}
 			// Every call was made after the previous one returned (in
 			// async mode: was queued), so index order is hand-over order.
@@ -260,11 +261,31 @@ func TestIdempotentWriterFollowsLeaderMoves(t *testing.T) {
 	const parts = 3
 	c := embedded.StartT(t, embedded.Brokers(3), embedded.Topic("moves", parts))
 	rig := &faultRig{broker: c, topic: "moves", parts: parts}
+	// misdirected counts Produce requests that reached a broker which no
+	// longer leads one of their partitions: each batch of them is
+	// refused (NOT_LEADER_OR_FOLLOWER) and resent.
+	var leaders [parts]atomic.Int32
+	for p := range leaders {
+		leaders[p].Store(c.Kfake().LeaderFor("moves", int32(p)))
+	}
+	var misdirected atomic.Int64
+	c.Kfake().ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Kfake().KeepControl()
+		node := c.Kfake().CurrentNode()
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+			for _, pp := range tp.Partitions {
+				if leaders[pp.Partition].Load() != node {
+					misdirected.Add(1)
+					return nil, nil, false
+				}
+			}
+		}
+		return nil, nil, false
+	})
 	w, err := sdk.NewWriter(&kafka.Writer{
 		Addr:         kafka.TCP(c.Addrs()...),
 		Topic:        rig.topic,
 		RequiredAcks: kafka.RequireAll,
-		BatchSize:    10,
 	}, testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
@@ -277,9 +298,11 @@ func TestIdempotentWriterFollowsLeaderMoves(t *testing.T) {
 		if call%5 == 4 {
 			moves++
 			for p := int32(0); p < parts; p++ {
-				if err := c.Kfake().MoveTopicPartition(rig.topic, p, int32(moves+int(p))%3); err != nil {
+				to := int32(moves+int(p)) % 3
+				if err := c.Kfake().MoveTopicPartition(rig.topic, p, to); err != nil {
 					t.Fatal(err)
 				}
+				leaders[p].Store(to)
 			}
 		}
 		if err := w.WriteMessages(ctx, sent[off:off+30]...); err != nil {
@@ -291,9 +314,9 @@ func TestIdempotentWriterFollowsLeaderMoves(t *testing.T) {
 	}
 	st := w.Stats()
 	lost, dups := deliverytest.LostAndDuplicated(sent, rig.consumeAll(t))
-	t.Logf("leader moves %d: lost %d, duplicates %d; batches resent %d, epoch bumps %d", moves, lost, dups, st.SDK.BatchesResent, st.SDK.EpochBumps)
-	if st.SDK.BatchesResent == 0 {
-		t.Fatalf("%d leader moves and no batch resent: the moves never hit a produce, the test proves nothing", moves)
+	t.Logf("leader moves %d: lost %d, duplicates %d; produce requests to a former leader %d, epoch bumps %d", moves, lost, dups, misdirected.Load(), st.SDK.EpochBumps)
+	if misdirected.Load() == 0 {
+		t.Fatalf("%d leader moves and no produce request reached a former leader: the test proves nothing", moves)
 	}
 	if lost != 0 || dups != 0 {
 		t.Fatalf("lost %d, duplicates %d; want 0 and 0", lost, dups)

@@ -79,7 +79,7 @@ func run(brokers, topic, az string, n int) error {
 	}
 	fmt.Printf("wrote %d messages to %q\n", st.Messages, topic)
 	fmt.Printf("client ID: %s\n", st.SDK.ClientID)
-	fmt.Printf("AZ: %q (source: %s); retries: %d, messages resent: %d, connections created: %d\n",
-		st.SDK.AZ, st.SDK.AZSource, st.SDK.Retries, st.SDK.MessagesResent, st.SDK.Conn.ConnectionsCreated)
+	fmt.Printf("AZ: %q (source: %s); retries: %d, connections created: %d\n",
+		st.SDK.AZ, st.SDK.AZSource, st.SDK.Retries, st.SDK.Conn.ConnectionsCreated)
 	return nil
 }

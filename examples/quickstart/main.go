@@ -113,8 +113,8 @@ func runSimulated(ctx context.Context, out io.Writer) error {
 		rep.SteadyP99.Round(100*time.Microsecond), rep.SwitchP99.Round(100*time.Microsecond))
 	fmt.Fprintf(out, "messages:        produced %d, consumed %d, lost %d, duplicated %d, failed writes %d (re-delivered to the group after a rebalance: %d)\n",
 		rep.Acked+rep.Failed, rep.Consumed, rep.Lost, rep.Duplicates, rep.Failed, rep.Redelivered)
-	fmt.Fprintf(out, "writer:          idempotent %v (producer ID %d): %d batches resent, %d after a lost response (stored once either way)\n",
-		st.Idempotent, st.ProducerID, st.BatchesResent, st.DuplicateBatches)
+	fmt.Fprintf(out, "writer:          idempotent %v (producer ID %d): %d produce requests resent (stored once either way)\n",
+		st.Idempotent, st.ProducerID, st.Retries)
 	if rep.Lost != 0 || !rep.Converged {
 		return fmt.Errorf("story a failed: lost %d, converged %v", rep.Lost, rep.Converged)
 	}
