@@ -904,11 +904,11 @@ func (w *Writer) Stats() WriterStats {
 		Bytes:           w.wh.bytes.Swap(0),
 		Errors:          w.wh.failed.Swap(0),
 		Dials:           w.hooks.dials.Swap(0),
-		DialTime:        w.hooks.dialTime.snapshot(),
-		WriteTime:       w.wh.writeTime.snapshot(),
-		WaitTime:        w.wh.waitTime.snapshot(),
-		BatchSize:       w.wh.batchSize.snapshot(),
-		BatchBytes:      w.wh.batchBytes.snapshot(),
+		DialTime:        durationStats(&w.hooks.dialTime),
+		WriteTime:       durationStats(&w.wh.writeTime),
+		WaitTime:        durationStats(&w.wh.waitTime),
+		BatchSize:       summaryStats(&w.wh.batchSize),
+		BatchBytes:      summaryStats(&w.wh.batchBytes),
 		MaxAttempts:     int64(w.s.retry.Attempts()),
 		WriteBackoffMin: w.s.retry.Backoff.Min,
 		WriteBackoffMax: w.s.retry.Backoff.Max,
@@ -988,8 +988,8 @@ func acksName(acks kafka.RequiredAcks) string {
 type writerHooks struct {
 	counters                        *counters
 	writes, messages, bytes, failed atomic.Int64
-	writeTime, waitTime             durationSummary
-	batchSize, batchBytes           countSummary
+	writeTime, waitTime             summary[time.Duration]
+	batchSize, batchBytes           summary[int64]
 	epochMu                         sync.Mutex
 	lastID                          int64
 	lastEpoch                       int16
