@@ -177,7 +177,13 @@ func TestSDKIdempotentLostResponses(t *testing.T) {
 			rig := newSDKCRig(t, "ilost", 3)
 			var injected atomic.Int64
 			rig.proxy.OnRequest(deliverytest.EveryNth(3, 30, kproxy.CloseAfter, &injected, 0))
-			w, err := sdk.NewWriter(rig.writerConfig(async), sdkcOptions()...)
+			cfg := rig.writerConfig(async)
+			// Async calls all ride in the engine's buffer at once, and
+			// BatchSize caps no batch there: small batches by bytes keep
+			// the Produce requests many, so that every 3rd has something
+			// to lose.
+			cfg.BatchBytes = 2048
+			w, err := sdk.NewWriter(cfg, sdkcOptions()...)
 			if err != nil {
 				t.Fatal(err)
 			}
