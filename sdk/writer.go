@@ -1010,35 +1010,36 @@ func (h *writerHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ in
 	h.batchBytes.observe(int64(m.UncompressedBytes))
 }
 
-// OnBrokerWrite counts produce requests; one that could not be written is
-// resent by the engine: a retry.
-func (h *writerHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, write time.Duration, err error) {
+// produceOK reports whether a request was a Produce that went through;
+// one that could not be written, or whose response was lost, counts as a
+// retry: the engine resends its batches (the same batches, with
+// idempotence).
+func (h *writerHooks) produceOK(key int16, err error) bool {
 	if key != produceKey {
-		return
+		return false
 	}
 	if err != nil {
 		if !errors.Is(err, kgo.ErrClientClosed) {
 			h.counters.retries.Add(1)
 		}
-		return
+		return false
 	}
-	h.writes.Add(1)
-	h.writeTime.observe(write)
+	return true
 }
 
-// OnBrokerRead counts produce requests whose response was lost: the
-// engine resends their batches (the same batches, with idempotence).
+// OnBrokerWrite counts produce requests and their write time.
+func (h *writerHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, write time.Duration, err error) {
+	if h.produceOK(key, err) {
+		h.writes.Add(1)
+		h.writeTime.observe(write)
+	}
+}
+
+// OnBrokerRead times produce responses.
 func (h *writerHooks) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, wait, read time.Duration, err error) {
-	if key != produceKey {
-		return
+	if h.produceOK(key, err) {
+		h.waitTime.observe(wait + read)
 	}
-	if err != nil {
-		if !errors.Is(err, kgo.ErrClientClosed) {
-			h.counters.retries.Add(1)
-		}
-		return
-	}
-	h.waitTime.observe(wait + read)
 }
 
 // epochMoved returns 1 when id and epoch differ from those of the
