@@ -45,7 +45,7 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID(s.clientID),
-		kgo.Dialer(s.engineDial(d, h.zone)),
+		kgo.Dialer(s.engineDial(d, h)),
 		kgo.RetryBackoffFn(func(fails int) time.Duration {
 			// kgo calls it with the failures so far (1 for the first
 			// retry); a floor keeps full jitter from spinning.
@@ -65,8 +65,10 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 // FallbackDelay and KeepAlive), its Resolver first, its Timeout and
 // Deadline as the bound of the dial and the TLS handshake, then TLS with
 // its config (ServerName defaults to the broker's host, as kafka-go does).
-// With z, Fetch requests go through z's rack rewriting (see zoneFallback).
-func (s *session) engineDial(d *kafka.Dialer, z *zoneFallback) func(ctx context.Context, network, address string) (net.Conn, error) {
+// Then h's wrappers: with h.zone, Fetch requests go through its rack
+// rewriting (see zoneFallback); with h.seq, Produce responses through its
+// sequence check (see seqConn).
+func (s *session) engineDial(d *kafka.Dialer, h *engineHooks) func(ctx context.Context, network, address string) (net.Conn, error) {
 	dial := s.policy.wrap(baseDial(d), d.TLS != nil)
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		if d.Timeout > 0 {
@@ -101,7 +103,7 @@ func (s *session) engineDial(d *kafka.Dialer, z *zoneFallback) func(ctx context.
 			return nil, err
 		}
 		if d.TLS == nil {
-			return zoneConn(conn, z), nil
+			return h.wrapConn(conn, address), nil
 		}
 		cfg := d.TLS.Clone()
 		if cfg.ServerName == "" {
@@ -112,15 +114,18 @@ func (s *session) engineDial(d *kafka.Dialer, z *zoneFallback) func(ctx context.
 			conn.Close()
 			return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
 		}
-		return zoneConn(tc, z), nil
+		return h.wrapConn(tc, address), nil
 	}
 }
 
-func zoneConn(c net.Conn, z *zoneFallback) net.Conn {
-	if z == nil {
-		return c
+func (h *engineHooks) wrapConn(c net.Conn, addr string) net.Conn {
+	if h.zone != nil {
+		c = &rackConn{Conn: c, z: h.zone}
 	}
-	return &rackConn{Conn: c, z: z}
+	if h.seq != nil {
+		c = newSeqConn(c, h.seq, addr)
+	}
+	return c
 }
 
 // saslAdapter runs a kafka-go sasl.Mechanism (PLAIN, SCRAM, AWS MSK IAM or
@@ -224,6 +229,7 @@ func (l *engineLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 type engineHooks struct {
 	az       string
 	zone     *zoneFallback // nil unless fetching from followers
+	seq      *seqCheck     // nil but for a Writer
 	client   atomic.Pointer[kgo.Client]
 	counters *counters
 	logger   *slog.Logger

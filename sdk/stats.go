@@ -8,17 +8,17 @@ import (
 
 // SDKStats holds what azkafka adds to kafka-go's statistics.
 //
-// Like kafka-go's counters, Retries, TransientErrors and EpochBumps count
+// Like kafka-go's counters, Retries, TransientErrors, ResentStored and EpochBumps count
 // events since the previous call to Stats on the same Writer or Reader.
 // Conn is cumulative since the Writer or Reader was created.
 //
 // What the engine does not report is not counted: how many messages or
 // batches a resend carried, and whether the broker had already stored a
-// resent batch (Kafka acknowledges such a duplicate like a first write, and
-// the engine treats DUPLICATE_SEQUENCE_NUMBER as a success without saying
-// so). Earlier versions' MessagesResent, BatchesResent and
+// resent batch it still recognised (Kafka acknowledges such a duplicate like
+// a first write). Earlier versions' MessagesResent, BatchesResent and
 // DuplicateBatches are gone for that reason; Retries counts the resent
-// produce requests.
+// produce requests, ResentStored the resent batches the broker no longer
+// recognised.
 type SDKStats struct {
 	// Retries is the number of times a failed operation was tried again:
 	// for a Writer, the produce requests whose connection failed before
@@ -31,6 +31,15 @@ type SDKStats struct {
 	// reset or refused; temporary Kafka errors) that azkafka absorbed
 	// instead of returning them.
 	TransientErrors int64
+	// ResentStored is the number of batches an idempotent Writer resent
+	// after losing their answers that the broker had stored but no longer
+	// recognised as duplicates: a restarted Kafka broker keeps only each
+	// producer's last batch per partition. The Writer asked the partition's
+	// leader (DescribeProducers, which needs Describe on the topic) how far
+	// the producer's sequence got, and counted them delivered instead of
+	// letting the engine store them again under a new epoch. Their
+	// messages' Offset is -1 in Completion.
+	ResentStored int64
 	// Idempotent reports whether the Writer produces idempotently (see
 	// Writer): false when it is off, or when under auto the cluster
 	// refused a producer ID.
@@ -108,8 +117,9 @@ type ReaderStats struct {
 // counters are the SDK's per-client event counters. They are atomic so that
 // the hot paths never take a lock.
 type counters struct {
-	retries   atomic.Int64
-	transient atomic.Int64
+	retries      atomic.Int64
+	transient    atomic.Int64
+	resentStored atomic.Int64
 }
 
 // snapshot returns the counters since the previous snapshot, resetting
@@ -118,6 +128,7 @@ func (c *counters) snapshot(s *session) SDKStats {
 	return SDKStats{
 		Retries:         c.retries.Swap(0),
 		TransientErrors: c.transient.Swap(0),
+		ResentStored:    c.resentStored.Swap(0),
 		Conn:            s.connStats(),
 		ClientID:        s.clientID,
 		AZ:              s.az,

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Writer is a drop-in replacement for *kafka.Writer: the same methods with
@@ -207,6 +209,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	}
 	sw.promise = sw.onRecord
 	sw.hooks = newEngineHooks(s, &sw.counters)
+	sw.hooks.seq = &seqCheck{resolve: sw.producerSeq, resolved: sw.resentStored}
 	sw.wh.counters = &sw.counters
 	onFatal := sw.onFatal
 	sw.hooks.onFatal.Store(&onFatal)
@@ -790,7 +793,7 @@ func (w *Writer) reportGroup(c *call, idx []int) {
 			out[j] = c.msgs[i]
 			out[j].Partition = int(sl.rec.Partition)
 			if err == nil {
-				out[j].Offset = sl.rec.Offset
+				out[j].Offset = max(sl.rec.Offset, -1) // -1: stored before (seqConn)
 				out[j].Time = sl.rec.Timestamp
 			}
 		}
@@ -929,6 +932,61 @@ func (w *Writer) Stats() WriterStats {
 		sdk.ProducerID, sdk.ProducerEpoch, sdk.EpochBumps = w.producerID()
 	}
 	return WriterStats{WriterStats: ks, SDK: sdk}
+}
+
+// producerSeq asks the leader of the partition (DescribeProducers) for the
+// last sequence number it holds of the producer at epoch; see seqConn.
+func (w *Writer) producerSeq(ctx context.Context, topic string, topicID [16]byte, partition int32, pid int64, epoch int16) (int32, bool, error) {
+	cl := w.engine()
+	if topic == "" {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.TopicID = topicID
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, t := range resp.Topics {
+			if t.TopicID == topicID && t.Topic != nil && t.ErrorCode == 0 {
+				topic = *t.Topic
+			}
+		}
+		if topic == "" {
+			return 0, false, fmt.Errorf("no topic with ID %x", topicID)
+		}
+	}
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic, rt.Partitions = topic, []int32{partition}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if t.Topic != topic || p.Partition != partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return 0, false, err
+			}
+			for _, ap := range p.ActiveProducers {
+				if ap.ProducerID == pid {
+					return ap.LastSequence, int16(ap.ProducerEpoch) == epoch, nil
+				}
+			}
+		}
+	}
+	return 0, false, nil
+}
+
+// resentStored counts and logs a resent batch the broker had stored.
+func (w *Writer) resentStored(addr string, b sentBatch, last int32) {
+	w.counters.resentStored.Add(1)
+	w.s.logger.Info("azkafka: a resent batch was already stored (a restarted broker keeps only each producer's last batch); counted delivered, not stored twice",
+		"broker", addr, "topic", b.topic, "partition", b.partition, "batch", b.String(), "broker_last_sequence", last)
 }
 
 // producerID returns the idempotent engine's producer ID and epoch (the

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -184,5 +186,103 @@ func TestIdempotentInitAttemptTimesOut(t *testing.T) {
 	}
 	if got := rig.consumeAll(t); got["after"] != 1 {
 		t.Fatalf("stored %v, want after once", got)
+	}
+}
+
+// describedProducer answers a DescribeProducers request as Kafka does for
+// an idempotent producer (the embedded broker lists only transactional
+// ones): the producer with its epoch and last sequence number on every
+// partition asked for.
+func describedProducer(t *testing.T, req kproxy.Request, resp []byte, pid int64, epoch int16, last int32) []byte {
+	r, err := kproxy.DecodeResponse(req, resp)
+	if err != nil {
+		t.Errorf("decoding DescribeProducers: %v", err)
+		return resp
+	}
+	dr := r.(*kmsg.DescribeProducersResponse)
+	for i := range dr.Topics {
+		for j := range dr.Topics[i].Partitions {
+			ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+			ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = pid, int32(epoch), last
+			dr.Topics[i].Partitions[j].ActiveProducers = []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{ap}
+		}
+	}
+	return kproxy.EncodeResponse(req, dr)
+}
+
+// TestIdempotentResendStoredAfterRestart: a batch the broker stored whose
+// answer was lost, resent and answered OUT_OF_ORDER_SEQUENCE_NUMBER — what
+// a restarted Kafka broker answers for every resent batch but the
+// producer's last, since its producer state after a restart keeps only
+// that one — is counted delivered, once: the Writer asks the leader how
+// far the producer's sequence got instead of storing the batch again under
+// a new epoch.
+func TestIdempotentResendStoredAfterRestart(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "restarted", 1)
+	w, err := sdk.NewWriter(&kafka.Writer{
+		Addr:         kafka.TCP(rig.proxy.Addr()),
+		Topic:        rig.topic,
+		RequiredAcks: kafka.RequireAll,
+	}, testOptions(t, sdk.WithIdempotence(true))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := deliverytest.Messages("before", 10)
+	if err := w.WriteMessages(ctx, first...); err != nil {
+		t.Fatal(err)
+	}
+	before := w.Stats().SDK
+
+	// The next Produce reaches the broker and loses its answer; its
+	// resend is answered as a restarted broker would.
+	var cut, rewritten atomic.Int64
+	rig.proxy.OnRequest(func(req kproxy.Request) kproxy.Action {
+		if req.Key == int16(kmsg.Produce) && cut.CompareAndSwap(0, 1) {
+			return kproxy.CloseAfter
+		}
+		return kproxy.Forward
+	})
+	rig.proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key == int16(kmsg.DescribeProducers) {
+			return describedProducer(t, req, resp, before.ProducerID, before.ProducerEpoch, 19)
+		}
+		if req.Key != int16(kmsg.Produce) || cut.Load() == 0 || !rewritten.CompareAndSwap(0, 1) {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			t.Errorf("decoding the resend's answer: %v", err)
+			return resp
+		}
+		pr := r.(*kmsg.ProduceResponse)
+		for i := range pr.Topics {
+			for j := range pr.Topics[i].Partitions {
+				p := &pr.Topics[i].Partitions[j]
+				p.ErrorCode, p.BaseOffset = kerr.OutOfOrderSequenceNumber.Code, -1
+			}
+		}
+		return kproxy.EncodeResponse(req, pr)
+	})
+	second := deliverytest.Messages("after", 10)
+	if err := w.WriteMessages(ctx, second...); err != nil {
+		t.Fatalf("the resent call: %v", err)
+	}
+	if cut.Load() != 1 || rewritten.Load() != 1 {
+		t.Fatalf("the fault did not happen: %d answers lost, %d rewritten", cut.Load(), rewritten.Load())
+	}
+	st := w.Stats().SDK
+	if st.ResentStored != 1 {
+		t.Errorf("Stats().SDK.ResentStored = %d, want 1", st.ResentStored)
+	}
+	if st.ProducerID != before.ProducerID || st.ProducerEpoch != before.ProducerEpoch {
+		t.Errorf("producer moved from %d/%d to %d/%d: the batch was renumbered", before.ProducerID, before.ProducerEpoch, st.ProducerID, st.ProducerEpoch)
+	}
+	lost, dups := deliverytest.LostAndDuplicated(append(first, second...), rig.consumeAll(t))
+	if lost != 0 || dups != 0 {
+		t.Fatalf("%d lost, %d duplicated", lost, dups)
 	}
 }
