@@ -271,52 +271,84 @@ func TestSDKIdempotentInitRefused(t *testing.T) {
 
 // idempotentBenchCases are the cases of BenchmarkSDKIdempotentWriter: sync
 // calls of 100, sync calls of 10 with kafka-go's default BatchTimeout (1s),
-// and 4 goroutines with calls of 500.
+// and 4 goroutines with calls of 500, at acks=all; sync calls of 100 and of
+// 10 at acks=1, and of 10 at acks=0.
 var idempotentBenchCases = []struct {
 	name                string
 	goroutines, perCall int
 	batchTimeout        time.Duration
+	acks                kafka.RequiredAcks
 }{
-	{"sync-100", 1, 100, 10 * time.Millisecond},
-	{"sync-10-default-timeout", 1, 10, 0},
-	{"pipelined-4x500", 4, 500, 10 * time.Millisecond},
+	{"sync-100", 1, 100, 10 * time.Millisecond, kafka.RequireAll},
+	{"sync-10-default-timeout", 1, 10, 0, kafka.RequireAll},
+	{"pipelined-4x500", 4, 500, 10 * time.Millisecond, kafka.RequireAll},
+	{"acks1-sync-100", 1, 100, 10 * time.Millisecond, kafka.RequireOne},
+	{"acks1-sync-10-default-timeout", 1, 10, 0, kafka.RequireOne},
+	{"acks0-sync-10-default-timeout", 1, 10, 0, kafka.RequireNone},
 }
 
-// idempotentBenchClients returns the writers compared: raw kafka.Writer,
-// sdk.Writer at least once, sdk.Writer idempotent, franz-go's kgo.
-func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Duration) []struct {
+// idempotentBenchClients returns the writers compared at acks: raw
+// kafka.Writer, sdk.Writer (at acks=all both at least once and
+// idempotent), franz-go's kgo (idempotent at acks=all, its default, else
+// without idempotence).
+func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Duration, acks kafka.RequiredAcks) []struct {
 	name string
 	new  func(testing.TB) sdkcWriter
 } {
 	kw := func() *kafka.Writer {
-		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchTimeout: batchTimeout}
+		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: acks, BatchTimeout: batchTimeout}
 	}
 	newSDK := func(tb testing.TB, idempotent bool) sdkcWriter {
-		w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent), sdk.WithGetenv(func(string) string { return "" }))
+		w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent), sdk.WithGetenv(func(string) string { return "" }),
+			sdk.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			tb.Fatal(err)
 		}
 		return w
 	}
-	return []struct {
+	franz := func(tb testing.TB) sdkcWriter {
+		opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(batchTimeout)}
+		switch acks {
+		case kafka.RequireOne:
+			opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+		case kafka.RequireNone:
+			opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+		}
+		c, err := kgo.NewClient(opts...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return kgoWriter{c}
+	}
+	clients := []struct {
 		name string
 		new  func(testing.TB) sdkcWriter
 	}{
 		{"raw", func(testing.TB) sdkcWriter { return kw() }},
-		{"sdk-at-least-once", func(tb testing.TB) sdkcWriter { return newSDK(tb, false) }},
-		{"sdk-idempotent", func(tb testing.TB) sdkcWriter { return newSDK(tb, true) }},
-		{"franz-go", func(tb testing.TB) sdkcWriter {
-			c, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(batchTimeout))
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return kgoWriter{c}
-		}},
 	}
+	if acks == kafka.RequireAll {
+		clients = append(clients, []struct {
+			name string
+			new  func(testing.TB) sdkcWriter
+		}{
+			{"sdk-at-least-once", func(tb testing.TB) sdkcWriter { return newSDK(tb, false) }},
+			{"sdk-idempotent", func(tb testing.TB) sdkcWriter { return newSDK(tb, true) }},
+		}...)
+	} else {
+		clients = append(clients, struct {
+			name string
+			new  func(testing.TB) sdkcWriter
+		}{"sdk", func(tb testing.TB) sdkcWriter { return newSDK(tb, false) }})
+	}
+	return append(clients, struct {
+		name string
+		new  func(testing.TB) sdkcWriter
+	}{"franz-go", franz})
 }
 
 // BenchmarkSDKIdempotentWriter is BenchmarkWriter of sdk/bench_test.go on
-// the real broker (acks=all, 6 partitions, 100-byte values). Run it with
+// the real broker (6 partitions, 100-byte values; acks=all unless the case
+// names another). Run it with
 //
 //	go test -tags conformance -run '^$' -bench BenchmarkSDKIdempotentWriter -benchmem -count 6 ./conformance
 //
@@ -326,7 +358,7 @@ func BenchmarkSDKIdempotentWriter(b *testing.B) {
 	addrs := brokers(b)
 	topic := idempotentBenchTopic(b, addrs)
 	for _, sc := range idempotentBenchCases {
-		for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout) {
+		for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout, sc.acks) {
 			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
 				sdkcBenchParallel(b, cl.new(b), sc.goroutines, sc.perCall)
 			})
@@ -358,7 +390,7 @@ func TestSDKIdempotentBenchmark(t *testing.T) {
 	var lines strings.Builder
 	for round := 0; round < 6; round++ {
 		for _, sc := range idempotentBenchCases {
-			for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout) {
+			for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout, sc.acks) {
 				r := testing.Benchmark(func(b *testing.B) { sdkcBenchParallel(b, cl.new(b), sc.goroutines, sc.perCall) })
 				line := fmt.Sprintf("BenchmarkSDKIdempotentWriter/case=%s/client=%s-%d\t%s\t%s\n", sc.name, cl.name, runtime.GOMAXPROCS(0), r.String(), r.MemString())
 				lines.WriteString(line)

@@ -86,8 +86,11 @@ import (
 // last cause the engine absorbed); they stay queued and may still be
 // stored, and Completion still reports them.
 //
-// In async mode WriteMessages returns once the messages are queued, and
-// Completion, when set, receives every message once, grouped per call and
+// In async mode WriteMessages returns once the messages are queued; they
+// are sent BatchTimeout after they were queued, or as soon as BatchSize
+// messages wait on one partition (kafka-go's two triggers; the engine cuts
+// batches by bytes, BatchBytes, so a batch may carry more than BatchSize
+// messages). Completion, when set, receives every message once, grouped per call and
 // partition (kafka-go calls it per batch), with Partition and Offset set. A
 // message that fails for good in async mode without a Completion is
 // logged at Warn, once per call and partition, naming the topic,
@@ -128,6 +131,7 @@ type Writer struct {
 	engineDone  atomic.Bool // the engine is closed
 	counters    counters
 	produced    atomic.Bool // a batch was acknowledged: the producer ID is known
+	fill        *batchFill  // async mode: BatchSize as the trigger to send
 }
 
 // writerConf is what Stats reports of the configuration.
@@ -227,6 +231,9 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		if t := s.baseTransport; t != nil && t.MetadataTTL > 0 {
 			sw.rackTTL = t.MetadataTTL
 		}
+	}
+	if sw.async {
+		sw.fill = &batchFill{size: sw.conf.batchSize, waiting: map[batchKey]int{}}
 	}
 	sw.baseOpts = sw.writerEngineOpts(w)
 	sw.idempotent.Store(idempotent)
@@ -826,8 +833,63 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 	part := b.Balance(msg, p.w.partitionList(n)...)
 	if part >= 0 && part < n {
 		st.c.assign(st, int32(part))
+		if f := p.w.fill; f != nil && f.add(r.Topic, int32(part)) {
+			p.w.sendNow()
+		}
 	}
 	return part
+}
+
+// batchFill makes BatchSize the async Writer's trigger to send, as in
+// kafka-go: once BatchSize messages wait on one partition, the waiting
+// messages of every partition go without waiting for BatchTimeout (the
+// engine's linger); messages that arrive while they go are sent at once
+// too. The engine cuts batches by bytes, so a batch may carry more than
+// BatchSize messages.
+type batchFill struct {
+	size    int
+	mu      sync.Mutex
+	waiting map[batchKey]int // messages partitioned since the last send
+	sending atomic.Bool
+	wg      sync.WaitGroup
+}
+
+type batchKey struct {
+	topic     string
+	partition int32
+}
+
+// add counts a message partitioned to topic/partition and reports whether
+// the messages waiting should be sent now.
+func (f *batchFill) add(topic string, partition int32) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := batchKey{topic, partition}
+	f.waiting[k]++
+	if f.waiting[k] < f.size || f.sending.Load() {
+		return false
+	}
+	clear(f.waiting)
+	return true
+}
+
+// sendNow sends every message waiting, without their linger: kgo's Flush
+// hurries what is buffered and what is produced until it returns. One
+// runs at a time; Close waits for it.
+func (w *Writer) sendNow() {
+	f := w.fill
+	if !f.sending.CompareAndSwap(false, true) {
+		return
+	}
+	cl := w.engine()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		defer f.sending.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), w.conf.budget)
+		defer cancel()
+		_ = cl.Flush(ctx)
+	}()
 }
 
 // partitionList returns 0..n-1, shared and read only (as kafka-go's).
@@ -888,6 +950,9 @@ func (w *Writer) Close() error {
 	}
 	w.engineDone.Store(true)
 	w.engine().Close()
+	if w.fill != nil {
+		w.fill.wg.Wait()
+	}
 	w.retired.Wait()
 	w.outstanding.Wait()
 	if w.s.policy.onPeerClose.Load() != nil {

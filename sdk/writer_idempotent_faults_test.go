@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -284,5 +285,56 @@ func TestIdempotentResendStoredAfterRestart(t *testing.T) {
 	lost, dups := deliverytest.LostAndDuplicated(append(first, second...), rig.consumeAll(t))
 	if lost != 0 || dups != 0 {
 		t.Fatalf("%d lost, %d duplicated", lost, dups)
+	}
+}
+
+// TestAsyncBatchSizeSendsBeforeBatchTimeout: in async mode BatchSize
+// messages waiting on a partition are sent without waiting for
+// BatchTimeout, as kafka-go sends a full batch; here BatchTimeout is a
+// minute (the engine's longest linger) and the call's Completion comes
+// well inside the test's 30 s, at every acks level.
+func TestAsyncBatchSizeSendsBeforeBatchTimeout(t *testing.T) {
+	t.Parallel()
+	for _, acks := range []kafka.RequiredAcks{kafka.RequireAll, kafka.RequireOne} {
+		t.Run(fmt.Sprint(acks), func(t *testing.T) {
+			rig := newFaultRig(t, "full", 2)
+			done := make(chan []kafka.Message, 4)
+			w, err := sdk.NewWriter(&kafka.Writer{
+				Addr:         kafka.TCP(rig.proxy.Addr()),
+				Topic:        rig.topic,
+				RequiredAcks: acks,
+				Balancer:     byKey,
+				BatchSize:    10,
+				BatchTimeout: time.Hour,
+				Async:        true,
+				Completion: func(msgs []kafka.Message, err error) {
+					if err != nil {
+						t.Errorf("Completion: %v", err)
+					}
+					done <- msgs
+				},
+			}, testOptions(t)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			msgs := make([]kafka.Message, 10)
+			for i := range msgs {
+				msgs[i] = kafka.Message{Key: []byte("p1"), Value: []byte(fmt.Sprint(i))}
+			}
+			if err := w.WriteMessages(ctx, msgs...); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case got := <-done:
+				if len(got) != 10 || got[0].Partition != 1 {
+					t.Fatalf("Completion got %d messages on partition %d", len(got), got[0].Partition)
+				}
+			case <-ctx.Done():
+				t.Fatal("10 messages (BatchSize) waited for BatchTimeout")
+			}
+		})
 	}
 }
