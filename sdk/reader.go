@@ -96,13 +96,11 @@ type Reader struct {
 	// head on.
 	buf  []fetched
 	head int
-	// epoch counts revocations (group) and SetOffset calls (partition
-	// mode): in partition mode a poll that began in an older epoch keeps
-	// no records of the partition moved since (revokedAt); in group mode
-	// a poll keeps the records of the partitions owned when it returns.
-	epoch     uint64
-	revokedAt map[topicPartition]uint64
-	owned     map[topicPartition]struct{}
+	// moves counts SetOffset calls (partition mode): a poll that began
+	// before one keeps none of its records. In group mode a poll keeps
+	// the records of the partitions owned when it returns.
+	moves uint64
+	owned map[topicPartition]struct{}
 	// marks are the offsets CommitMessages marked with CommitInterval >
 	// 0, not yet committed; lastMarks is marks[lastMarksTopic], the map a
 	// run of one topic's messages marks into.
@@ -224,7 +222,6 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		group:      config.GroupID != "",
 		rangeFirst: rangeFirst,
 		pollSem:    make(chan struct{}, 1),
-		revokedAt:  map[topicPartition]uint64{},
 		owned:      map[topicPartition]struct{}{},
 		marks:      map[string]map[int32]kgo.EpochOffset{},
 		offset:     kafka.FirstOffset,
@@ -540,7 +537,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		r.mu.Unlock()
 		return nil // another caller's poll filled it, or Close ran
 	}
-	epoch := r.epoch
+	moves := r.moves
 	r.pollCancel = cancel
 	r.mu.Unlock()
 
@@ -563,7 +560,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 			if _, ok := r.owned[tp]; !ok {
 				return
 			}
-		} else if epoch != r.epoch && r.revokedAt[tp] > epoch {
+		} else if moves != r.moves {
 			return // moved by SetOffset while this poll ran
 		}
 		for _, rec := range p.Records {
@@ -736,14 +733,12 @@ func (r *Reader) lost(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 func (r *Reader) drop(ps map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.epoch++
 	gone := map[topicPartition]bool{}
 	for t, parts := range ps {
 		for _, p := range parts {
 			tp := topicPartition{t, p}
 			gone[tp] = true
 			delete(r.owned, tp)
-			r.revokedAt[tp] = r.epoch
 			if m := r.marks[t]; m != nil {
 				delete(m, p)
 			}
@@ -1039,8 +1034,7 @@ func (r *Reader) SetOffset(offset int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	tp := topicPartition{r.config.Topic, int32(r.config.Partition)}
-	r.epoch++
-	r.revokedAt[tp] = r.epoch
+	r.moves++
 	clear(r.buf)
 	r.buf, r.head = r.buf[:0], 0
 	r.offset = offset // the lag stays that of the last message, as in kafka-go
