@@ -140,24 +140,12 @@ func stripFetchRack(b []byte) ([]byte, bool) {
 		off += int(n)
 	}
 	off += 2
-	if version >= 12 { // flexible: the header's tagged fields
-		n, k := binary.Uvarint(b[min(off, len(b)):])
-		if k <= 0 {
+	if version >= 12 && off <= len(b) { // flexible: the header's tagged fields
+		n, err := skipTags(b[off:])
+		if err != nil {
 			return nil, false
 		}
-		off += k
-		for range n {
-			_, k1 := binary.Uvarint(b[min(off, len(b)):])
-			if k1 <= 0 {
-				return nil, false
-			}
-			off += k1
-			size, k2 := binary.Uvarint(b[min(off, len(b)):])
-			if k2 <= 0 || size > uint64(len(b)) {
-				return nil, false
-			}
-			off += k2 + int(size)
-		}
+		off += n
 	}
 	if off > len(b) {
 		return nil, false
