@@ -271,7 +271,8 @@ func TestSDKIdempotentInitRefused(t *testing.T) {
 
 // idempotentBenchCases are the cases of BenchmarkSDKIdempotentWriter: sync
 // calls of 100, sync calls of 10 with kafka-go's default BatchTimeout (1s),
-// and 4 goroutines with calls of 500, at acks=all; sync calls of 100 and of
+// 4 goroutines with calls of 500, and 12 goroutines with calls of 4 (as
+// the 3-node failover test writes), at acks=all; sync calls of 100 and of
 // 10 at acks=1, and of 10 at acks=0.
 var idempotentBenchCases = []struct {
 	name                string
@@ -282,6 +283,7 @@ var idempotentBenchCases = []struct {
 	{"sync-100", 1, 100, 10 * time.Millisecond, kafka.RequireAll},
 	{"sync-10-default-timeout", 1, 10, 0, kafka.RequireAll},
 	{"pipelined-4x500", 4, 500, 10 * time.Millisecond, kafka.RequireAll},
+	{"concurrent-12x4", 12, 4, 5 * time.Millisecond, kafka.RequireAll},
 	{"acks1-sync-100", 1, 100, 10 * time.Millisecond, kafka.RequireOne},
 	{"acks1-sync-10-default-timeout", 1, 10, 0, kafka.RequireOne},
 	{"acks0-sync-10-default-timeout", 1, 10, 0, kafka.RequireNone},
