@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -308,8 +309,8 @@ func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Dura
 		}
 		return w
 	}
-	franz := func(tb testing.TB) sdkcWriter {
-		opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(batchTimeout)}
+	franz := func(tb testing.TB, more ...kgo.Opt) sdkcWriter {
+		opts := append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(batchTimeout)}, more...)
 		switch acks {
 		case kafka.RequireOne:
 			opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
@@ -342,10 +343,17 @@ func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Dura
 			new  func(testing.TB) sdkcWriter
 		}{"sdk", func(tb testing.TB) sdkcWriter { return newSDK(tb, false) }})
 	}
-	return append(clients, struct {
+	// franz-go with its default sticky partitioner (a call's keyless
+	// messages fill one partition's batch), and with round robin, as
+	// kafka-go's default Balancer (each call spread over the partitions),
+	// which the sdk keeps.
+	return append(clients, []struct {
 		name string
 		new  func(testing.TB) sdkcWriter
-	}{"franz-go", franz})
+	}{
+		{"franz-go", func(tb testing.TB) sdkcWriter { return franz(tb) }},
+		{"franz-go-roundrobin", func(tb testing.TB) sdkcWriter { return franz(tb, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())) }},
+	}...)
 }
 
 // BenchmarkSDKIdempotentWriter is BenchmarkWriter of sdk/bench_test.go on
@@ -425,6 +433,7 @@ func sdkcBenchParallel(b *testing.B, w sdkcWriter, goroutines, perCall int) {
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpu0 := processCPU()
 	b.ResetTimer()
 	start := time.Now()
 	calls := make(chan struct{}, b.N)
@@ -451,6 +460,19 @@ func sdkcBenchParallel(b *testing.B, w sdkcWriter, goroutines, perCall int) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*perCall), "allocs/msg")
+	// The client's own CPU time (user and system, GC included; the
+	// broker is another process): steadier than msgs/s on a shared
+	// machine.
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*perCall), "cpu-ns/msg")
+}
+
+// processCPU is the CPU time this process used so far, in nanoseconds.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // kgoWriter adapts franz-go's client: a call is one ProduceSync.

@@ -25,9 +25,11 @@ import (
 //   - sync-10-default-timeout: calls of 10 messages with kafka-go's
 //     default BatchTimeout (1s), which a raw kafka.Writer waits out on
 //     every call because its partition batches never fill;
-//   - pipelined-4x500: 4 goroutines, each making calls of 500 messages.
+//   - pipelined-4x500: 4 goroutines, each making calls of 500 messages;
+//   - concurrent-12x4: 12 goroutines, each making calls of 4 messages.
 //
-// BatchTimeout is 10ms outside the default-timeout case. It reports
+// BatchTimeout is 10ms (5ms for concurrent-12x4) outside the
+// default-timeout case. It reports
 // msgs/s and allocs/msg; allocations and CPU include the in-process
 // broker's, the same on every side. Compare with benchstat:
 //
@@ -43,6 +45,7 @@ func BenchmarkWriter(b *testing.B) {
 		{"sync-100", 1, 100, 10 * time.Millisecond},
 		{"sync-10-default-timeout", 1, 10, 0},
 		{"pipelined-4x500", 4, 500, 10 * time.Millisecond},
+		{"concurrent-12x4", 12, 4, 5 * time.Millisecond},
 	} {
 		kw := func() *kafka.Writer {
 			return &kafka.Writer{

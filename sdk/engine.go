@@ -31,6 +31,13 @@ import (
 	"github.com/azkafka/azkafka/retry"
 )
 
+// metadataMinAge is the least time between two metadata requests of a
+// client (kgo's MetadataMinAge, 5 s by default; Java's clients wait their
+// retry backoff, 100 ms). After a broker dies, the first refresh still
+// names it as leader; the next, which finds the new leader, comes this long
+// after, not 5 s.
+const metadataMinAge = 250 * time.Millisecond
+
 // engineOpts returns the kgo options every client of the session shares:
 // seed brokers, client ID, dialing through the connection policy with the
 // base Dialer's TLS, SASL, timeouts and resolver, the retry backoff, the
@@ -53,6 +60,7 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 		}),
 		kgo.WithLogger(&engineLogger{slog: s.logger, info: info, errs: errs}),
 		kgo.WithHooks(h),
+		kgo.MetadataMinAge(metadataMinAge),
 	}
 	if d.SASLMechanism != nil {
 		opts = append(opts, kgo.SASL(saslAdapter{d.SASLMechanism}))

@@ -372,7 +372,7 @@ func (r *Reader) engineOpts() []kgo.Opt {
 		kgo.OnPartitionsLost(r.lost),
 	)
 	if c.WatchPartitionChanges {
-		opts = append(opts, kgo.MetadataMaxAge(c.PartitionWatchInterval))
+		opts = append(opts, kgo.MetadataMaxAge(max(c.PartitionWatchInterval, metadataMinAge)))
 	}
 	if r.s.groupProtocol == GroupProtocolConsumer {
 		// The broker assigns: range when the config lists range first,

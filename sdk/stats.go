@@ -35,7 +35,7 @@ type SDKStats struct {
 	// after losing their answers that the broker had stored but no longer
 	// recognised as duplicates: a restarted Kafka broker keeps only each
 	// producer's last batch per partition. The Writer asked the partition's
-	// leader (DescribeProducers, which needs Describe on the topic) how far
+	// leader (DescribeProducers, which needs Read on the topic) how far
 	// the producer's sequence got, and counted them delivered instead of
 	// letting the engine store them again under a new epoch. Their
 	// messages' Offset is -1 in Completion.

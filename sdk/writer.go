@@ -39,10 +39,16 @@ import (
 //     change is the same batch, which the broker stores once. Up to 5
 //     produce requests are in flight per broker, in order per partition
 //     (the broker enforces the sequence numbers), so each partition stores
-//     its messages in the order they were handed to the Writer. Exactly
-//     once per partition, except for a batch whose outcome stays unknown
-//     when the delivery budget or ctx runs out (it may have been stored
-//     once; its messages get the error).
+//     its messages in the order they were handed to the Writer. A
+//     restarted broker recognises only each producer's last batch per
+//     partition; a resend of an earlier one it answers out of sequence is
+//     checked with the partition's leader (DescribeProducers, which needs
+//     Read on the topic) and counted delivered when the leader holds
+//     it (SDKStats.ResentStored), not stored again (without Read the
+//     engine renumbers it under a new epoch, and it may be stored twice).
+//     Exactly once per partition, except for a batch whose outcome stays
+//     unknown when the delivery budget or ctx runs out (it may have been
+//     stored once; its messages get the error).
 //   - kafka.RequireOne: the leader acknowledges; not idempotent, so a
 //     resend after a lost response may store a batch twice (at least
 //     once), and a leader that fails before its followers copied a batch
@@ -334,7 +340,7 @@ func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
 		}
 		if t.MetadataTTL > 0 {
 			ttl := min(max(t.MetadataTTL, 10*time.Millisecond), time.Hour)
-			opts = append(opts, kgo.MetadataMaxAge(ttl), kgo.MetadataMinAge(min(ttl, 5*time.Second)))
+			opts = append(opts, kgo.MetadataMaxAge(max(ttl, metadataMinAge)))
 		}
 	}
 	return opts
@@ -448,11 +454,24 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	fatal := w.fatalCh
 	w.fatalMu.Unlock()
 	cl := w.engine()
+	var now time.Time
 	for i := range c.slots {
 		sl := &c.slots[i]
 		m := &c.msgs[i]
-		sl.st = recState{Context: context.Background(), c: c, i: i, partition: -1, cl: cl}
-		sl.rec = kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Time, Context: &sl.st}
+		// Field by field: the slot is zeroed, and whole-struct stores
+		// cost a write barrier over every pointer of it.
+		sl.st.Context = context.Background()
+		sl.st.c, sl.st.i, sl.st.partition, sl.st.cl = c, i, -1, cl
+		sl.rec.Topic, sl.rec.Key, sl.rec.Value, sl.rec.Timestamp = m.Topic, m.Key, m.Value, m.Time
+		sl.rec.Context = &sl.st
+		if m.Time.IsZero() {
+			// One clock read per call (kafka-go reads it once per
+			// batch), not one per message in the engine.
+			if now.IsZero() {
+				now = time.Now()
+			}
+			sl.rec.Timestamp = now
+		}
 		if sl.rec.Topic == "" {
 			sl.rec.Topic = w.topic
 		}
@@ -607,7 +626,7 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 		// after the promise): Stats right after a call sees it.
 		w.wh.messages.Add(1)
 		w.wh.bytes.Add(int64(len(r.Key) + len(r.Value)))
-		if w.idempotent.Load() {
+		if !w.produced.Load() && w.idempotent.Load() {
 			w.produced.Store(true)
 		}
 	}
