@@ -97,6 +97,20 @@ func (p *failoverProducer) writtenSince(t time.Time, parts []int) bool {
 	return true
 }
 
+// callsBetween returns how many successful calls ended within [from, to]
+// and the p50 and p99 of their durations.
+func (p *failoverProducer) callsBetween(from, to time.Time) (int, time.Duration, time.Duration) {
+	p.mu.Lock()
+	var ds []time.Duration
+	for _, c := range p.calls {
+		if c.err == nil && !c.end.Before(from) && !c.end.After(to) {
+			ds = append(ds, c.end.Sub(c.start))
+		}
+	}
+	p.mu.Unlock()
+	return len(ds), percentile(ds, 0.5), percentile(ds, 0.99)
+}
+
 // waitUntil polls cond every 20 ms until it holds; it returns false when
 // budget ends first.
 func waitUntil(budget time.Duration, cond func() bool) bool {
@@ -232,6 +246,16 @@ func TestClusterFailover(t *testing.T) {
 	const hang = 3 * time.Minute // a hang detector, several times the expected time
 	if !waitUntil(hang, func() bool { return sdkP.acked.Load() >= 1000 }) {
 		t.Fatalf("the sdk Writer acknowledged %d messages in %v", sdkP.acked.Load(), hang)
+	}
+	// The steady state before the first event: calls of each Writer
+	// (per partition, one after another) and how long they took.
+	steadyFrom := time.Now()
+	waitUntil(hang, func() bool { return sdkP.acked.Load() >= 3000 })
+	steadyTo := time.Now()
+	for _, p := range []*failoverProducer{sdkP, rawP} {
+		n, p50, p99 := p.callsBetween(steadyFrom, steadyTo)
+		t.Logf("steady state, %s: %d calls of 4 in %v (%.0f messages/s), call p50 %v, p99 %v", p.name, n,
+			steadyTo.Sub(steadyFrom).Round(time.Millisecond), float64(4*n)/steadyTo.Sub(steadyFrom).Seconds(), p50, p99)
 	}
 	var events []failoverEvent
 	// event moves node id's leaderships with act, then waits until no

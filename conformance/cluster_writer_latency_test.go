@@ -1,0 +1,104 @@
+//go:build conformance
+
+package conformance
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/twmb/franz-go/pkg/kgo"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/azkafka/azkafka/internal/testpki"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// TestClusterWriterLatency compares the Writers of TestClusterFailover
+// without its events, its Reader or a second Writer alongside: raw
+// kafka.Writer, the sdk.Writer idempotent and at least once, and franz-go,
+// one after another, each 12 goroutines of synchronous calls of 4 keyed
+// messages to their own partition, acks=all, SASL_SSL, 3 nodes; two
+// rounds; it logs each one's calls per 5 s and call latency. It runs only
+// when asked for (a measurement, not a check):
+//
+//	AZKAFKA_CONFORMANCE_CLUSTER_LATENCY=1 CONFORMANCE_RUN=TestClusterWriterLatency ./conformance/run.sh
+func TestClusterWriterLatency(t *testing.T) {
+	if os.Getenv("AZKAFKA_CONFORMANCE_CLUSTER_LATENCY") == "" {
+		t.Skip("AZKAFKA_CONFORMANCE_CLUSTER_LATENCY=1 runs the measurement")
+	}
+	ca := testpki.NewCA(t, "azkafka cluster test CA")
+	keystore := writeKeystore(t, t.TempDir(), "broker", ca.ValidServer(t))
+	pw := map[string]string{"alice": "alice-" + randomToken(t)}
+	c := startCluster(t, clusterConfig{
+		ports:      []string{"SASL_SSL_PORT"},
+		formatArgs: scramUsers(pw),
+		extra:      func(int) []string { return saslSSLListeners(map[string]string{"SASL_SSL": keystore}) },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	trusted := ca.ClientConfig()
+	mech, err := scram.Mechanism(scram.SHA512, "alice", pw["alice"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure := c.NamedAddrs("SASL_SSL_PORT")
+	for round := 0; round < 2; round++ {
+		for _, name := range []string{"raw", "sdk", "sdk-alo", "franz"} {
+			topic := name + "-" + randomToken(t)[:6]
+			c.CreateTopic(ctx, topic, 12)
+			var write func(context.Context, ...kafka.Message) error
+			var closer func()
+			switch name {
+			case "raw":
+				tr := &kafka.Transport{TLS: trusted, SASL: mech}
+				w := &kafka.Writer{Addr: kafka.TCP(secure...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: keyPartition{}, BatchTimeout: 5 * time.Millisecond, Transport: tr}
+				write, closer = w.WriteMessages, func() { w.Close() }
+			case "sdk", "sdk-alo":
+				tr := &kafka.Transport{TLS: trusted, SASL: mech}
+				w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(secure...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: keyPartition{}, BatchTimeout: 5 * time.Millisecond, Transport: tr},
+					append(sdkcOptions(), sdk.WithIdempotence(name == "sdk"))...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				write, closer = w.WriteMessages, func() { w.Close() }
+			case "franz":
+				cl, err := kgo.NewClient(kgo.SeedBrokers(secure...), kgo.DialTLSConfig(trusted), kgo.SASL(kscram.Auth{User: "alice", Pass: pw["alice"]}.AsSha512Mechanism()), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				write = func(ctx context.Context, msgs ...kafka.Message) error {
+					recs := make([]*kgo.Record, len(msgs))
+					for i := range msgs {
+						recs[i] = &kgo.Record{Key: msgs[i].Key, Value: msgs[i].Value, Partition: int32(keyPartition{}.Balance(msgs[i]))}
+					}
+					return cl.ProduceSync(ctx, recs...).FirstErr()
+				}
+				closer = cl.Close
+			}
+			p := &failoverProducer{name: name, write: write}
+			pctx, pcancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			for part := range 12 {
+				go func() { p.run(pctx, part, 4); done <- struct{}{} }()
+			}
+			if !waitUntil(time.Minute, func() bool { return p.acked.Load() >= 500 }) {
+				t.Fatalf("%s: %d acknowledged in a minute", name, p.acked.Load())
+			}
+			from := time.Now()
+			time.Sleep(5 * time.Second)
+			to := time.Now()
+			p.stop.Store(true)
+			for range 12 {
+				<-done
+			}
+			pcancel()
+			closer()
+			n, p50, p99 := p.callsBetween(from, to)
+			t.Logf("round %d, %s: %d calls of 4 in 5 s (%.0f messages/s), call p50 %v, p99 %v", round+1, name, n, float64(4*n)/to.Sub(from).Seconds(), p50, p99)
+		}
+	}
+}
