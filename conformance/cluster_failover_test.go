@@ -11,6 +11,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strconv"
@@ -164,13 +165,15 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 }
 
 // TestClusterFailover: 12 partitions replicated 3 times (min.insync.replicas
-// 2, acks=all). The idempotent sdk.Writer (per partition, sync calls of 4
-// messages one after another) and an sdk.Reader in a group run through SASL_SSL while the node leading
-// the most partitions is killed with SIGKILL, restarted once the others
-// lead, and then another node is stopped with a controlled shutdown
-// (SIGTERM). The SDK side must lose nothing, store nothing twice, keep the
-// order of the calls in every partition, surface no error to the consumer
-// and end with the group committed at every partition's end. A raw
+// 2, acks=all), Kafka's default broker session timeout (9 s). The
+// idempotent sdk.Writer with its default delivery settings (per partition,
+// sync calls of 4 messages one after another) and an sdk.Reader in a group
+// run through SASL_SSL while the node leading the most partitions is
+// killed with SIGKILL, restarted once the others lead, and then another
+// node is stopped with a controlled shutdown (SIGTERM). The SDK side must
+// return no error to the caller, lose nothing, store nothing twice, keep
+// the order of the calls in every partition, surface no error to the
+// consumer and end with the group committed at every partition's end. A raw
 // kafka.Writer on a twin topic, through the same events, is the control:
 // its failures, losses and duplicates are recorded, not judged. The
 // produce stall per election (from the event to the first acknowledged
@@ -182,7 +185,13 @@ func TestClusterFailover(t *testing.T) {
 	c := startCluster(t, clusterConfig{
 		ports:      []string{"SASL_SSL_PORT"},
 		formatArgs: scramUsers(pw),
-		extra:      func(int) []string { return saslSSLListeners(map[string]string{"SASL_SSL": keystore}) },
+		// Kafka's default broker heartbeat and session timeout (the
+		// cluster template shortens them): a killed leader keeps its
+		// partitions for 9 s before the controller fences it.
+		extra: func(int) []string {
+			return append(saslSSLListeners(map[string]string{"SASL_SSL": keystore}),
+				"broker.heartbeat.interval.ms=2000", "broker.session.timeout.ms=9000")
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -202,10 +211,11 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.CloseIdleConnections()
-	// A retry budget that outlasts an election: about 5 minutes.
+	// The Writer's delivery settings are the defaults (a budget of 110 s):
+	// no write may fail through a 9 s election.
 	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(secure...), Topic: sdkTopic, RequiredAcks: kafka.RequireAll,
 		Balancer: keyPartition{}, BatchTimeout: 5 * time.Millisecond, Transport: tr},
-		append(sdkcOptions(), sdk.WithRetry(600, 20*time.Millisecond, 500*time.Millisecond))...)
+		sdk.WithAZ("az-a"), sdk.WithLogger(slog.New(slog.DiscardHandler)), sdk.WithGetenv(func(string) string { return "" }))
 	if err != nil {
 		t.Fatal(err)
 	}
