@@ -5,6 +5,7 @@ package conformance
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // TestClusterWriterLatency compares the Writers of TestClusterFailover
 // without its events, its Reader or a second Writer alongside: raw
 // kafka.Writer, the sdk.Writer idempotent and at least once, and franz-go,
-// one after another, each 12 goroutines of synchronous calls of 4 keyed
+// then raw and sdk again with an sdk.Reader of their topic alongside, one
+// after another, each 12 goroutines of synchronous calls of 4 keyed
 // messages to their own partition, acks=all, SASL_SSL, 3 nodes; two
 // rounds; it logs each one's calls per 5 s and call latency. It runs only
 // when asked for (a measurement, not a check):
@@ -47,12 +49,35 @@ func TestClusterWriterLatency(t *testing.T) {
 	}
 	secure := c.NamedAddrs("SASL_SSL_PORT")
 	for round := 0; round < 2; round++ {
-		for _, name := range []string{"raw", "sdk", "sdk-alo", "franz"} {
+		for _, name := range []string{"raw", "sdk", "sdk-alo", "franz", "raw+reader", "sdk+reader"} {
 			topic := name + "-" + randomToken(t)[:6]
 			c.CreateTopic(ctx, topic, 12)
 			var write func(context.Context, ...kafka.Message) error
 			var closer func()
-			switch name {
+			var stopReader func()
+			if strings.HasSuffix(name, "+reader") {
+				// A group Reader of the topic alongside, as in
+				// TestClusterFailover.
+				r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: secure, GroupID: topic, Topic: topic,
+					Dialer:      &kafka.Dialer{Timeout: 10 * time.Second, TLS: trusted, SASLMechanism: mech},
+					StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond}, sdkcOptions()...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rctx, rcancel := context.WithCancel(ctx)
+				rdone := make(chan struct{})
+				go func() {
+					defer close(rdone)
+					for rctx.Err() == nil {
+						if _, err := r.ReadMessage(rctx); err != nil && rctx.Err() == nil {
+							t.Errorf("reader: %v", err)
+							return
+						}
+					}
+				}()
+				stopReader = func() { rcancel(); <-rdone; r.Close() }
+			}
+			switch strings.TrimSuffix(name, "+reader") {
 			case "raw":
 				tr := &kafka.Transport{TLS: trusted, SASL: mech}
 				w := &kafka.Writer{Addr: kafka.TCP(secure...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: keyPartition{}, BatchTimeout: 5 * time.Millisecond, Transport: tr}
@@ -97,6 +122,9 @@ func TestClusterWriterLatency(t *testing.T) {
 			}
 			pcancel()
 			closer()
+			if stopReader != nil {
+				stopReader()
+			}
 			n, p50, p99 := p.callsBetween(from, to)
 			t.Logf("round %d, %s: %d calls of 4 in 5 s (%.0f messages/s), call p50 %v, p99 %v", round+1, name, n, float64(4*n)/to.Sub(from).Seconds(), p50, p99)
 		}
