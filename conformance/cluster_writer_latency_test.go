@@ -50,7 +50,7 @@ func TestClusterWriterLatency(t *testing.T) {
 	secure := c.NamedAddrs("SASL_SSL_PORT")
 	for round := 0; round < 2; round++ {
 		for _, name := range []string{"raw", "sdk", "sdk-alo", "franz", "raw+reader", "sdk+reader"} {
-			topic := name + "-" + randomToken(t)[:6]
+			topic := strings.ReplaceAll(name, "+", "-") + "-" + randomToken(t)[:6]
 			c.CreateTopic(ctx, topic, 12)
 			var write func(context.Context, ...kafka.Message) error
 			var closer func()
