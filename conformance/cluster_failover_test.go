@@ -10,6 +10,7 @@ package conformance
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
@@ -164,6 +166,36 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	return s[i]
 }
 
+// secureCluster is the 3-node cluster with a SASL_SSL listener: the
+// client TLS config trusting its CA, SCRAM-SHA-512 user alice.
+type secureCluster struct {
+	c     *kafkaCluster
+	tls   *tls.Config
+	mech  sasl.Mechanism
+	pass  string
+	addrs []string // the SASL_SSL listeners
+}
+
+// startSecureCluster starts it, with extra lines in every node's config.
+func startSecureCluster(t *testing.T, extra ...string) secureCluster {
+	t.Helper()
+	ca := testpki.NewCA(t, "azkafka cluster test CA")
+	keystore := writeKeystore(t, t.TempDir(), "broker", ca.ValidServer(t))
+	pw := map[string]string{"alice": "alice-" + randomToken(t)}
+	c := startCluster(t, clusterConfig{
+		ports:      []string{"SASL_SSL_PORT"},
+		formatArgs: scramUsers(pw),
+		extra: func(int) []string {
+			return append(saslSSLListeners(map[string]string{"SASL_SSL": keystore}), extra...)
+		},
+	})
+	mech, err := scram.Mechanism(scram.SHA512, "alice", pw["alice"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secureCluster{c: c, tls: ca.ClientConfig(), mech: mech, pass: pw["alice"], addrs: c.NamedAddrs("SASL_SSL_PORT")}
+}
+
 // TestClusterFailover: 12 partitions replicated 3 times (min.insync.replicas
 // 2, acks=all), Kafka's default broker session timeout (9 s). The
 // idempotent sdk.Writer with its default delivery settings (per partition,
@@ -179,20 +211,11 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 // produce stall per election (from the event to the first acknowledged
 // write on a moved partition) is measured for both.
 func TestClusterFailover(t *testing.T) {
-	ca := testpki.NewCA(t, "azkafka cluster test CA")
-	keystore := writeKeystore(t, t.TempDir(), "broker", ca.ValidServer(t))
-	pw := map[string]string{"alice": "alice-" + randomToken(t)}
-	c := startCluster(t, clusterConfig{
-		ports:      []string{"SASL_SSL_PORT"},
-		formatArgs: scramUsers(pw),
-		// Kafka's default broker heartbeat and session timeout (the
-		// cluster template shortens them): a killed leader keeps its
-		// partitions for 9 s before the controller fences it.
-		extra: func(int) []string {
-			return append(saslSSLListeners(map[string]string{"SASL_SSL": keystore}),
-				"broker.heartbeat.interval.ms=2000", "broker.session.timeout.ms=9000")
-		},
-	})
+	// Kafka's default broker heartbeat and session timeout (the cluster
+	// template shortens them): a killed leader keeps its partitions for
+	// 9 s before the controller fences it.
+	sc := startSecureCluster(t, "broker.heartbeat.interval.ms=2000", "broker.session.timeout.ms=9000")
+	c, trusted, mech, secure := sc.c, sc.tls, sc.mech, sc.addrs
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const partitions = 12
@@ -200,12 +223,6 @@ func TestClusterFailover(t *testing.T) {
 	c.CreateTopic(ctx, sdkTopic, partitions)
 	c.CreateTopic(ctx, rawTopic, partitions)
 
-	trusted := ca.ClientConfig()
-	mech, err := scram.Mechanism(scram.SHA512, "alice", pw["alice"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	secure := c.NamedAddrs("SASL_SSL_PORT")
 	tr, err := sdk.NewTransport(&kafka.Transport{TLS: trusted, SASL: mech}, sdkcOptions()...)
 	if err != nil {
 		t.Fatal(err)

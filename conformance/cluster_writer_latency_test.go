@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kgo"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/azkafka/azkafka/internal/testpki"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -32,22 +30,10 @@ func TestClusterWriterLatency(t *testing.T) {
 	if os.Getenv("AZKAFKA_CONFORMANCE_CLUSTER_LATENCY") == "" {
 		t.Skip("AZKAFKA_CONFORMANCE_CLUSTER_LATENCY=1 runs the measurement")
 	}
-	ca := testpki.NewCA(t, "azkafka cluster test CA")
-	keystore := writeKeystore(t, t.TempDir(), "broker", ca.ValidServer(t))
-	pw := map[string]string{"alice": "alice-" + randomToken(t)}
-	c := startCluster(t, clusterConfig{
-		ports:      []string{"SASL_SSL_PORT"},
-		formatArgs: scramUsers(pw),
-		extra:      func(int) []string { return saslSSLListeners(map[string]string{"SASL_SSL": keystore}) },
-	})
+	sc := startSecureCluster(t)
+	c, trusted, mech, secure := sc.c, sc.tls, sc.mech, sc.addrs
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	trusted := ca.ClientConfig()
-	mech, err := scram.Mechanism(scram.SHA512, "alice", pw["alice"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	secure := c.NamedAddrs("SASL_SSL_PORT")
 	for round := 0; round < 2; round++ {
 		for _, name := range []string{"raw", "sdk", "sdk-alo", "franz", "raw+reader", "sdk+reader"} {
 			topic := strings.ReplaceAll(name, "+", "-") + "-" + randomToken(t)[:6]
@@ -91,7 +77,7 @@ func TestClusterWriterLatency(t *testing.T) {
 				}
 				write, closer = w.WriteMessages, func() { w.Close() }
 			case "franz":
-				cl, err := kgo.NewClient(kgo.SeedBrokers(secure...), kgo.DialTLSConfig(trusted), kgo.SASL(kscram.Auth{User: "alice", Pass: pw["alice"]}.AsSha512Mechanism()), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+				cl, err := kgo.NewClient(kgo.SeedBrokers(secure...), kgo.DialTLSConfig(trusted), kgo.SASL(kscram.Auth{User: "alice", Pass: sc.pass}.AsSha512Mechanism()), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 				if err != nil {
 					t.Fatal(err)
 				}

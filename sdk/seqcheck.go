@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +68,7 @@ type sentBatch struct {
 }
 
 type sentProduce struct {
+	corr    int32
 	version int16
 	batches []sentBatch
 }
@@ -76,35 +78,66 @@ type sentProduce struct {
 // partition).
 const maxCheckedResponse = 4 << 20
 
+// maxTopicNames bounds the topic names a connection keeps interned.
+const maxTopicNames = 1024
+
 type seqConn struct {
 	net.Conn
 	check *seqCheck
 	addr  string
 
-	mu      sync.Mutex
-	pending map[int32]sentProduce // by correlation ID
-	off     bool                  // a write that is not one whole frame: pass everything
+	mu    sync.Mutex
+	queue []sentProduce // tracked requests not answered yet, in order
+	head  int           // queue[head:] are pending
+	spare [][]sentBatch // batch lists to reuse
+	off   bool          // a write that is not one whole frame: pass everything
+
+	// Write side, used by the writing goroutine (under mu).
+	req   kmsg.ProduceRequest
+	names map[string]string // interned topic names
 
 	// Read side, used by the reading goroutine only.
-	left int    // bytes of the current response still to pass through
-	buf  []byte // bytes of a response read ahead, to hand out first
-	hdr  [8]byte
+	left  int    // bytes of the current response still to pass through
+	buf   []byte // bytes of a response read ahead, to hand out first
+	hdr   [8]byte
+	frame []byte // a tracked response, read whole
 }
 
 func (c *seqConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	if !c.off {
-		if corr, sp, ok := parseProduceFrame(b); ok {
-			if len(sp.batches) > 0 {
-				c.pending[corr] = sp
-			}
-		} else if !isFrame(b) {
+		if ok := c.noteProduce(b); !ok && !isFrame(b) {
 			c.off = true
-			clear(c.pending)
+			c.queue, c.head = c.queue[:0], 0
 		}
 	}
 	c.mu.Unlock()
 	return c.Conn.Write(b)
+}
+
+// pendingLocked returns the tracked request that response corr answers,
+// dropping those before it (their answers cannot come any more: answers
+// come in order).
+func (c *seqConn) pendingLocked(corr int32) (sentProduce, bool) {
+	var sp sentProduce
+	found := false
+	for c.head < len(c.queue) {
+		h := c.queue[c.head]
+		if h.corr == corr {
+			sp, found = h, true
+			c.head++
+			break
+		}
+		if corr-h.corr < 0 { // a later request: corr answers an untracked one
+			break
+		}
+		c.spare = append(c.spare, h.batches[:0])
+		c.head++
+	}
+	if c.head == len(c.queue) {
+		c.queue, c.head = c.queue[:0], 0
+	}
+	return sp, found
 }
 
 // isFrame reports whether b is one whole request frame.
@@ -124,7 +157,7 @@ func (c *seqConn) Read(p []byte) (int, error) {
 		return n, err
 	}
 	c.mu.Lock()
-	off, tracking := c.off, len(c.pending) > 0
+	off, tracking := c.off, c.head < len(c.queue)
 	c.mu.Unlock()
 	if off || !tracking {
 		// Nothing awaits a check: keep track of the frame boundaries
@@ -137,10 +170,6 @@ func (c *seqConn) Read(p []byte) (int, error) {
 	}
 	size := int(int32(binary.BigEndian.Uint32(c.hdr[:])))
 	corr := int32(binary.BigEndian.Uint32(c.hdr[4:]))
-	c.mu.Lock()
-	sp, ok := c.pending[corr]
-	delete(c.pending, corr)
-	c.mu.Unlock()
 	if size < 4 {
 		// Not a response frame: stop looking.
 		c.mu.Lock()
@@ -149,18 +178,40 @@ func (c *seqConn) Read(p []byte) (int, error) {
 		c.buf = c.hdr[:]
 		return c.Read(p)
 	}
+	c.mu.Lock()
+	sp, ok := c.pendingLocked(corr)
+	c.mu.Unlock()
 	if !ok || size > maxCheckedResponse {
+		c.recycle(sp)
 		c.buf = c.hdr[:]
 		c.left = size - 4
 		return c.Read(p)
 	}
-	frame := make([]byte, 4+size)
+	if cap(c.frame) < 4+size {
+		c.frame = make([]byte, 4+size)
+	}
+	frame := c.frame[:4+size]
 	copy(frame, c.hdr[:])
 	if _, err := io.ReadFull(c.Conn, frame[8:]); err != nil {
+		c.recycle(sp)
 		return 0, err
 	}
 	c.buf = c.checkResponse(frame, sp)
+	c.recycle(sp)
+	if cap(c.frame) > 64<<10 {
+		c.frame = nil // c.buf still holds it; keep no large buffer
+	}
 	return c.Read(p)
+}
+
+// recycle keeps sp's batch list for a later request.
+func (c *seqConn) recycle(sp sentProduce) {
+	if sp.batches == nil {
+		return
+	}
+	c.mu.Lock()
+	c.spare = append(c.spare, sp.batches[:0])
+	c.mu.Unlock()
 }
 
 // passThrough reads the next frame's bytes while no request is pending.
@@ -279,14 +330,14 @@ func skipTags(b []byte) (int, error) {
 	return off, nil
 }
 
-// parseProduceFrame returns the correlation ID and the idempotent batches
-// of b when b is one whole Produce request frame that expects an answer
-// (acks other than 0).
-func parseProduceFrame(b []byte) (int32, sentProduce, bool) {
+// noteProduce queues the idempotent batches of b when b is one whole
+// Produce request frame that expects an answer (acks other than 0), and
+// reports whether b was a Produce request frame. Called under mu.
+func (c *seqConn) noteProduce(b []byte) bool {
 	if !isFrame(b) || len(b) < 14 || int16(binary.BigEndian.Uint16(b[4:])) != int16(kmsg.Produce) {
-		return 0, sentProduce{}, false
+		return false
 	}
-	req := kmsg.NewPtrProduceRequest()
+	req := &c.req
 	req.Version = int16(binary.BigEndian.Uint16(b[6:]))
 	corr := int32(binary.BigEndian.Uint32(b[8:]))
 	off := 12
@@ -295,31 +346,57 @@ func parseProduceFrame(b []byte) (int32, sentProduce, bool) {
 	}
 	off += 2
 	if off > len(b) {
-		return 0, sentProduce{}, false
+		return false
 	}
 	if req.IsFlexible() {
 		n, err := skipTags(b[off:])
 		if err != nil {
-			return 0, sentProduce{}, false
+			return false
 		}
 		off += n
 	}
-	if err := req.ReadFrom(b[off:]); err != nil {
-		return 0, sentProduce{}, false
+	// Unsafe: the strings and records alias b, which the engine reuses
+	// after Write; what is kept is copied (names) or read (headers).
+	if err := req.UnsafeReadFrom(b[off:]); err != nil {
+		return false
 	}
-	sp := sentProduce{version: req.Version}
 	if req.Acks == 0 {
-		return corr, sp, true
+		return true
+	}
+	var batches []sentBatch
+	if n := len(c.spare); n > 0 {
+		batches, c.spare = c.spare[n-1], c.spare[:n-1]
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			if bt, ok := idempotentBatch(p.Records); ok {
-				bt.topic, bt.topicID, bt.partition = t.Topic, t.TopicID, p.Partition
-				sp.batches = append(sp.batches, bt)
+				bt.topic, bt.topicID, bt.partition = c.name(t.Topic), t.TopicID, p.Partition
+				batches = append(batches, bt)
 			}
 		}
 	}
-	return corr, sp, true
+	if len(batches) == 0 {
+		c.spare = append(c.spare, batches)
+		return true
+	}
+	c.queue = append(c.queue, sentProduce{corr: corr, version: req.Version, batches: batches})
+	return true
+}
+
+// name returns topic as a string of its own (topic aliases the request).
+func (c *seqConn) name(topic string) string {
+	if topic == "" {
+		return ""
+	}
+	if n, ok := c.names[topic]; ok {
+		return n
+	}
+	if len(c.names) >= maxTopicNames {
+		clear(c.names)
+	}
+	n := strings.Clone(topic)
+	c.names[n] = n
+	return n
 }
 
 // idempotentBatch reads the producer ID, epoch and sequence range of the
@@ -352,7 +429,7 @@ func idempotentBatch(records []byte) (sentBatch, bool) {
 
 // newSeqConn puts the check on c, a connection to addr.
 func newSeqConn(c net.Conn, check *seqCheck, addr string) net.Conn {
-	return &seqConn{Conn: c, check: check, addr: addr, pending: map[int32]sentProduce{}}
+	return &seqConn{Conn: c, check: check, addr: addr, names: map[string]string{}}
 }
 
 func (b sentBatch) String() string {

@@ -313,3 +313,63 @@ func FuzzSeqConnResponse(f *testing.F) {
 		}
 	})
 }
+
+// TestSeqConnPipelined: requests in flight together, tracked and not,
+// are matched to their answers in order; only the tracked answer that
+// says out of sequence is checked.
+func TestSeqConnPipelined(t *testing.T) {
+	var asked []int32
+	check := &seqCheck{resolve: func(_ context.Context, _ string, _ [16]byte, _ int32, _ int64, _ int16) (int32, bool, error) {
+		asked = append(asked, 0)
+		return 100, true, nil
+	}}
+	client, server := net.Pipe()
+	defer client.Close()
+	sc := newSeqConn(client, check, "b")
+	reqs := [][]byte{
+		produceFrame(9, 1, -1, batchHeader(7, 0, 0, 5)),
+		produceFrame(9, 2, -1, batchHeader(-1, -1, -1, 5)), // not idempotent: untracked
+		produceFrame(9, 3, -1, batchHeader(7, 0, 5, 5)),
+		produceFrame(9, 4, -1, batchHeader(7, 0, 10, 5)),
+	}
+	resps := [][]byte{
+		produceAnswer(9, 1, 0),
+		produceAnswer(9, 2, kerr.OutOfOrderSequenceNumber.Code),
+		produceAnswer(9, 3, kerr.OutOfOrderSequenceNumber.Code),
+		produceAnswer(9, 4, 0),
+	}
+	go func() {
+		defer server.Close()
+		for _, r := range reqs {
+			if _, err := io.ReadFull(server, make([]byte, len(r))); err != nil {
+				return
+			}
+		}
+		for _, r := range resps {
+			if _, err := server.Write(r); err != nil {
+				return
+			}
+		}
+	}()
+	for _, r := range reqs {
+		if _, err := sc.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []int16{0, kerr.OutOfOrderSequenceNumber.Code, kerr.DuplicateSequenceNumber.Code, 0} {
+		size := make([]byte, 4)
+		if _, err := io.ReadFull(sc, size); err != nil {
+			t.Fatal(err)
+		}
+		frame := append(size, make([]byte, binary.BigEndian.Uint32(size))...)
+		if _, err := io.ReadFull(sc, frame[4:]); err != nil {
+			t.Fatal(err)
+		}
+		if got := partitionAnswer(t, 9, frame).ErrorCode; got != want {
+			t.Fatalf("answer %d: error code %d, want %d", i+1, got, want)
+		}
+	}
+	if len(asked) != 1 {
+		t.Fatalf("the leader was asked %d times, want 1", len(asked))
+	}
+}
