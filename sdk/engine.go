@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -120,6 +122,11 @@ func (s *session) engineDial(d *kafka.Dialer, h *engineHooks) func(ctx context.C
 		tc := tls.Client(conn, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
+			if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+				// A plaintext listener reads the ClientHello as a
+				// frame size it refuses, and closes.
+				return nil, fmt.Errorf("sdk: TLS handshake with %s: the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): %w", address, err)
+			}
 			return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
 		}
 		return h.wrapConn(tc, address), nil

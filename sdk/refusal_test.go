@@ -12,7 +12,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +207,61 @@ func TestProducerIDRefusedByAuthorizer(t *testing.T) {
 			t.Fatalf("a message of the refused user was stored: %s", v)
 		}
 	}
+}
+
+// TestTLSOnPlaintextPortNamesTheCause: a client with TLS set against a
+// port that closes the connection on the ClientHello (what a plaintext
+// Kafka listener does: it reads the record as a frame size it refuses)
+// gets an error that names the address and suggests the fix, from the
+// Writer and the Reader alike.
+func TestTLSOnPlaintextPortNamesTheCause(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, _ = io.ReadFull(c, make([]byte, 4))
+				c.Close()
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	check := func(who string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", who)
+		}
+		if msg := err.Error(); !strings.Contains(msg, addr) || !strings.Contains(msg, "plaintext listener") {
+			t.Fatalf("%s: %v: want the address %s and the plaintext hint", who, err, addr)
+		}
+	}
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addr), Topic: "t", RequiredAcks: kafka.RequireAll,
+		WriteTimeout: 100 * time.Millisecond, Transport: &kafka.Transport{TLS: &tls.Config{}}}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	werr := w.WriteMessages(ctx, kafka.Message{Value: []byte("v")})
+	t.Logf("Writer: %v", werr)
+	check("Writer", werr)
+	w.Close()
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "t", Partition: 0,
+		Dialer: &kafka.Dialer{TLS: &tls.Config{}}}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer rcancel()
+	_, err = r.ReadMessage(rctx)
+	check("Reader", err)
 }
