@@ -41,8 +41,8 @@ const unknownBaseOffset = -1 << 62
 // is within it, the broker stored the batch (it accepts each producer's
 // sequence numbers only in order), and the response is handed to the
 // engine as DUPLICATE_SEQUENCE_NUMBER, which it counts delivered. When the
-// leader cannot say (no Describe permission, the epoch moved on) the answer
-// passes unchanged.
+// leader cannot say (no Read permission on the topic, the epoch moved on)
+// the answer passes unchanged.
 
 // seqResolver returns the last sequence number the leader of
 // topic/partition holds for the producer, and whether it knows the
