@@ -8,12 +8,15 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/describegroups"
+
+	"github.com/azkafka/azkafka/internal/frameguard"
 )
 
 // EnvAZTag names the client tag (Kafka Streams' client.tag.<key>) that
@@ -115,6 +118,7 @@ type ClusterSource struct {
 	storeTopics map[string][]string
 	azTag       string
 	lagBounds   bool
+	maxResponse int // the frame guard's limit; 0: its default
 	logger      *slog.Logger
 	api         clusterAPI
 
@@ -164,13 +168,29 @@ func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOpt
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
+	if v, ok := os.LookupEnv(frameguard.LimitVar); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 64<<10 {
+			return nil, fmt.Errorf("iq: NewClusterSource: %s=%s: want an integer of at least 65536", frameguard.LimitVar, quote(v))
+		}
+		s.maxResponse = n
+	}
 	if s.transport == nil {
-		s.ownTrans = &kafka.Transport{ClientID: "azkafka-iq"}
+		// Its connections go through the frame guard, as the SDK's do.
+		dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+		s.ownTrans = &kafka.Transport{ClientID: "azkafka-iq", Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return frameguard.Wrap(c, addr, frameguard.Validate, s.maxResponse), nil
+		}}
 		s.transport = s.ownTrans
 	}
 	if s.api == nil {
 		s.api = &kafkaGoCluster{
-			client: &kafka.Client{Addr: kafka.TCP(s.brokers...), Transport: s.transport},
+			client:      &kafka.Client{Addr: kafka.TCP(s.brokers...), Transport: s.transport},
+			maxResponse: s.maxResponse,
 		}
 	}
 	s.poll = newPoller("group", s.refresh)
@@ -261,7 +281,8 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 // kafkaGoCluster asks the cluster through kafka-go's client and protocol
 // layer, so the source adds no dependency to the module.
 type kafkaGoCluster struct {
-	client *kafka.Client
+	client      *kafka.Client
+	maxResponse int // the frame guard's limit on its own connections
 }
 
 func (k *kafkaGoCluster) describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error) {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
+
+	"github.com/azkafka/azkafka/internal/frameguard"
 )
 
 // kafka-go's protocol layer knows API keys up to 51, so StreamsGroupDescribe
@@ -101,6 +103,7 @@ func (k *kafkaGoCluster) dial(ctx context.Context, addr string) (net.Conn, error
 		}
 		conn = tc
 	}
+	conn = frameguard.Wrap(conn, addr, frameguard.Validate, k.maxResponse) // as is when the Transport's Dial guards it
 	if t != nil && t.SASL != nil {
 		if err := saslAuthenticate(ctx, conn, t.SASL, k.clientID(), addr); err != nil {
 			conn.Close()

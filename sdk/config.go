@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/internal/frameguard"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/time/rate"
@@ -35,6 +36,7 @@ const (
 	EnvRackAware         = "AZKAFKA_RACK_AWARE_PARTITIONING"
 	EnvFetchFromFollower = "AZKAFKA_FETCH_FROM_FOLLOWER"
 	EnvGroupProtocol     = "AZKAFKA_GROUP_PROTOCOL"
+	EnvMaxResponseBytes  = frameguard.LimitVar
 )
 
 // Defaults of the connection policy and of the retry policy.
@@ -81,6 +83,7 @@ type options struct {
 	rackAware      *bool
 	fetchFollower  *bool
 	groupProtocol  *GroupProtocol
+	maxResponse    *int
 	baseDialer     *kafka.Dialer
 	baseTransport  *kafka.Transport
 	getenv         func(string) string
@@ -198,6 +201,29 @@ const (
 // Default: $AZKAFKA_GROUP_PROTOCOL (classic or consumer), else classic.
 func WithGroupProtocol(p GroupProtocol) Option { return func(o *options) { o.groupProtocol = &p } }
 
+// DefaultMaxResponseBytes is the default limit on the size of one
+// response a client reads: 100 MiB, as a broker's socket.request.max.bytes
+// and kgo's BrokerMaxReadBytes. A Reader raises its own limit to 1.5 times
+// its largest fetch (kafka.ReaderConfig.MaxBytes, at least
+// DefaultFetchMaxBytes) when that is more.
+const DefaultMaxResponseBytes = frameguard.DefaultMaxResponseBytes
+
+// ErrBadResponse is matched (errors.Is) by the error of a connection whose
+// broker sent bytes that are not a Kafka response (see "Misbehaving
+// brokers" in the package doc).
+var ErrBadResponse = frameguard.ErrRefused
+
+// minMaxResponseBytes is the least limit accepted: 64 KiB.
+const minMaxResponseBytes = 64 << 10
+
+// WithMaxResponseBytes sets the limit on the size of one response read
+// from a broker (see "Misbehaving brokers" in the package doc). A response
+// whose size prefix is larger, negative or shorter than a correlation ID
+// closes its connection with an error matching ErrBadResponse, before any
+// decoder allocates for it. At least 65536. Default:
+// $AZKAFKA_MAX_RESPONSE_BYTES, else DefaultMaxResponseBytes.
+func WithMaxResponseBytes(n int) Option { return func(o *options) { o.maxResponse = &n } }
+
 // WithBaseDialer sets the kafka.Dialer whose TLS, SASL, timeouts and
 // resolver the client's Dialer keeps. Default: kafka.DefaultDialer's
 // settings.
@@ -236,6 +262,7 @@ type config struct {
 	rackAware     bool
 	fetchFollower fetchFollower
 	groupProtocol GroupProtocol
+	maxResponse   int
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
 	clock         clock
@@ -285,6 +312,7 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	}
 	c.idempotence = idempotence{mode: idempotenceAuto}
 	c.groupProtocol = GroupProtocolClassic
+	c.maxResponse = DefaultMaxResponseBytes
 	for _, v := range envVars {
 		if val, ok := env(v.name); ok {
 			if err := v.set(&c, val); err != nil {
@@ -374,6 +402,12 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 			return config{}, fmt.Errorf("sdk: WithGroupProtocol(%s): %w", quote(string(*o.groupProtocol)), err)
 		}
 		c.groupProtocol = p
+	}
+	if o.maxResponse != nil {
+		if n := *o.maxResponse; n < minMaxResponseBytes {
+			return config{}, fmt.Errorf("sdk: WithMaxResponseBytes(%d): want at least %d", n, minMaxResponseBytes)
+		}
+		c.maxResponse = *o.maxResponse
 	}
 
 	// AZ last: detection is the only slow step, and is skipped when the
@@ -509,6 +543,13 @@ var envVars = []envVar{
 	}},
 	{EnvGroupProtocol, "`classic`", func(c *config, v string) (err error) {
 		c.groupProtocol, err = parseGroupProtocol(v)
+		return err
+	}},
+	{EnvMaxResponseBytes, "`104857600`", func(c *config, v string) (err error) {
+		c.maxResponse, err = parsePositiveInt(v)
+		if err == nil && c.maxResponse < minMaxResponseBytes {
+			err = fmt.Errorf("want at least %d", minMaxResponseBytes)
+		}
 		return err
 	}},
 }

@@ -17,10 +17,13 @@ import (
 //
 // Use it wherever kafka-go takes a *kafka.Dialer: kafka.ReaderConfig.Dialer,
 // Dialer.DialContext, Dialer.DialLeader. base may be nil
-// (kafka.DefaultDialer's settings). Its TLS, SASLMechanism, Timeout,
-// Deadline, Resolver and TransactionalID are kept as they are: kafka-go
-// resolves the address before DialFunc and runs TLS and SASL on the
-// connection DialFunc returns. Because kafka-go ignores LocalAddr,
+// (kafka.DefaultDialer's settings). Its SASLMechanism, Timeout, Deadline,
+// Resolver and TransactionalID are kept as they are: kafka-go resolves the
+// address before DialFunc and runs SASL on the connection DialFunc
+// returns. Its TLS moves into DialFunc (the returned Dialer's TLS is nil):
+// the handshake runs there with the same config (ServerName defaults to
+// the broker's host, as in kafka-go) so that the frame guard below kafka-go
+// reads plaintext (see "Misbehaving brokers" in the package doc). Because kafka-go ignores LocalAddr,
 // FallbackDelay and KeepAlive once DialFunc is set, the policy dials with
 // them itself (DualStack has been a no-op since Go 1.12); a base DialFunc
 // is called by the policy. A non-empty base.ClientID is the user client ID
@@ -50,8 +53,10 @@ func NewAZAwareDialer(base *kafka.Dialer, opts ...Option) (*kafka.Dialer, error)
 // NewTransport returns a kafka.Transport for kafka.Writer.Transport and
 // kafka.Client.Transport with the same client ID and connection policy as
 // NewAZAwareDialer. base may be nil; otherwise its DialTimeout,
-// IdleTimeout, MetadataTTL, MetadataTopics, TLS, SASL, Resolver and Context
-// are copied, and its Dial is called by the policy. A non-empty
+// IdleTimeout, MetadataTTL, MetadataTopics, SASL, Resolver and Context are
+// copied, and its Dial is called by the policy. Its TLS moves into the
+// returned Transport's Dial (its TLS field is nil), as for
+// NewAZAwareDialer. A non-empty
 // base.ClientID is the user client ID unless WithClientID is given.
 // Waits of the policy count against DialTimeout (default 5s).
 //

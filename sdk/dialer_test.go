@@ -158,8 +158,11 @@ func TestDialerKeepsBaseSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d == base || d.Timeout != base.Timeout || d.Deadline != base.Deadline || d.Resolver != base.Resolver ||
-		d.TLS != base.TLS || d.SASLMechanism != base.SASLMechanism || d.TransactionalID != base.TransactionalID {
+		d.SASLMechanism != base.SASLMechanism || d.TransactionalID != base.TransactionalID {
 		t.Fatalf("settings not kept: %+v", d)
+	}
+	if d.TLS != nil {
+		t.Fatal("TLS left to kafka-go: it must be done in DialFunc, below the frame guard")
 	}
 	if base.ClientID != "billing" || !strings.HasPrefix(d.ClientID, "billing,warpstream_session_id=") {
 		t.Fatalf("base ClientID %q, new %q", base.ClientID, d.ClientID)
@@ -169,11 +172,17 @@ func TestDialerKeepsBaseSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	conn, err := d.DialFunc(context.Background(), "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close() // a plaintext listener refusing the ClientHello
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = d.DialFunc(ctx, "tcp", ln.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), "plaintext listener") || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("DialFunc with the base TLS against a closing plaintext port: err = %v", err)
 	}
-	conn.Close()
 	if baseDials.Load() != 1 {
 		t.Fatalf("base DialFunc called %d times, want 1", baseDials.Load())
 	}

@@ -77,4 +77,34 @@
 // a random 0-50ms so that clients dropped together do not return in
 // lock-step. Waits respect the dial's context. DialerConnStats and
 // TransportConnStats report the counters.
+//
+// # Misbehaving brokers
+//
+// Every connection a client of this package dials (Writer, Reader, and the
+// kafka-go clients given NewAZAwareDialer or NewTransport) reads through a
+// frame guard before any decoder: a response whose size prefix is
+// negative, shorter than a correlation ID or above the limit
+// (WithMaxResponseBytes, AZKAFKA_MAX_RESPONSE_BYTES, DefaultMaxResponseBytes)
+// is refused before anything is allocated for it. For kafka-go's own
+// clients, whose decoder trusts every count and length, the guard also
+// reads each response whole, checks that its correlation ID is the one
+// due and decodes it with franz-go's kmsg for its request's API key and
+// version before kafka-go sees a byte; kmsg never takes a count or length
+// beyond the bytes at hand, so a response claiming a million topics in 96
+// bytes is refused, not allocated. TLS is done in the SDK's dial function
+// so that the guard reads plaintext.
+//
+// A refusal closes the connection. The error matches ErrBadResponse and
+// names the address and what was wrong, for instance
+//
+//	127.0.0.1:9093: not a Kafka broker: its reply begins "HTTP/1.1 400 Bad Request"
+//	127.0.0.1:9093: a TLS record on a plaintext connection: the port speaks TLS; set TLS in the Dialer or Transport
+//	127.0.0.1:9093: response of 2147483647 bytes exceeds the 104857600-byte limit (AZKAFKA_MAX_RESPONSE_BYTES)
+//	127.0.0.1:9093: malformed Metadata v12 response (96 bytes): a length or count in it runs past its end
+//	127.0.0.1:9093: a response with correlation ID 8 where 7 (Produce v9) was due: the connection is out of step
+//
+// A refused response is not retried as a transient error: the Writer
+// fails the messages of that request with it, the Reader returns it from
+// FetchMessage once its read attempts are spent. A TLS handshake the peer
+// closes says to check for a plaintext listener.
 package sdk

@@ -11,7 +11,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -19,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -30,6 +28,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/azkafka/azkafka/internal/frameguard"
 	"github.com/azkafka/azkafka/retry"
 )
 
@@ -63,6 +62,7 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 		kgo.WithLogger(&engineLogger{slog: s.logger, info: info, errs: errs}),
 		kgo.WithHooks(h),
 		kgo.MetadataMinAge(metadataMinAge),
+		kgo.BrokerMaxReadBytes(int32(min(s.maxResponse, 1<<31-1))),
 	}
 	if d.SASLMechanism != nil {
 		opts = append(opts, kgo.SASL(saslAdapter{d.SASLMechanism}))
@@ -112,27 +112,16 @@ func (s *session) engineDial(d *kafka.Dialer, h *engineHooks) func(ctx context.C
 		if err != nil {
 			return nil, err
 		}
-		if d.TLS == nil {
-			return h.wrapConn(conn, address), nil
-		}
-		cfg := d.TLS.Clone()
-		if cfg.ServerName == "" {
-			cfg.ServerName = host
-		}
-		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
-				// A plaintext listener reads the ClientHello as a
-				// frame size it refuses, and closes.
-				return nil, fmt.Errorf("sdk: TLS handshake with %s: the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): %w", address, err)
+		if d.TLS != nil {
+			if conn, err = tlsHandshake(ctx, conn, d.TLS, address); err != nil {
+				return nil, err
 			}
-			return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
 		}
-		return h.wrapConn(tc, address), nil
+		return h.wrapConn(frameguard.Wrap(conn, address, frameguard.SizeOnly, s.maxResponse), address), nil
 	}
 }
 
+// wrapConn applies h's connection wrappers to c.
 func (h *engineHooks) wrapConn(c net.Conn, addr string) net.Conn {
 	if h.zone != nil {
 		c = &rackConn{Conn: c, z: h.zone}

@@ -325,14 +325,15 @@ func readerDefaults(c *kafka.ReaderConfig) error {
 // engineOpts maps the ReaderConfig onto kgo's consumer.
 func (r *Reader) engineOpts() []kgo.Opt {
 	c := r.config
-	opts := r.s.engineOpts(c.Brokers, c.Logger, c.ErrorLogger, r.hooks)
 	fetchMax := max(c.MaxBytes, DefaultFetchMaxBytes)
+	// A broker may exceed fetch.max.bytes by a record batch (KIP-74).
+	r.s.maxResponse = max(r.s.maxResponse, fetchMax+fetchMax/2)
+	opts := r.s.engineOpts(c.Brokers, c.Logger, c.ErrorLogger, r.hooks)
 	opts = append(opts,
 		kgo.FetchMaxWait(c.MaxWait),
 		kgo.FetchMinBytes(int32(c.MinBytes)),
 		kgo.FetchMaxPartitionBytes(int32(c.MaxBytes)),
 		kgo.FetchMaxBytes(int32(fetchMax)),
-		kgo.BrokerMaxReadBytes(int32(max(fetchMax+fetchMax/2, 100<<20))),
 	)
 	if c.IsolationLevel == kafka.ReadCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))

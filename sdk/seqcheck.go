@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/kframe"
 )
 
 // seqCheckTimeout bounds how long a produce response waits for the
@@ -245,7 +246,7 @@ func (c *seqConn) checkResponse(frame []byte, sp sentProduce) []byte {
 	resp.Version = sp.version
 	body := 8
 	if resp.IsFlexible() {
-		n, err := skipTags(frame[body:])
+		n, err := kframe.SkipTags(frame[body:], 0)
 		if err != nil {
 			return frame
 		}
@@ -305,31 +306,6 @@ func seqHeld(seq, last int32) bool {
 	return d < 1<<30
 }
 
-// skipTags returns the length of the tagged fields at the start of b.
-func skipTags(b []byte) (int, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return 0, errors.New("bad tag count")
-	}
-	off := k
-	for range n {
-		_, k1 := binary.Uvarint(b[min(off, len(b)):])
-		if k1 <= 0 {
-			return 0, errors.New("bad tag")
-		}
-		off += k1
-		size, k2 := binary.Uvarint(b[min(off, len(b)):])
-		if k2 <= 0 || size > uint64(len(b)) {
-			return 0, errors.New("bad tag size")
-		}
-		off += k2 + int(size)
-		if off > len(b) {
-			return 0, errors.New("bad tag size")
-		}
-	}
-	return off, nil
-}
-
 // noteProduce queues the idempotent batches of b when b is one whole
 // Produce request frame that expects an answer (acks other than 0), and
 // reports whether b was a Produce request frame. Called under mu.
@@ -349,7 +325,7 @@ func (c *seqConn) noteProduce(b []byte) bool {
 		return false
 	}
 	if req.IsFlexible() {
-		n, err := skipTags(b[off:])
+		n, err := kframe.SkipTags(b[off:], 0)
 		if err != nil {
 			return false
 		}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/kframe"
 )
 
 // batchHeader is a record batch header (magic 2, no records) of producer
@@ -304,7 +306,7 @@ func FuzzSeqConnResponse(f *testing.F) {
 		if !bytes.Equal(out, frame) {
 			resp := kmsg.NewPtrProduceResponse()
 			resp.Version = 9
-			if n, err := skipTags(frame[8:]); err != nil || resp.ReadFrom(frame[8+n:]) != nil {
+			if n, err := kframe.SkipTags(frame[8:], 0); err != nil || resp.ReadFrom(frame[8+n:]) != nil {
 				t.Fatal("changed a frame that does not parse")
 			}
 			if len(out) > 2*len(frame)+64 {

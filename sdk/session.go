@@ -2,12 +2,17 @@ package sdk
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/azkafka/azkafka/internal/frameguard"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
@@ -32,6 +37,8 @@ type session struct {
 	groupProtocol GroupProtocol
 	logger        *slog.Logger
 	policy        *connPolicy
+	// maxResponse is the frame guard's limit on a response's size.
+	maxResponse int
 
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
@@ -82,6 +89,7 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 		groupProtocol: c.groupProtocol,
 		logger:        c.logger,
 		policy:        newConnPolicy(c),
+		maxResponse:   c.maxResponse,
 		baseDialer:    c.baseDialer,
 		baseTransport: c.baseTransport,
 	}, nil
@@ -96,8 +104,57 @@ func (s *session) dialer() *kafka.Dialer {
 	}
 	d := *base // kafka.Dialer holds no lock; a shallow copy shares TLS/SASL values as kafka-go itself does
 	d.ClientID = s.clientID
-	d.DialFunc = s.policy.wrap(baseDial(base), base.TLS != nil)
+	d.DialFunc = s.kafkaGoDial(baseDial(base), base.TLS)
+	d.TLS = nil // done by DialFunc, below the frame guard
 	return &d
+}
+
+// kafkaGoDial is the dial function of the session's kafka-go Dialers and
+// Transports: the connection policy around inner, then TLS with cfg (when
+// not nil, as kafka-go would do it: ServerName defaults to the address's
+// host), then the frame guard in Validate mode, since kafka-go decodes what
+// the connection reads. kafka-go gets a plaintext connection and runs SASL
+// on it.
+func (s *session) kafkaGoDial(inner dialFunc, cfg *tls.Config) dialFunc {
+	dial := s.policy.wrap(inner, cfg != nil)
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		conn, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		if cfg != nil {
+			if conn, err = tlsHandshake(ctx, conn, cfg, address); err != nil {
+				return nil, err
+			}
+		}
+		return frameguard.Wrap(conn, address, frameguard.Validate, s.maxResponse), nil
+	}
+}
+
+// tlsHandshake runs the TLS handshake on conn with cfg, whose ServerName
+// defaults to address's host as in kafka-go, bounded by ctx. On failure
+// conn is closed and the error names the address; a handshake the peer
+// closes says to check for a plaintext listener.
+func tlsHandshake(ctx context.Context, conn net.Conn, cfg *tls.Config, address string) (net.Conn, error) {
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		if host, _, err := net.SplitHostPort(address); err == nil {
+			cfg.ServerName = host
+		} else {
+			cfg.ServerName = address
+		}
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+			// A plaintext listener reads the ClientHello as a frame
+			// size it refuses, and closes.
+			return nil, fmt.Errorf("sdk: TLS handshake with %s: the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): %w", address, err)
+		}
+		return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
+	}
+	return tc, nil
 }
 
 // baseDial is the dial function under the connection policy for a
@@ -127,7 +184,6 @@ func (s *session) transport() *kafka.Transport {
 		t.IdleTimeout = b.IdleTimeout
 		t.MetadataTTL = b.MetadataTTL
 		t.MetadataTopics = b.MetadataTopics
-		t.TLS = b.TLS
 		t.SASL = b.SASL
 		t.Resolver = b.Resolver
 		t.Context = b.Context
@@ -138,7 +194,11 @@ func (s *session) transport() *kafka.Transport {
 		inner = (&net.Dialer{Timeout: 3 * time.Second}).DialContext
 	}
 	t.ClientID = s.clientID
-	t.Dial = s.policy.wrap(inner, t.TLS != nil)
+	var cfg *tls.Config
+	if s.baseTransport != nil {
+		cfg = s.baseTransport.TLS
+	}
+	t.Dial = s.kafkaGoDial(inner, cfg) // TLS is done there, below the frame guard
 	return t
 }
 

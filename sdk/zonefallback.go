@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/kframe"
 )
 
 // ZoneFallbackHold is how long after the last failed dial or request to a
@@ -141,7 +143,7 @@ func stripFetchRack(b []byte) ([]byte, bool) {
 	}
 	off += 2
 	if version >= 12 && off <= len(b) { // flexible: the header's tagged fields
-		n, err := skipTags(b[off:])
+		n, err := kframe.SkipTags(b[off:], 0)
 		if err != nil {
 			return nil, false
 		}

@@ -39,7 +39,13 @@ TLS and SASL:
 With --json, prints one object: {"client_id", "az", "az_source",
 "interzone_lb", "rack_aware_partitioning", "brokers": [{"id", "addr",
 "rack", "in_zone", "rtt_ms"}], "topics": [{"name", "partitions",
-"leaders_in_zone", "partitions_in_zone", "keyless_partitions"}], "advice": [...]}.
+"leaders_in_zone", "partitions_in_zone", "keyless_partitions"}], "advice": [...],
+"brokers_omitted", "topics_omitted"}: at most 1000 brokers are probed and
+listed, and 1000 topics (the counts of the others are given); the output
+stops at 1 MiB.
+
+--timeout bounds the whole run: past it (and half a second of grace for a
+step that does not stop at once) diagnose gives up with status 1.
 
 Exit status: 0 printed, 1 the cluster could not be reached, 2 usage or
 configuration error.
@@ -72,6 +78,10 @@ type diagnoseOutput struct {
 	Brokers     []diagnoseBroker `json:"brokers"`
 	Topics      []diagnoseTopic  `json:"topics"`
 	Advice      []string         `json:"advice"`
+	// BrokersOmitted and TopicsOmitted count what is past the first
+	// maxListed.
+	BrokersOmitted int `json:"brokers_omitted,omitempty"`
+	TopicsOmitted  int `json:"topics_omitted,omitempty"`
 }
 
 func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -140,55 +150,23 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer tr.CloseIdleConnections()
-	cl := &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr}
-	req := &kafka.MetadataRequest{}
-	if *topic != "" {
-		req.Topics = []string{*topic}
-	}
-	md, err := cl.Metadata(ctx, req)
-	if err != nil {
-		fmt.Fprintf(stderr, "azkafka diagnose: no metadata from %s: %v (%s)\n", strings.Join(addrs, ","), err, refusalHint(err))
+	// kafka-go does not stop every step at the context's deadline: the
+	// run waits for it at most a grace period past --timeout.
+	done := make(chan diagnoseResult, 1)
+	go func() { done <- diagnoseCluster(ctx, tr, addrs, *topic, id) }()
+	var res diagnoseResult
+	select {
+	case res = <-done:
+	case <-time.After(time.Until(deadline(ctx)) + diagnoseGrace):
+		fmt.Fprintf(stderr, "azkafka diagnose: no complete answer from %s within --timeout=%v\n", strings.Join(addrs, ","), *timeout)
 		return exitFail
 	}
-
-	out := diagnoseOutput{ClientID: id.ClientID, AZ: id.AZ, AZSource: id.AZSource, InterzoneLB: id.InterzoneLB, RackAware: id.RackAwarePartitioning}
-	inZone := map[int]bool{}
-	for _, b := range md.Brokers {
-		addr := net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
-		local := id.AZ != "" && b.Rack == id.AZ
-		inZone[b.ID] = local
-		out.Brokers = append(out.Brokers, diagnoseBroker{ID: b.ID, Addr: addr, Rack: b.Rack, InZone: local, RTTms: brokerRTT(ctx, cl, addr)})
+	if res.err != nil {
+		fmt.Fprintf(stderr, "azkafka diagnose: no metadata from %s: %v (%s)\n", strings.Join(addrs, ","), res.err, refusalHint(res.err))
+		return exitFail
 	}
-	slices.SortFunc(out.Brokers, func(a, b diagnoseBroker) int { return a.ID - b.ID })
-	racks := 0
-	for _, b := range out.Brokers {
-		if b.Rack != "" {
-			racks++
-		}
-	}
-	for _, t := range md.Topics {
-		if t.Internal || t.Error != nil {
-			continue
-		}
-		dt := diagnoseTopic{Name: t.Name, Partitions: len(t.Partitions), InZone: []int{}}
-		all := []int{}
-		for _, p := range t.Partitions {
-			all = append(all, p.ID)
-			if inZone[p.Leader.ID] {
-				dt.LeadersInZone++
-				dt.InZone = append(dt.InZone, p.ID)
-			}
-		}
-		slices.Sort(dt.InZone)
-		slices.Sort(all)
-		dt.KeylessPartitions = all
-		if id.RackAwarePartitioning && len(dt.InZone) > 0 {
-			dt.KeylessPartitions = dt.InZone
-		}
-		out.Topics = append(out.Topics, dt)
-	}
-	slices.SortFunc(out.Topics, func(a, b diagnoseTopic) int { return strings.Compare(a.Name, b.Name) })
-	out.Advice = diagnoseAdvice(out, racks)
+	out := res.out
+	stdout = &capWriter{w: stdout, left: maxDiagnoseOutput}
 
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -211,9 +189,15 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  %-4d %-24s rack %-12q in zone %-5v rtt %s\n", b.ID, b.Addr, b.Rack, b.InZone, rtt)
 	}
+	if out.BrokersOmitted > 0 {
+		fmt.Fprintf(stdout, "  ... and %d more brokers\n", out.BrokersOmitted)
+	}
 	fmt.Fprintln(stdout, "\ntopics (partition leaders in the client's zone):")
 	for _, t := range out.Topics {
 		fmt.Fprintf(stdout, "  %-30s %d of %d %v\n", t.Name, t.LeadersInZone, t.Partitions, t.InZone)
+	}
+	if out.TopicsOmitted > 0 {
+		fmt.Fprintf(stdout, "  ... and %d more topics (use --topic NAME)\n", out.TopicsOmitted)
 	}
 	fmt.Fprintln(stdout, "\nthe SDK would:")
 	for _, a := range out.Advice {
@@ -279,4 +263,113 @@ func diagnoseAdvice(out diagnoseOutput, racks int) []string {
 		}
 	}
 	return a
+}
+
+// diagnoseGrace is how long past --timeout the run waits for the cluster
+// part to return before it gives up.
+const diagnoseGrace = 500 * time.Millisecond
+
+// maxDiagnoseOutput caps what diagnose prints: 1 MiB.
+const maxDiagnoseOutput = 1 << 20
+
+// maxListed caps the brokers probed and printed, and the topics printed.
+const maxListed = 1000
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+type diagnoseResult struct {
+	out diagnoseOutput
+	err error
+}
+
+// diagnoseCluster reads the cluster's metadata through tr and measures
+// each broker's round trip.
+func diagnoseCluster(ctx context.Context, tr *kafka.Transport, addrs []string, topic string, id sdk.Identity) diagnoseResult {
+	cl := &kafka.Client{Addr: kafka.TCP(addrs...), Transport: tr}
+	req := &kafka.MetadataRequest{}
+	if topic != "" {
+		req.Topics = []string{topic}
+	}
+	md, err := cl.Metadata(ctx, req)
+	if err != nil {
+		return diagnoseResult{err: err}
+	}
+
+	out := diagnoseOutput{ClientID: id.ClientID, AZ: id.AZ, AZSource: id.AZSource, InterzoneLB: id.InterzoneLB, RackAware: id.RackAwarePartitioning}
+	inZone := map[int]bool{}
+	brokers := slices.SortedFunc(slices.Values(md.Brokers), func(a, b kafka.Broker) int { return a.ID - b.ID })
+	for i, b := range brokers {
+		local := id.AZ != "" && b.Rack == id.AZ
+		inZone[b.ID] = local
+		if i == maxListed {
+			out.BrokersOmitted = len(brokers) - i
+			continue
+		}
+		if i > maxListed {
+			continue
+		}
+		addr := net.JoinHostPort(b.Host, strconv.Itoa(b.Port))
+		out.Brokers = append(out.Brokers, diagnoseBroker{ID: b.ID, Addr: addr, Rack: b.Rack, InZone: local, RTTms: brokerRTT(ctx, cl, addr)})
+	}
+	racks := 0
+	for _, b := range out.Brokers {
+		if b.Rack != "" {
+			racks++
+		}
+	}
+	for _, t := range md.Topics {
+		if t.Internal || t.Error != nil {
+			continue
+		}
+		dt := diagnoseTopic{Name: t.Name, Partitions: len(t.Partitions), InZone: []int{}}
+		all := []int{}
+		for _, p := range t.Partitions {
+			all = append(all, p.ID)
+			if inZone[p.Leader.ID] {
+				dt.LeadersInZone++
+				dt.InZone = append(dt.InZone, p.ID)
+			}
+		}
+		slices.Sort(dt.InZone)
+		slices.Sort(all)
+		dt.KeylessPartitions = all
+		if id.RackAwarePartitioning && len(dt.InZone) > 0 {
+			dt.KeylessPartitions = dt.InZone
+		}
+		out.Topics = append(out.Topics, dt)
+	}
+	slices.SortFunc(out.Topics, func(a, b diagnoseTopic) int { return strings.Compare(a.Name, b.Name) })
+	out.Advice = diagnoseAdvice(out, racks)
+	if len(out.Topics) > maxListed {
+		out.TopicsOmitted = len(out.Topics) - maxListed
+		out.Topics = out.Topics[:maxListed]
+	}
+	return diagnoseResult{out: out}
+}
+
+// capWriter writes at most left bytes to w, then one line saying the rest
+// was cut.
+type capWriter struct {
+	w    io.Writer
+	left int
+	cut  bool
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if c.cut {
+		return len(p), nil
+	}
+	if len(p) > c.left {
+		_, err := c.w.Write(p[:c.left])
+		c.cut = true
+		if err == nil {
+			_, err = fmt.Fprintf(c.w, "\n... output cut at %d bytes\n", maxDiagnoseOutput)
+		}
+		return len(p), err
+	}
+	c.left -= len(p)
+	return c.w.Write(p)
 }

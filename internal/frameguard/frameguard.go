@@ -1,0 +1,450 @@
+// Package frameguard checks the responses a Kafka client reads from a
+// connection before the client's decoder sees them.
+//
+// Every connection the SDK dials goes through a guard. It reads each
+// response's 4-byte size prefix and refuses a size that is negative,
+// smaller than a correlation ID or larger than the limit, so that no
+// decoder allocates for a size a broker did not mean. In Validate mode,
+// for the clients that decode with kafka-go, it also reads each response
+// whole, checks that its correlation ID is the one due, and decodes it
+// with kmsg for its request's API key and version, whose decoder never
+// takes a length or count beyond the bytes at hand; only a response that
+// decodes is passed on. kafka-go's decoder then never meets a count or a
+// length larger than the frame.
+//
+// A refusal closes the connection and is returned by every later Read
+// and Write as an *Error, which names the address and what was wrong.
+package frameguard
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/kframe"
+)
+
+// DefaultMaxResponseBytes is the default limit on a response's size: 100
+// MiB, the default of a broker's socket.request.max.bytes and of kgo's
+// BrokerMaxReadBytes, twice kgo's default fetch.max.bytes (50 MiB, the
+// largest fetch the SDK's Reader asks for unless configured otherwise).
+const DefaultMaxResponseBytes = 100 << 20
+
+// LimitVar is the environment variable that sets the limit.
+const LimitVar = "AZKAFKA_MAX_RESPONSE_BYTES"
+
+// ErrRefused is matched (errors.Is) by every *Error.
+var ErrRefused = errors.New("response refused")
+
+// Error is a refusal: the bytes Addr sent were not a Kafka response the
+// client may read.
+type Error struct {
+	// Addr is the broker's address.
+	Addr string
+	// Reason says what was wrong, in words an operator acts on.
+	Reason string
+}
+
+func (e *Error) Error() string { return e.Addr + ": " + e.Reason }
+
+// Is reports whether target is ErrRefused.
+func (e *Error) Is(target error) bool { return target == ErrRefused }
+
+// Mode is what a guard checks.
+type Mode int
+
+const (
+	// SizeOnly checks each response's size prefix and streams the rest
+	// through: for clients that decode with kmsg themselves (kgo).
+	SizeOnly Mode = iota
+	// Validate also decodes each response with kmsg before passing it on:
+	// for clients that decode with kafka-go.
+	Validate
+)
+
+// minResponse is the smallest response: a correlation ID.
+const minResponse = 4
+
+// keepBuffer is the largest frame buffer a connection keeps for the next
+// response; a larger one is dropped once served.
+const keepBuffer = 1 << 20
+
+// Wrap returns c guarded in mode, with responses larger than limit bytes
+// refused (limit <= 0: DefaultMaxResponseBytes). addr names the broker in
+// errors. A connection Wrap already guards is returned as it is.
+func Wrap(c net.Conn, addr string, mode Mode, limit int) net.Conn {
+	if _, ok := c.(*Conn); ok {
+		return c
+	}
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	return &Conn{Conn: c, addr: addr, limit: limit, validate: mode == Validate, br: bufio.NewReader(c)}
+}
+
+// Conn is a guarded connection. Safe for one reader and one writer at a
+// time, as a net.Conn under a Kafka client is used.
+type Conn struct {
+	net.Conn
+	addr     string
+	limit    int
+	validate bool
+
+	failed atomic.Pointer[Error]
+	// pass is set when the client itself started TLS on the connection
+	// (its first bytes are a TLS record): the guard cannot read the
+	// frames then and steps aside.
+	pass atomic.Bool
+
+	wmu sync.Mutex
+	w   requestScanner
+
+	qmu sync.Mutex
+	q   []pending // requests whose responses are due, in order
+
+	// unsure is set when a request could not be followed: the
+	// responses' order is unknown then, and only their sizes are checked.
+	unsure atomic.Bool
+
+	rmu   sync.Mutex
+	br    *bufio.Reader
+	left  int    // SizeOnly: bytes of the current frame still to pass
+	frame []byte // Validate: the current frame as read so far, size prefix included
+	need  int    // Validate: the current frame's length; 0 between frames
+	off   int    // Validate: bytes of frame served
+}
+
+// pending is a request whose response is due.
+type pending struct {
+	key, version int16
+	corr         int32
+}
+
+// Read implements net.Conn.
+func (c *Conn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if e := c.failed.Load(); e != nil {
+		return 0, e
+	}
+	if c.pass.Load() {
+		return c.br.Read(p)
+	}
+	if c.validate {
+		return c.readValidated(p)
+	}
+	if c.left == 0 {
+		size, err := c.nextSize()
+		if err != nil {
+			return 0, err
+		}
+		c.left = 4 + size
+	}
+	n, err := c.br.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	return n, err
+}
+
+// nextSize peeks at the next frame's size prefix and checks it.
+func (c *Conn) nextSize() (int, error) {
+	b, err := c.br.Peek(4)
+	if err != nil {
+		return 0, err
+	}
+	size := int32(binary.BigEndian.Uint32(b))
+	if size >= minResponse && int64(size) <= int64(c.limit) {
+		return int(size), nil
+	}
+	head, _ := c.br.Peek(min(c.br.Buffered(), 64))
+	return 0, c.refuse(sizeReason(head, size, c.limit))
+}
+
+// sizeReason says why a frame beginning with head (its size prefix first)
+// is refused.
+func sizeReason(head []byte, size int32, limit int) string {
+	switch {
+	case looksLikeTLS(head):
+		return "a TLS record on a plaintext connection: the port speaks TLS; set TLS in the Dialer or Transport"
+	case looksLikeText(head):
+		return fmt.Sprintf("not a Kafka broker: its reply begins %q", textPrefix(head))
+	case size < 0:
+		return fmt.Sprintf("negative response size %d: not a Kafka response", size)
+	case size < minResponse:
+		return fmt.Sprintf("response of %d bytes is shorter than a correlation ID: not a Kafka response", size)
+	default:
+		return fmt.Sprintf("response of %d bytes exceeds the %d-byte limit (%s)", size, limit, LimitVar)
+	}
+}
+
+// looksLikeTLS reports whether b begins with a TLS record header:
+// content type 20-23 (change cipher spec, alert, handshake, data), major
+// version 3.
+func looksLikeTLS(b []byte) bool {
+	return len(b) >= 3 && b[0] >= 20 && b[0] <= 23 && b[1] == 3 && b[2] <= 4
+}
+
+// looksLikeText reports whether b's first 4 bytes are printable ASCII, as
+// an HTTP, SMTP or Redis reply is; as a size they are at least 538976288.
+func looksLikeText(b []byte) bool {
+	if len(b) < 4 {
+		return false
+	}
+	for _, c := range b[:4] {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// textPrefix is b up to its first line end, at most 40 printable bytes.
+func textPrefix(b []byte) string {
+	var sb strings.Builder
+	for _, c := range b {
+		if c == '\r' || c == '\n' || sb.Len() == 40 || c > unicode.MaxASCII || !unicode.IsPrint(rune(c)) {
+			break
+		}
+		sb.WriteByte(c)
+	}
+	return sb.String()
+}
+
+// readValidated serves p from the current frame, reading and checking the
+// next one first when the current one is served. A read error (a
+// deadline) leaves what was read in place, and the next call goes on.
+func (c *Conn) readValidated(p []byte) (int, error) {
+	if c.need == 0 {
+		size, err := c.nextSize()
+		if err != nil {
+			return 0, err
+		}
+		c.need, c.off = 4+size, 0
+		if c.frame == nil {
+			c.frame = make([]byte, 0, min(c.need, 64<<10))
+		}
+		c.frame = c.frame[:0]
+	}
+	if len(c.frame) < c.need {
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+		if err := c.check(c.frame[4:]); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, c.frame[c.off:])
+	c.off += n
+	if c.off == c.need {
+		c.need = 0
+		if cap(c.frame) > keepBuffer {
+			c.frame = nil
+		}
+	}
+	return n, nil
+}
+
+// fill reads the rest of the current frame. The buffer grows with what
+// arrives, not with what the size prefix claims.
+func (c *Conn) fill() error {
+	for len(c.frame) < c.need {
+		if len(c.frame) == cap(c.frame) {
+			grown := make([]byte, len(c.frame), min(c.need, max(2*cap(c.frame), 4<<10)))
+			copy(grown, c.frame)
+			c.frame = grown
+		}
+		m, err := c.br.Read(c.frame[len(c.frame):min(cap(c.frame), c.need)])
+		c.frame = c.frame[:len(c.frame)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the peer closed inside a frame
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// check matches body, a whole response after its size prefix, with the
+// request due and decodes it with kmsg.
+func (c *Conn) check(body []byte) error {
+	corr := int32(binary.BigEndian.Uint32(body))
+	c.qmu.Lock()
+	if len(c.q) == 0 {
+		c.qmu.Unlock()
+		if c.unsure.Load() {
+			return nil
+		}
+		return c.refuse(fmt.Sprintf("a response (correlation ID %d) to no request: the connection is out of step", corr))
+	}
+	p := c.q[0]
+	c.q = c.q[1:]
+	if len(c.q) == 0 {
+		c.q = c.q[:0:0]
+	}
+	c.qmu.Unlock()
+	if c.unsure.Load() {
+		return nil
+	}
+	name := kmsg.NameForKey(p.key)
+	if corr != p.corr {
+		return c.refuse(fmt.Sprintf("a response with correlation ID %d where %d (%s v%d) was due: the connection is out of step", corr, p.corr, name, p.version))
+	}
+	resp := kmsg.ResponseForKey(p.key)
+	if resp == nil {
+		return nil
+	}
+	resp.SetVersion(p.version)
+	off := minResponse
+	if kframe.ResponseHeaderFlexible(p.key, p.version) {
+		end, err := kframe.SkipTags(body, off)
+		if err != nil {
+			return c.refuse(fmt.Sprintf("malformed %s v%d response header (%d bytes): its tagged fields run past its end", name, p.version, len(body)))
+		}
+		off = end
+	}
+	if err := resp.ReadFrom(body[off:]); err != nil {
+		if p.key == int16(kmsg.ApiVersions) && p.version > 0 && unsupportedVersions(body[minResponse:]) {
+			return nil // a broker answers a version it does not know in v0
+		}
+		return c.refuse(fmt.Sprintf("malformed %s v%d response (%d bytes): a length or count in it runs past its end", name, p.version, len(body)))
+	}
+	return nil
+}
+
+// unsupportedVersions reports whether b is an ApiVersions v0 body with
+// error UNSUPPORTED_VERSION: a broker's answer to a newer ApiVersions.
+func unsupportedVersions(b []byte) bool {
+	r := kmsg.NewPtrApiVersionsResponse()
+	r.Version = 0
+	return r.ReadFrom(b) == nil && r.ErrorCode == 35
+}
+
+// refuse records reason as the connection's error and closes it.
+func (c *Conn) refuse(reason string) error {
+	e := &Error{Addr: c.addr, Reason: reason}
+	if !c.failed.CompareAndSwap(nil, e) {
+		return c.failed.Load()
+	}
+	c.Conn.Close()
+	return e
+}
+
+// Write implements net.Conn. In Validate mode the requests in p are noted
+// before they are sent, so that their responses are due when they come.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if e := c.failed.Load(); e != nil {
+		return 0, e
+	}
+	if !c.w.started {
+		c.w.started = true
+		if len(p) >= 2 && p[0] == 22 && p[1] == 3 {
+			c.pass.Store(true) // the client runs TLS on top
+		}
+	}
+	if c.validate && !c.pass.Load() && !c.unsure.Load() {
+		c.scan(p)
+	}
+	return c.Conn.Write(p)
+}
+
+// maxHead is the most of a request the scanner keeps to parse its header
+// and, for Produce, its acks: two int16-length strings and the fixed
+// fields.
+const maxHead = 70_000
+
+// requestScanner follows the request frames across Write calls.
+type requestScanner struct {
+	started bool
+	sizeBuf [4]byte
+	nsize   int    // bytes of sizeBuf filled
+	size    int    // the current frame's size
+	done    int    // bytes of the current frame seen
+	head    []byte // the current frame's first bytes
+	want    int    // len(head) at which to parse; 0 once parsed
+}
+
+// scan notes the requests whose headers p completes.
+func (c *Conn) scan(p []byte) {
+	s := &c.w
+	for len(p) > 0 {
+		if s.nsize < 4 {
+			k := copy(s.sizeBuf[s.nsize:], p)
+			s.nsize += k
+			p = p[k:]
+			if s.nsize < 4 {
+				return
+			}
+			s.size = int(int32(binary.BigEndian.Uint32(s.sizeBuf[:])))
+			if s.size <= 0 {
+				c.unsure.Store(true)
+				return
+			}
+			s.done, s.head, s.want = 0, s.head[:0], min(s.size, 256)
+			continue
+		}
+		k := min(len(p), s.size-s.done)
+		if s.want > 0 { // len(s.head) == s.done
+			k = min(k, s.want-len(s.head))
+			s.head = append(s.head, p[:k]...)
+			if len(s.head) == s.want {
+				c.noteRequest()
+			}
+		}
+		s.done += k
+		p = p[k:]
+		if s.done == s.size {
+			if s.want > 0 { // the frame ended before its header parsed
+				c.unsure.Store(true)
+				return
+			}
+			s.nsize = 0
+			if cap(s.head) > 4<<10 {
+				s.head = nil
+			}
+		}
+	}
+}
+
+// noteRequest parses the head of the current request: once it holds the
+// header (and a Produce request's acks) the response is queued as due,
+// unless acks is 0; else the scanner asks for more bytes, up to maxHead.
+func (c *Conn) noteRequest() {
+	s := &c.w
+	h, err := kframe.ParseRequestHeader(s.head)
+	var acks int16 = -1
+	if err == nil && h.Key == int16(kmsg.Produce) {
+		acks, err = kframe.ProduceAcks(h.Version, s.head[h.BodyOffset:])
+	}
+	if err != nil {
+		if s.want < min(s.size, maxHead) {
+			s.want = min(s.size, maxHead, 2*s.want)
+			return
+		}
+		// A request the guard cannot follow: from here on only the
+		// sizes of the responses are checked.
+		c.unsure.Store(true)
+		s.want = 0
+		return
+	}
+	s.want = 0
+	if acks == 0 {
+		return // no response comes
+	}
+	c.qmu.Lock()
+	c.q = append(c.q, pending{key: h.Key, version: h.Version, corr: h.CorrelationID})
+	c.qmu.Unlock()
+}
+
+// Close implements net.Conn.
+func (c *Conn) Close() error { return c.Conn.Close() }

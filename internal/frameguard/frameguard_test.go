@@ -1,0 +1,407 @@
+package frameguard
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/kframe"
+)
+
+// pipeConn is a net.Conn over in-memory bytes: Read serves the chunks of
+// in, one per call (a nil chunk is a timeout), then io.EOF; Write keeps what
+// it is given.
+type pipeConn struct {
+	in     [][]byte
+	out    bytes.Buffer
+	closed bool
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func (p *pipeConn) Read(b []byte) (int, error) {
+	if p.closed {
+		return 0, net.ErrClosed
+	}
+	if len(p.in) == 0 {
+		return 0, io.EOF
+	}
+	if p.in[0] == nil {
+		p.in = p.in[1:]
+		return 0, timeoutErr{}
+	}
+	n := copy(b, p.in[0])
+	if p.in[0] = p.in[0][n:]; len(p.in[0]) == 0 {
+		p.in = p.in[1:]
+	}
+	return n, nil
+}
+func (p *pipeConn) Write(b []byte) (int, error) {
+	if p.closed {
+		return 0, net.ErrClosed
+	}
+	return p.out.Write(b)
+}
+func (p *pipeConn) Close() error                     { p.closed = true; return nil }
+func (p *pipeConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (p *pipeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (p *pipeConn) SetDeadline(time.Time) error      { return nil }
+func (p *pipeConn) SetReadDeadline(time.Time) error  { return nil }
+func (p *pipeConn) SetWriteDeadline(time.Time) error { return nil }
+
+const testAddr = "127.0.0.1:9092"
+
+// request encodes r as a client sends it, with correlation ID corr.
+func request(r kmsg.Request, version int16, corr int32) []byte {
+	r.SetVersion(version)
+	b := make([]byte, 4, 128)
+	b = binary.BigEndian.AppendUint16(b, uint16(r.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(version))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, 4)
+	b = append(b, "test"...)
+	if r.IsFlexible() && r.Key() != int16(kmsg.ControlledShutdown) {
+		b = append(b, 0)
+	}
+	b = r.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+// response encodes r as a broker answers request corr.
+func response(r kmsg.Response, version int16, corr int32) []byte {
+	r.SetVersion(version)
+	b := binary.BigEndian.AppendUint32(make([]byte, 4, 128), uint32(corr))
+	if r.IsFlexible() && r.Key() != int16(kmsg.ApiVersions) {
+		b = append(b, 0)
+	}
+	b = r.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+func frame(body ...[]byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(bytes.Join(body, nil))))
+	return append(b, bytes.Join(body, nil)...)
+}
+
+func metadataResponse() kmsg.Response {
+	r := kmsg.NewPtrMetadataResponse()
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = 1, "localhost", 9092
+	r.Brokers = append(r.Brokers, b)
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic = kmsg.StringPtr("t")
+	t.Partitions = append(t.Partitions, kmsg.NewMetadataResponseTopicPartition())
+	r.Topics = append(r.Topics, t)
+	return r
+}
+
+// readAll reads from c until an error and returns what it read.
+func readAll(c net.Conn) ([]byte, error) {
+	var got []byte
+	buf := make([]byte, 7) // small reads: frames are served across calls
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return got, err
+		}
+	}
+}
+
+func TestValidResponsesPassUnchanged(t *testing.T) {
+	for _, version := range []int16{1, 8, 9, 12} {
+		resp := response(metadataResponse(), version, 7)
+		pc := &pipeConn{in: [][]byte{resp[:3], resp[3:10], resp[10:]}}
+		c := Wrap(pc, testAddr, Validate, 0)
+		req := request(kmsg.NewPtrMetadataRequest(), version, 7)
+		if _, err := c.Write(req[:5]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(req[5:]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(c)
+		if !bytes.Equal(got, resp) || err != io.EOF {
+			t.Errorf("v%d: read %d bytes, err %v; want the %d-byte response and EOF", version, len(got), err, len(resp))
+		}
+		if !bytes.Equal(pc.out.Bytes(), req) {
+			t.Errorf("v%d: the request was not sent unchanged", version)
+		}
+	}
+}
+
+func TestPipelinedRequestsAndAcksZero(t *testing.T) {
+	prod := kmsg.NewPtrProduceRequest()
+	prod.Acks = 0
+	noAck := request(prod, 7, 1)
+	prod.Acks = -1
+	withAck := request(prod, 9, 3)
+	reqs := bytes.Join([][]byte{noAck, request(kmsg.NewPtrMetadataRequest(), 9, 2), withAck, request(kmsg.NewPtrApiVersionsRequest(), 3, 4)}, nil)
+	resps := bytes.Join([][]byte{
+		response(metadataResponse(), 9, 2),
+		response(kmsg.NewPtrProduceResponse(), 9, 3),
+		response(kmsg.NewPtrApiVersionsResponse(), 3, 4),
+	}, nil)
+	pc := &pipeConn{in: [][]byte{resps}}
+	c := Wrap(pc, testAddr, Validate, 0)
+	if _, err := c.Write(reqs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(c)
+	if !bytes.Equal(got, resps) || err != io.EOF {
+		t.Errorf("read %d of %d bytes, err %v", len(got), len(resps), err)
+	}
+}
+
+func TestApiVersionsAnsweredInV0(t *testing.T) {
+	r := kmsg.NewPtrApiVersionsResponse()
+	r.ErrorCode = 35
+	resp := response(r, 0, 1)
+	pc := &pipeConn{in: [][]byte{resp}}
+	c := Wrap(pc, testAddr, Validate, 0)
+	if _, err := c.Write(request(kmsg.NewPtrApiVersionsRequest(), 4, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readAll(c); !bytes.Equal(got, resp) || err != io.EOF {
+		t.Errorf("read %d of %d bytes, err %v", len(got), len(resp), err)
+	}
+}
+
+func TestReadResumesAfterTimeout(t *testing.T) {
+	resp := response(metadataResponse(), 9, 1)
+	pc := &pipeConn{in: [][]byte{resp[:20], nil, resp[20:]}}
+	c := Wrap(pc, testAddr, Validate, 0)
+	if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1024)
+	if n, err := c.Read(buf); n != 0 || !isTimeout(err) {
+		t.Fatalf("first read: %d bytes, err %v; want the timeout and nothing of the partial frame", n, err)
+	}
+	if got, err := readAll(c); !bytes.Equal(got, resp) || err != io.EOF {
+		t.Errorf("after the timeout: read %d of %d bytes, err %v", len(got), len(resp), err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestPeerClosingInsideAFrame(t *testing.T) {
+	resp := response(metadataResponse(), 9, 1)
+	for _, mode := range []Mode{SizeOnly, Validate} {
+		pc := &pipeConn{in: [][]byte{resp[:len(resp)-1]}}
+		c := Wrap(pc, testAddr, mode, 0)
+		if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAll(c)
+		if errors.Is(err, ErrRefused) || !(err == io.EOF || err == io.ErrUnexpectedEOF) {
+			t.Errorf("mode %d: err %v; a close is not a refusal", mode, err)
+		}
+	}
+}
+
+// TestRefusals feeds each kind of hostile bytes to a guarded client
+// connection and checks the error, that the connection is closed, that
+// later calls fail alike, and that the guard allocated little.
+func TestRefusals(t *testing.T) {
+	bomb := binary.BigEndian.AppendUint32(nil, 1) // correlation ID
+	bomb = append(bomb, 0)                        // header tags
+	bomb = append(bomb, 0, 0, 0, 0)               // throttle
+	bomb = append(bomb, 1)                        // no brokers
+	bomb = append(bomb, 0)                        // null cluster ID
+	bomb = append(bomb, 0, 0, 0, 1)               // controller
+	bomb = binary.AppendUvarint(bomb, 1_000_001)  // a million topics
+	bomb = append(bomb, make([]byte, 80)...)
+	tagBomb := binary.BigEndian.AppendUint32(nil, 1)
+	tagBomb = append(tagBomb, 1, 0)
+	tagBomb = binary.AppendUvarint(tagBomb, 1<<63-1)
+	http := []byte("HTTP/1.1 400 Bad Request\r\nServer: nginx\r\n\r\n<html></html>")
+
+	cases := []struct {
+		name  string
+		mode  Mode
+		in    []byte
+		limit int
+		words []string
+	}{
+		{"negative size", Validate, []byte{0xff, 0xff, 0xff, 0xf0}, 0, []string{"negative response size -16"}},
+		{"negative size, size only", SizeOnly, []byte{0xff, 0xff, 0xff, 0xf0}, 0, []string{"negative response size -16"}},
+		{"huge size", Validate, []byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3}, 0, []string{"response of 2147483647 bytes exceeds the 104857600-byte limit (AZKAFKA_MAX_RESPONSE_BYTES)"}},
+		{"over a set limit", SizeOnly, frame(make([]byte, 2000)), 1000, []string{"response of 2000 bytes exceeds the 1000-byte limit"}},
+		{"shorter than a correlation ID", Validate, []byte{0, 0, 0, 2, 0, 0}, 0, []string{"response of 2 bytes is shorter than a correlation ID"}},
+		{"HTTP", Validate, http, 0, []string{`not a Kafka broker: its reply begins "HTTP/1.1 400 Bad Request"`}},
+		{"HTTP, size only", SizeOnly, http, 0, []string{`its reply begins "HTTP/1.1 400 Bad Request"`}},
+		{"TLS alert", Validate, []byte{0x15, 3, 3, 0, 2, 2, 0x32}, 0, []string{"a TLS record on a plaintext connection", "set TLS"}},
+		{"wrong correlation ID", Validate, response(metadataResponse(), 9, 2), 0, []string{"correlation ID 2 where 1 (Metadata v9) was due"}},
+		{"metadata count bomb", Validate, frame(bomb), 0, []string{"malformed Metadata v9 response (98 bytes)", "runs past its end"}},
+		{"header tag bomb", Validate, frame(tagBomb), 0, []string{"malformed Metadata v9 response header"}},
+		{"random body", Validate, frame([]byte{0, 0, 0, 1}, bytes.Repeat([]byte{0xa5, 0x17, 0xff}, 300)), 0, []string{"malformed Metadata v9 response", "(904 bytes)"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := &pipeConn{in: [][]byte{tc.in}}
+			c := Wrap(pc, testAddr, tc.mode, tc.limit)
+			if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			got, err := readAll(c)
+			runtime.ReadMemStats(&after)
+			var ge *Error
+			if !errors.As(err, &ge) || !errors.Is(err, ErrRefused) {
+				t.Fatalf("err = %v (%T), want an *Error", err, err)
+			}
+			if !strings.HasPrefix(err.Error(), testAddr+": ") {
+				t.Errorf("error %q does not begin with the address", err)
+			}
+			for _, w := range tc.words {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if tc.mode == Validate && len(got) > 0 {
+				t.Errorf("%d bytes of a refused frame reached the client", len(got))
+			}
+			if !pc.closed {
+				t.Error("the connection was not closed")
+			}
+			if _, werr := c.Write([]byte{0, 0, 0, 0}); werr != err {
+				t.Errorf("a later Write: %v, want the refusal", werr)
+			}
+			if d := after.TotalAlloc - before.TotalAlloc; d > 256<<10 {
+				t.Errorf("the guard allocated %d bytes refusing a %d-byte reply", d, len(tc.in))
+			}
+		})
+	}
+}
+
+func TestUnsolicitedResponse(t *testing.T) {
+	pc := &pipeConn{in: [][]byte{response(metadataResponse(), 9, 1)}}
+	c := Wrap(pc, testAddr, Validate, 0)
+	if _, err := c.Read(make([]byte, 64)); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "to no request") {
+		t.Errorf("err = %v, want a refusal of a response to no request", err)
+	}
+}
+
+func TestClientTLSOnTopPassesThrough(t *testing.T) {
+	junk := []byte{0x16, 3, 3, 0, 5, 1, 2, 3, 4, 5}
+	pc := &pipeConn{in: [][]byte{junk}}
+	c := Wrap(pc, testAddr, Validate, 0)
+	if _, err := c.Write([]byte{0x16, 3, 1, 0, 10}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readAll(c); !bytes.Equal(got, junk) || err != io.EOF {
+		t.Errorf("read %x, %v; want the bytes as they came", got, err)
+	}
+}
+
+func TestLongClientIDAndUnparseableRequests(t *testing.T) {
+	// A 30 KiB client ID: the scanner keeps reading until the header parses.
+	req := request(kmsg.NewPtrMetadataRequest(), 9, 5)
+	id := strings.Repeat("x", 30<<10)
+	long := append([]byte(nil), req[:12]...)
+	long = binary.BigEndian.AppendUint16(long, uint16(len(id)))
+	long = append(long, id...)
+	long = append(long, req[18:]...)
+	binary.BigEndian.PutUint32(long, uint32(len(long)-4))
+	resp := response(metadataResponse(), 9, 5)
+	pc := &pipeConn{in: [][]byte{resp}}
+	c := Wrap(pc, testAddr, Validate, 0)
+	for i := 0; i < len(long); i += 1000 {
+		if _, err := c.Write(long[i:min(i+1000, len(long))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := readAll(c); !bytes.Equal(got, resp) || err != io.EOF {
+		t.Errorf("long client ID: read %d of %d bytes, err %v", len(got), len(resp), err)
+	}
+
+	// A frame too short for a header: only sizes are checked from then on.
+	pc = &pipeConn{in: [][]byte{resp, {0xff, 0xff, 0xff, 0xff}}}
+	c = Wrap(pc, testAddr, Validate, 0)
+	if _, err := c.Write([]byte{0, 0, 0, 2, 0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(c)
+	if !bytes.Equal(got, resp) || !errors.Is(err, ErrRefused) {
+		t.Errorf("unparseable request: read %d of %d bytes, err %v; want the response, then the bad size refused", len(got), len(resp), err)
+	}
+}
+
+func TestSizeOnlyStreams(t *testing.T) {
+	resp := response(metadataResponse(), 9, 1)
+	two := append(append([]byte(nil), resp...), resp...)
+	pc := &pipeConn{in: [][]byte{two[:6], two[6:]}}
+	c := Wrap(pc, testAddr, SizeOnly, 0)
+	if got, err := readAll(c); !bytes.Equal(got, two) || err != io.EOF {
+		t.Errorf("read %d of %d bytes, err %v", len(got), len(two), err)
+	}
+	if Wrap(c, testAddr, Validate, 0) != c {
+		t.Error("a guarded connection was wrapped again")
+	}
+}
+
+// FuzzGuardResponses hands arbitrary response bytes to a guarded
+// connection after a Metadata and a Produce request: the guard never
+// panics, every error is a refusal or the end of the bytes, and in
+// Validate mode every frame it passes on decodes with kmsg.
+func FuzzGuardResponses(f *testing.F) {
+	f.Add(response(metadataResponse(), 9, 1), false)
+	f.Add(append(response(metadataResponse(), 9, 1), response(kmsg.NewPtrProduceResponse(), 9, 2)...), true)
+	f.Add([]byte("HTTP/1.1 400 Bad Request\r\n"), true)
+	f.Add([]byte{0x7f, 0xff, 0xff, 0xff}, false)
+	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 1, 1, 0, 0xff, 0xff}, true)
+	f.Fuzz(func(t *testing.T, in []byte, sizeOnly bool) {
+		mode := Validate
+		if sizeOnly {
+			mode = SizeOnly
+		}
+		pc := &pipeConn{in: [][]byte{in}}
+		c := Wrap(pc, testAddr, mode, 1<<16)
+		prod := kmsg.NewPtrProduceRequest()
+		prod.Acks = 1
+		if _, err := c.Write(append(request(kmsg.NewPtrMetadataRequest(), 9, 1), request(prod, 9, 2)...)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(c)
+		if !errors.Is(err, ErrRefused) && err != io.EOF && err != io.ErrUnexpectedEOF {
+			t.Fatalf("err = %v", err)
+		}
+		if len(got) > len(in) {
+			t.Fatalf("read %d bytes of %d", len(got), len(in))
+		}
+		if mode == SizeOnly {
+			return
+		}
+		keys := []kmsg.Key{kmsg.Metadata, kmsg.Produce}
+		for i := 0; len(got) > 0; i++ {
+			size := int(binary.BigEndian.Uint32(got))
+			body := got[4 : 4+size]
+			r := kmsg.ResponseForKey(int16(keys[i]))
+			r.SetVersion(9)
+			off, err := kframe.SkipTags(body, 4)
+			if err != nil || r.ReadFrom(body[off:]) != nil {
+				t.Fatalf("frame %d passed on but does not decode", i)
+			}
+			got = got[4+size:]
+		}
+	})
+}
