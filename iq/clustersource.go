@@ -119,6 +119,10 @@ type ClusterSource struct {
 	azTag       string
 	lagBounds   bool
 	maxResponse int // the frame guard's limit; 0: its default
+	// refused is the last response the frame guard of the source's own
+	// transport refused: kafka-go reports some of them as a broker not
+	// available, so poll errors name it.
+	refused atomic.Pointer[frameguard.Error]
 	logger      *slog.Logger
 	api         clusterAPI
 
@@ -183,7 +187,7 @@ func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOpt
 			if err != nil {
 				return nil, err
 			}
-			return frameguard.Wrap(c, addr, frameguard.Validate, s.maxResponse), nil
+			return frameguard.Wrap(c, addr, s.maxResponse, s.noteRefusal), nil
 		}}
 		s.transport = s.ownTrans
 	}
@@ -197,6 +201,8 @@ func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOpt
 	s.poll.interval, s.poll.logger = s.interval, s.logger
 	return s, nil
 }
+
+func (s *ClusterSource) noteRefusal(e *frameguard.Error) { s.refused.Store(e) }
 
 // Snapshot returns the last good routing, or nil before the first
 // successful poll.
@@ -231,8 +237,12 @@ func (s *ClusterSource) Refresh(ctx context.Context) error { return s.poll.refre
 func (s *ClusterSource) refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	s.refused.Store(nil)
 	g, err := s.api.describeGroup(ctx, s.appID)
 	if err != nil {
+		if r := s.refused.Load(); r != nil && !strings.Contains(err.Error(), r.Reason) {
+			return fmt.Errorf("iq: group %s: DescribeGroups: %w; the last response refused: %w", quote(s.appID), err, r)
+		}
 		return fmt.Errorf("iq: group %s: DescribeGroups: %w", quote(s.appID), err)
 	}
 	topics, err := s.api.topics(ctx)

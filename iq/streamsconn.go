@@ -103,7 +103,7 @@ func (k *kafkaGoCluster) dial(ctx context.Context, addr string) (net.Conn, error
 		}
 		conn = tc
 	}
-	conn = frameguard.Wrap(conn, addr, frameguard.Validate, k.maxResponse) // as is when the Transport's Dial guards it
+	conn = frameguard.Wrap(conn, addr, k.maxResponse, nil) // as is when the Transport's Dial guards it
 	if t != nil && t.SASL != nil {
 		if err := saslAuthenticate(ctx, conn, t.SASL, k.clientID(), addr); err != nil {
 			conn.Close()

@@ -19,6 +19,8 @@ import (
 // run, a raw kafka.Writer, sdk.Writer with idempotence off, the
 // idempotent sdk.Writer, and franz-go's kgo producer used directly
 // (idempotent by default), all with acks=all on a topic of 6 partitions
+// (sdk-idempotent-unguarded: with the frame guard off, to measure its
+// cost)
 // and 100-byte values:
 //
 //   - sync-100: one synchronous call of 100 messages at a time;
@@ -69,6 +71,11 @@ func BenchmarkWriter(b *testing.B) {
 			{"raw", func(*testing.B) writer { return kw() }},
 			{"sdk-at-least-once", func(b *testing.B) writer { return newSDK(b, false) }},
 			{"sdk-idempotent", func(b *testing.B) writer { return newSDK(b, true) }},
+			{"sdk-idempotent-unguarded", func(b *testing.B) writer {
+				sdk.SetFrameGuard(false) // for the connections of this Writer
+				b.Cleanup(func() { sdk.SetFrameGuard(true) })
+				return newSDK(b, true)
+			}},
 			{"franz-go", func(b *testing.B) writer { return newKgoWriter(b, c.Addrs(), "bench", sc.batchTimeout) }},
 		} {
 			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {

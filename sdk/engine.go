@@ -28,7 +28,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/azkafka/azkafka/internal/frameguard"
 	"github.com/azkafka/azkafka/retry"
 )
 
@@ -117,7 +116,7 @@ func (s *session) engineDial(d *kafka.Dialer, h *engineHooks) func(ctx context.C
 				return nil, err
 			}
 		}
-		return h.wrapConn(frameguard.Wrap(conn, address, frameguard.SizeOnly, s.maxResponse), address), nil
+		return h.wrapConn(s.guard(conn, address), address), nil
 	}
 }
 
@@ -481,7 +480,7 @@ func engineFatal(err error) bool {
 	var cve *tls.CertificateVerificationError
 	var ke *kerr.Error
 	switch {
-	case errors.As(err, &cve):
+	case errors.As(err, &cve), errors.Is(err, ErrBadResponse):
 		return true
 	case errors.As(err, &ke):
 		switch ke {

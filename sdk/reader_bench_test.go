@@ -48,7 +48,10 @@ func readerBenchMessages(b *testing.B) int {
 // (first-ms of it is the time to the first message: the group join),
 // allocs/msg (runtime Mallocs over the iteration, per
 // message; they include the in-process broker's, the same for every
-// engine) and close-ms, the time Close takes once all is read. Compare
+// engine) and close-ms, the time Close takes once all is read. The
+// -unguarded engines are the same clients with the frame guard off
+// (sdk.SetFrameGuard), to measure its cost; kafka-go-dialer is kafka-go's
+// Reader given NewAZAwareDialer. Compare
 // with benchstat:
 //
 //	go test -run '^$' -bench BenchmarkReader -benchmem -count 5 ./sdk > /tmp/rbench.txt
@@ -80,6 +83,17 @@ func BenchmarkReader(b *testing.B) {
 		return r
 	}
 	newKafkaGo := func(_ *testing.B, cfg kafka.ReaderConfig) benchConsumer { return kafka.NewReader(cfg) }
+	// kafka-go's Reader on NewAZAwareDialer: its connections read through
+	// the frame guard in Validate mode.
+	newKafkaGoDialer := func(b *testing.B, cfg kafka.ReaderConfig) benchConsumer {
+		d, err := sdk.NewAZAwareDialer(nil, sdk.WithAZ("az-a"), sdk.WithGetenv(func(string) string { return "" }),
+			sdk.WithLogger(slog.New(slog.DiscardHandler)), sdk.WithMaxConnRate(0, 1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Dialer = d
+		return kafka.NewReader(cfg)
+	}
 	for _, bc := range []struct {
 		mode, engine string
 		consume      func(b *testing.B) (first time.Duration, close func())
@@ -87,8 +101,21 @@ func BenchmarkReader(b *testing.B) {
 		{"read", "sdk", func(b *testing.B) (time.Duration, func()) {
 			return readAllMessages(b, newSDK(b, config(time.Second)), n, 0)
 		}},
+		{"read", "sdk-unguarded", func(b *testing.B) (time.Duration, func()) {
+			sdk.SetFrameGuard(false)
+			defer sdk.SetFrameGuard(true)
+			return readAllMessages(b, newSDK(b, config(time.Second)), n, 0)
+		}},
 		{"read", "kafka-go", func(b *testing.B) (time.Duration, func()) {
 			return readAllMessages(b, newKafkaGo(b, config(time.Second)), n, 0)
+		}},
+		{"read", "kafka-go-dialer", func(b *testing.B) (time.Duration, func()) {
+			return readAllMessages(b, newKafkaGoDialer(b, config(time.Second)), n, 0)
+		}},
+		{"read", "kafka-go-dialer-unguarded", func(b *testing.B) (time.Duration, func()) {
+			sdk.SetFrameGuard(false)
+			defer sdk.SetFrameGuard(true)
+			return readAllMessages(b, newKafkaGoDialer(b, config(time.Second)), n, 0)
 		}},
 		{"read", "franz-go", func(b *testing.B) (time.Duration, func()) {
 			return pollAllRecords(b, c.Addrs(), group(), "rbench", n)

@@ -4,13 +4,13 @@
 // Every connection the SDK dials goes through a guard. It reads each
 // response's 4-byte size prefix and refuses a size that is negative,
 // smaller than a correlation ID or larger than the limit, so that no
-// decoder allocates for a size a broker did not mean. In Validate mode,
-// for the clients that decode with kafka-go, it also reads each response
-// whole, checks that its correlation ID is the one due, and decodes it
-// with kmsg for its request's API key and version, whose decoder never
-// takes a length or count beyond the bytes at hand; only a response that
-// decodes is passed on. kafka-go's decoder then never meets a count or a
-// length larger than the frame.
+// decoder allocates for a size a broker did not mean. It then reads the
+// response whole, checks that its correlation ID is the one due, and
+// decodes it with kmsg for its request's API key and version, whose
+// decoder never takes a length or count beyond the bytes at hand; only a
+// response that decodes is passed on. kafka-go's decoder, which trusts
+// every count, then never meets one larger than the frame, and kgo's
+// errors name what was wrong.
 //
 // A refusal closes the connection and is returned by every later Read
 // and Write as an *Error, which names the address and what was wrong.
@@ -59,36 +59,29 @@ func (e *Error) Error() string { return e.Addr + ": " + e.Reason }
 // Is reports whether target is ErrRefused.
 func (e *Error) Is(target error) bool { return target == ErrRefused }
 
-// Mode is what a guard checks.
-type Mode int
-
-const (
-	// SizeOnly checks each response's size prefix and streams the rest
-	// through: for clients that decode with kmsg themselves (kgo).
-	SizeOnly Mode = iota
-	// Validate also decodes each response with kmsg before passing it on:
-	// for clients that decode with kafka-go.
-	Validate
-)
-
 // minResponse is the smallest response: a correlation ID.
 const minResponse = 4
 
 // keepBuffer is the largest frame buffer a connection keeps for the next
 // response; a larger one is dropped once served.
-const keepBuffer = 1 << 20
+const keepBuffer = 8 << 20
 
-// Wrap returns c guarded in mode, with responses larger than limit bytes
+// firstBuffer is the most a frame buffer takes before the bytes arrive: a
+// size prefix claiming more costs this much until they do.
+const firstBuffer = 1 << 20
+
+// Wrap returns c guarded, with responses larger than limit bytes
 // refused (limit <= 0: DefaultMaxResponseBytes). addr names the broker in
-// errors. A connection Wrap already guards is returned as it is.
-func Wrap(c net.Conn, addr string, mode Mode, limit int) net.Conn {
+// errors. onRefuse, when not nil, is called with each refusal. A
+// connection Wrap already guards is returned as it is.
+func Wrap(c net.Conn, addr string, limit int, onRefuse func(*Error)) net.Conn {
 	if _, ok := c.(*Conn); ok {
 		return c
 	}
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	return &Conn{Conn: c, addr: addr, limit: limit, validate: mode == Validate, br: bufio.NewReader(c)}
+	return &Conn{Conn: c, addr: addr, limit: limit, br: bufio.NewReader(c), onRefuse: onRefuse}
 }
 
 // Conn is a guarded connection. Safe for one reader and one writer at a
@@ -97,7 +90,7 @@ type Conn struct {
 	net.Conn
 	addr     string
 	limit    int
-	validate bool
+	onRefuse func(*Error)
 
 	failed atomic.Pointer[Error]
 	// pass is set when the client itself started TLS on the connection
@@ -117,10 +110,9 @@ type Conn struct {
 
 	rmu   sync.Mutex
 	br    *bufio.Reader
-	left  int    // SizeOnly: bytes of the current frame still to pass
-	frame []byte // Validate: the current frame as read so far, size prefix included
-	need  int    // Validate: the current frame's length; 0 between frames
-	off   int    // Validate: bytes of frame served
+	frame []byte // the current frame as read so far, size prefix included
+	need  int    // the current frame's length; 0 between frames
+	off   int    // bytes of frame served
 }
 
 // pending is a request whose response is due.
@@ -139,19 +131,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.pass.Load() {
 		return c.br.Read(p)
 	}
-	if c.validate {
-		return c.readValidated(p)
-	}
-	if c.left == 0 {
-		size, err := c.nextSize()
-		if err != nil {
-			return 0, err
-		}
-		c.left = 4 + size
-	}
-	n, err := c.br.Read(p[:min(len(p), c.left)])
-	c.left -= n
-	return n, err
+	return c.readValidated(p)
 }
 
 // nextSize peeks at the next frame's size prefix and checks it.
@@ -228,8 +208,8 @@ func (c *Conn) readValidated(p []byte) (int, error) {
 			return 0, err
 		}
 		c.need, c.off = 4+size, 0
-		if c.frame == nil {
-			c.frame = make([]byte, 0, min(c.need, 64<<10))
+		if cap(c.frame) < min(c.need, firstBuffer) {
+			c.frame = make([]byte, 0, min(c.need, firstBuffer))
 		}
 		c.frame = c.frame[:0]
 	}
@@ -335,10 +315,13 @@ func (c *Conn) refuse(reason string) error {
 		return c.failed.Load()
 	}
 	c.Conn.Close()
+	if c.onRefuse != nil {
+		c.onRefuse(e)
+	}
 	return e
 }
 
-// Write implements net.Conn. In Validate mode the requests in p are noted
+// Write implements net.Conn. The requests in p are noted
 // before they are sent, so that their responses are due when they come.
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
@@ -352,7 +335,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 			c.pass.Store(true) // the client runs TLS on top
 		}
 	}
-	if c.validate && !c.pass.Load() && !c.unsure.Load() {
+	if !c.pass.Load() && !c.unsure.Load() {
 		c.scan(p)
 	}
 	return c.Conn.Write(p)

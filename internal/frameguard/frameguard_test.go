@@ -126,7 +126,7 @@ func TestValidResponsesPassUnchanged(t *testing.T) {
 	for _, version := range []int16{1, 8, 9, 12} {
 		resp := response(metadataResponse(), version, 7)
 		pc := &pipeConn{in: [][]byte{resp[:3], resp[3:10], resp[10:]}}
-		c := Wrap(pc, testAddr, Validate, 0)
+		c := Wrap(pc, testAddr, 0, nil)
 		req := request(kmsg.NewPtrMetadataRequest(), version, 7)
 		if _, err := c.Write(req[:5]); err != nil {
 			t.Fatal(err)
@@ -157,7 +157,7 @@ func TestPipelinedRequestsAndAcksZero(t *testing.T) {
 		response(kmsg.NewPtrApiVersionsResponse(), 3, 4),
 	}, nil)
 	pc := &pipeConn{in: [][]byte{resps}}
-	c := Wrap(pc, testAddr, Validate, 0)
+	c := Wrap(pc, testAddr, 0, nil)
 	if _, err := c.Write(reqs); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestApiVersionsAnsweredInV0(t *testing.T) {
 	r.ErrorCode = 35
 	resp := response(r, 0, 1)
 	pc := &pipeConn{in: [][]byte{resp}}
-	c := Wrap(pc, testAddr, Validate, 0)
+	c := Wrap(pc, testAddr, 0, nil)
 	if _, err := c.Write(request(kmsg.NewPtrApiVersionsRequest(), 4, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestApiVersionsAnsweredInV0(t *testing.T) {
 func TestReadResumesAfterTimeout(t *testing.T) {
 	resp := response(metadataResponse(), 9, 1)
 	pc := &pipeConn{in: [][]byte{resp[:20], nil, resp[20:]}}
-	c := Wrap(pc, testAddr, Validate, 0)
+	c := Wrap(pc, testAddr, 0, nil)
 	if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -204,15 +204,15 @@ func isTimeout(err error) bool {
 
 func TestPeerClosingInsideAFrame(t *testing.T) {
 	resp := response(metadataResponse(), 9, 1)
-	for _, mode := range []Mode{SizeOnly, Validate} {
+	{
 		pc := &pipeConn{in: [][]byte{resp[:len(resp)-1]}}
-		c := Wrap(pc, testAddr, mode, 0)
+		c := Wrap(pc, testAddr, 0, nil)
 		if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
 			t.Fatal(err)
 		}
 		_, err := readAll(c)
 		if errors.Is(err, ErrRefused) || !(err == io.EOF || err == io.ErrUnexpectedEOF) {
-			t.Errorf("mode %d: err %v; a close is not a refusal", mode, err)
+			t.Errorf("err %v; a close is not a refusal", err)
 		}
 	}
 }
@@ -236,28 +236,25 @@ func TestRefusals(t *testing.T) {
 
 	cases := []struct {
 		name  string
-		mode  Mode
 		in    []byte
 		limit int
 		words []string
 	}{
-		{"negative size", Validate, []byte{0xff, 0xff, 0xff, 0xf0}, 0, []string{"negative response size -16"}},
-		{"negative size, size only", SizeOnly, []byte{0xff, 0xff, 0xff, 0xf0}, 0, []string{"negative response size -16"}},
-		{"huge size", Validate, []byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3}, 0, []string{"response of 2147483647 bytes exceeds the 104857600-byte limit (AZKAFKA_MAX_RESPONSE_BYTES)"}},
-		{"over a set limit", SizeOnly, frame(make([]byte, 2000)), 1000, []string{"response of 2000 bytes exceeds the 1000-byte limit"}},
-		{"shorter than a correlation ID", Validate, []byte{0, 0, 0, 2, 0, 0}, 0, []string{"response of 2 bytes is shorter than a correlation ID"}},
-		{"HTTP", Validate, http, 0, []string{`not a Kafka broker: its reply begins "HTTP/1.1 400 Bad Request"`}},
-		{"HTTP, size only", SizeOnly, http, 0, []string{`its reply begins "HTTP/1.1 400 Bad Request"`}},
-		{"TLS alert", Validate, []byte{0x15, 3, 3, 0, 2, 2, 0x32}, 0, []string{"a TLS record on a plaintext connection", "set TLS"}},
-		{"wrong correlation ID", Validate, response(metadataResponse(), 9, 2), 0, []string{"correlation ID 2 where 1 (Metadata v9) was due"}},
-		{"metadata count bomb", Validate, frame(bomb), 0, []string{"malformed Metadata v9 response (98 bytes)", "runs past its end"}},
-		{"header tag bomb", Validate, frame(tagBomb), 0, []string{"malformed Metadata v9 response header"}},
-		{"random body", Validate, frame([]byte{0, 0, 0, 1}, bytes.Repeat([]byte{0xa5, 0x17, 0xff}, 300)), 0, []string{"malformed Metadata v9 response", "(904 bytes)"}},
+		{"negative size", []byte{0xff, 0xff, 0xff, 0xf0}, 0, []string{"negative response size -16"}},
+		{"huge size", []byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3}, 0, []string{"response of 2147483647 bytes exceeds the 104857600-byte limit (AZKAFKA_MAX_RESPONSE_BYTES)"}},
+		{"over a set limit", frame(make([]byte, 2000)), 1000, []string{"response of 2000 bytes exceeds the 1000-byte limit"}},
+		{"shorter than a correlation ID", []byte{0, 0, 0, 2, 0, 0}, 0, []string{"response of 2 bytes is shorter than a correlation ID"}},
+		{"HTTP", http, 0, []string{`not a Kafka broker: its reply begins "HTTP/1.1 400 Bad Request"`}},
+		{"TLS alert", []byte{0x15, 3, 3, 0, 2, 2, 0x32}, 0, []string{"a TLS record on a plaintext connection", "set TLS"}},
+		{"wrong correlation ID", response(metadataResponse(), 9, 2), 0, []string{"correlation ID 2 where 1 (Metadata v9) was due"}},
+		{"metadata count bomb", frame(bomb), 0, []string{"malformed Metadata v9 response (98 bytes)", "runs past its end"}},
+		{"header tag bomb", frame(tagBomb), 0, []string{"malformed Metadata v9 response header"}},
+		{"random body", frame([]byte{0, 0, 0, 1}, bytes.Repeat([]byte{0xa5, 0x17, 0xff}, 300)), 0, []string{"malformed Metadata v9 response", "(904 bytes)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pc := &pipeConn{in: [][]byte{tc.in}}
-			c := Wrap(pc, testAddr, tc.mode, tc.limit)
+			c := Wrap(pc, testAddr, tc.limit, nil)
 			if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +274,7 @@ func TestRefusals(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if tc.mode == Validate && len(got) > 0 {
+			if len(got) > 0 {
 				t.Errorf("%d bytes of a refused frame reached the client", len(got))
 			}
 			if !pc.closed {
@@ -295,7 +292,7 @@ func TestRefusals(t *testing.T) {
 
 func TestUnsolicitedResponse(t *testing.T) {
 	pc := &pipeConn{in: [][]byte{response(metadataResponse(), 9, 1)}}
-	c := Wrap(pc, testAddr, Validate, 0)
+	c := Wrap(pc, testAddr, 0, nil)
 	if _, err := c.Read(make([]byte, 64)); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "to no request") {
 		t.Errorf("err = %v, want a refusal of a response to no request", err)
 	}
@@ -304,7 +301,7 @@ func TestUnsolicitedResponse(t *testing.T) {
 func TestClientTLSOnTopPassesThrough(t *testing.T) {
 	junk := []byte{0x16, 3, 3, 0, 5, 1, 2, 3, 4, 5}
 	pc := &pipeConn{in: [][]byte{junk}}
-	c := Wrap(pc, testAddr, Validate, 0)
+	c := Wrap(pc, testAddr, 0, nil)
 	if _, err := c.Write([]byte{0x16, 3, 1, 0, 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +321,7 @@ func TestLongClientIDAndUnparseableRequests(t *testing.T) {
 	binary.BigEndian.PutUint32(long, uint32(len(long)-4))
 	resp := response(metadataResponse(), 9, 5)
 	pc := &pipeConn{in: [][]byte{resp}}
-	c := Wrap(pc, testAddr, Validate, 0)
+	c := Wrap(pc, testAddr, 0, nil)
 	for i := 0; i < len(long); i += 1000 {
 		if _, err := c.Write(long[i:min(i+1000, len(long))]); err != nil {
 			t.Fatal(err)
@@ -336,7 +333,7 @@ func TestLongClientIDAndUnparseableRequests(t *testing.T) {
 
 	// A frame too short for a header: only sizes are checked from then on.
 	pc = &pipeConn{in: [][]byte{resp, {0xff, 0xff, 0xff, 0xff}}}
-	c = Wrap(pc, testAddr, Validate, 0)
+	c = Wrap(pc, testAddr, 0, nil)
 	if _, err := c.Write([]byte{0, 0, 0, 2, 0, 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -346,36 +343,26 @@ func TestLongClientIDAndUnparseableRequests(t *testing.T) {
 	}
 }
 
-func TestSizeOnlyStreams(t *testing.T) {
-	resp := response(metadataResponse(), 9, 1)
-	two := append(append([]byte(nil), resp...), resp...)
-	pc := &pipeConn{in: [][]byte{two[:6], two[6:]}}
-	c := Wrap(pc, testAddr, SizeOnly, 0)
-	if got, err := readAll(c); !bytes.Equal(got, two) || err != io.EOF {
-		t.Errorf("read %d of %d bytes, err %v", len(got), len(two), err)
-	}
-	if Wrap(c, testAddr, Validate, 0) != c {
+func TestGuardedOnce(t *testing.T) {
+	c := Wrap(&pipeConn{}, testAddr, 0, nil)
+	if Wrap(c, testAddr, 0, nil) != c {
 		t.Error("a guarded connection was wrapped again")
 	}
 }
 
 // FuzzGuardResponses hands arbitrary response bytes to a guarded
 // connection after a Metadata and a Produce request: the guard never
-// panics, every error is a refusal or the end of the bytes, and in
-// Validate mode every frame it passes on decodes with kmsg.
+// panics, every error is a refusal or the end of the bytes, and every
+// frame it passes on decodes with kmsg.
 func FuzzGuardResponses(f *testing.F) {
-	f.Add(response(metadataResponse(), 9, 1), false)
-	f.Add(append(response(metadataResponse(), 9, 1), response(kmsg.NewPtrProduceResponse(), 9, 2)...), true)
-	f.Add([]byte("HTTP/1.1 400 Bad Request\r\n"), true)
-	f.Add([]byte{0x7f, 0xff, 0xff, 0xff}, false)
-	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 1, 1, 0, 0xff, 0xff}, true)
-	f.Fuzz(func(t *testing.T, in []byte, sizeOnly bool) {
-		mode := Validate
-		if sizeOnly {
-			mode = SizeOnly
-		}
+	f.Add(response(metadataResponse(), 9, 1))
+	f.Add(append(response(metadataResponse(), 9, 1), response(kmsg.NewPtrProduceResponse(), 9, 2)...))
+	f.Add([]byte("HTTP/1.1 400 Bad Request\r\n"))
+	f.Add([]byte{0x7f, 0xff, 0xff, 0xff})
+	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 1, 1, 0, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, in []byte) {
 		pc := &pipeConn{in: [][]byte{in}}
-		c := Wrap(pc, testAddr, mode, 1<<16)
+		c := Wrap(pc, testAddr, 1<<16, nil)
 		prod := kmsg.NewPtrProduceRequest()
 		prod.Acks = 1
 		if _, err := c.Write(append(request(kmsg.NewPtrMetadataRequest(), 9, 1), request(prod, 9, 2)...)); err != nil {
@@ -387,9 +374,6 @@ func FuzzGuardResponses(f *testing.F) {
 		}
 		if len(got) > len(in) {
 			t.Fatalf("read %d bytes of %d", len(got), len(in))
-		}
-		if mode == SizeOnly {
-			return
 		}
 		keys := []kmsg.Key{kmsg.Metadata, kmsg.Produce}
 		for i := 0; len(got) > 0; i++ {

@@ -43,6 +43,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/azkafka/azkafka/internal/kproxy"
@@ -233,6 +234,8 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	faults atomic.Int64 // hostile replies sent
+
 	mu          sync.Mutex
 	conns       map[net.Conn]struct{}
 	reqs        []Request
@@ -332,6 +335,10 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// Faults returns how many times the server misbehaved: hostile replies
+// sent, connections closed on a ClientHello, requests left unanswered.
+func (s *Server) Faults() int64 { return s.faults.Load() }
+
 // Requests returns the requests received so far on every connection, in
 // the order they were read.
 func (s *Server) Requests() []Request {
@@ -409,6 +416,7 @@ func (s *Server) replyToFirstBytes(c net.Conn) ending {
 	if s.c == HTTP400 {
 		reply = httpBadRequest
 	}
+	s.faults.Add(1)
 	if _, err := c.Write(reply); err != nil {
 		return closeNow
 	}
@@ -425,6 +433,7 @@ func (s *Server) converse(c net.Conn) ending {
 			return closeNow
 		}
 		if first && s.c == PlaintextForTLS && size[0] == 0x16 && size[1] == 0x03 {
+			s.faults.Add(1)
 			return closeNow
 		}
 		n := int32(binary.BigEndian.Uint32(size[:]))
@@ -447,6 +456,7 @@ func (s *Server) converse(c net.Conn) ending {
 		}
 		s.record(h)
 		if s.c == Silent {
+			s.faults.Add(1)
 			continue
 		}
 		resp, err := s.answer(h, frame[h.BodyOffset:])
@@ -458,6 +468,7 @@ func (s *Server) converse(c net.Conn) ending {
 		}
 		if !fired && s.hits(h) {
 			fired = true
+			s.faults.Add(1)
 			out, next := s.misbehave(h, resp)
 			if _, err := c.Write(out); err != nil {
 				return closeNow
