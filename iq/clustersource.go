@@ -123,8 +123,8 @@ type ClusterSource struct {
 	// transport refused: kafka-go reports some of them as a broker not
 	// available, so poll errors name it.
 	refused atomic.Pointer[frameguard.Error]
-	logger      *slog.Logger
-	api         clusterAPI
+	logger  *slog.Logger
+	api     clusterAPI
 
 	snap  atomic.Pointer[Snapshot]
 	group atomic.Pointer[GroupInfo]
