@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/hostile"
 	"github.com/azkafka/azkafka/internal/kproxy"
 )
 
@@ -121,5 +124,74 @@ func TestDiagnoseCommandErrors(t *testing.T) {
 		if st := run(append([]string{"diagnose"}, tc.args...), nil, &stdout, &stderr); st != tc.wantStatus || !strings.Contains(stderr.String(), tc.wantErr) {
 			t.Errorf("%v: status %d, stderr %q; want %d and %q", tc.args, st, stderr.String(), tc.wantStatus, tc.wantErr)
 		}
+	}
+}
+
+// TestDiagnoseTimeoutBoundsTheRun: against a broker that accepts and
+// never answers, diagnose gives up with status 1 once --timeout (and its
+// grace) is spent, saying so.
+func TestDiagnoseTimeoutBoundsTheRun(t *testing.T) {
+	withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "az-a"}, nil)
+	srv, err := hostile.Start(hostile.Silent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	st := run([]string{"diagnose", "--bootstrap", srv.Addr(), "--timeout", "300ms"}, nil, &stdout, &stderr)
+	elapsed := time.Since(start)
+	if st != exitFail || !strings.Contains(stderr.String(), "context deadline exceeded") && !strings.Contains(stderr.String(), "within --timeout=300ms") {
+		t.Fatalf("status %d, stderr %q; want 1 and the deadline", st, stderr.String())
+	}
+	// A hang detector, not a speed claim: the bound is the timeout, the
+	// grace and room for a loaded machine.
+	if elapsed > 300*time.Millisecond+diagnoseGrace+5*time.Second {
+		t.Errorf("diagnose --timeout 300ms ran %v", elapsed)
+	}
+	if srv.Faults() == 0 {
+		t.Error("the silent broker never got a request")
+	}
+}
+
+// TestDiagnoseCapsWhatItLists: past maxListed topics diagnose lists the
+// first ones and counts the rest.
+func TestDiagnoseCapsWhatItLists(t *testing.T) {
+	withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "az-a"}, nil)
+	var topics []embedded.Option
+	for i := range maxListed + 5 {
+		topics = append(topics, embedded.Topic(fmt.Sprintf("t%04d", i), 1))
+	}
+	c := embedded.StartT(t, topics...)
+	var stdout, stderr bytes.Buffer
+	if st := run([]string{"diagnose", "--bootstrap", c.Addrs()[0], "--json"}, nil, &stdout, &stderr); st != exitOK {
+		t.Fatalf("status %d, stderr %s", st, stderr.String())
+	}
+	var out diagnoseOutput
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("%v in %.300s", err, stdout.String())
+	}
+	if len(out.Topics) != maxListed || out.TopicsOmitted != 5 || out.Topics[0].Name != "t0000" {
+		t.Errorf("%d topics listed (first %q), %d omitted; want %d, t0000, 5", len(out.Topics), out.Topics[0].Name, out.TopicsOmitted, maxListed)
+	}
+	stdout.Reset()
+	if st := run([]string{"diagnose", "--bootstrap", c.Addrs()[0]}, nil, &stdout, &stderr); st != exitOK {
+		t.Fatalf("status %d, stderr %s", st, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "... and 5 more topics (use --topic NAME)") {
+		t.Errorf("text output does not count the topics left out:\n%.500s", stdout.String()[max(0, stdout.Len()-500):])
+	}
+}
+
+func TestCapWriter(t *testing.T) {
+	var b bytes.Buffer
+	w := &capWriter{w: &b, left: 10}
+	for _, s := range []string{"0123", "45678", "9abc", "def"} {
+		if n, err := w.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", s, n, err)
+		}
+	}
+	if want := "0123456789\n... output cut at 1048576 bytes\n"; b.String() != want {
+		t.Errorf("wrote %q, want %q", b.String(), want)
 	}
 }
