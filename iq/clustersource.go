@@ -42,7 +42,10 @@ func (o clusterOption) applyCluster(s *ClusterSource) { o(s) }
 // WithTransport sets the kafka-go transport the source talks to the
 // brokers with: pass sdk.NewTransport(&kafka.Transport{TLS: ..., SASL:
 // ...}) for TLS, SASL and the SDK's client ID. Default: a kafka.Transport
-// with client ID "azkafka-iq", closed by Close.
+// with client ID "azkafka-iq", closed by Close. The default and the SDK's
+// Transports read through the SDK's frame guard (see "Misbehaving brokers"
+// in package sdk; its limit is $AZKAFKA_MAX_RESPONSE_BYTES); a
+// kafka.Transport of another origin is used as it is.
 func WithTransport(rt kafka.RoundTripper) ClusterOption {
 	return clusterOption(func(s *ClusterSource) { s.transport = rt })
 }

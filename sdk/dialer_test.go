@@ -3,6 +3,8 @@ package sdk_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -356,5 +358,63 @@ func TestTLSCloseAfterHandshakeIsEarly(t *testing.T) {
 	}
 	if st.BackoffWait <= 0 {
 		t.Fatalf("re-dials after early closes did not back off: %+v", st)
+	}
+}
+
+// TestFrameGuardReadsUnderTLS: behind a TLS listener that answers the
+// first request with a negative frame size, kafka-go's clients on the
+// SDK's Transport and Dialer get the guard's refusal, not a panic: the
+// TLS handshake runs in the SDK's dial function, below the guard, so the
+// guard reads the decrypted frames.
+func TestFrameGuardReadsUnderTLS(t *testing.T) {
+	serverTLS, clientTLS := tlsConfigPair(t)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", serverTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var size [4]byte
+				if _, err := io.ReadFull(c, size[:]); err != nil {
+					return
+				}
+				_, _ = c.Write([]byte{0xff, 0xff, 0xff, 0xf0})
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	want := addr + ": negative response size -16"
+
+	tr, err := sdk.NewTransport(&kafka.Transport{TLS: clientTLS}, hermetic("us-east-1a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.CloseIdleConnections()
+	_, err = (&kafka.Client{Addr: kafka.TCP(addr), Transport: tr}).Metadata(ctx, &kafka.MetadataRequest{})
+	if !errors.Is(err, sdk.ErrBadResponse) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Transport: err = %v, want ErrBadResponse saying %q", err, want)
+	}
+
+	d, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 5 * time.Second, TLS: clientTLS}, hermetic("us-east-1a")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ApiVersions(); !errors.Is(err, sdk.ErrBadResponse) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Dialer: err = %v, want ErrBadResponse saying %q", err, want)
 	}
 }

@@ -389,3 +389,51 @@ func FuzzGuardResponses(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGuardRequestSplits sends a stream of requests (Produce with acks 0
+// and 1, Metadata, ApiVersions, a 300-byte client ID) cut at arbitrary
+// points across Write calls, then reads the responses due: however the
+// requests were cut, the guard follows them, and passes every response on
+// unchanged.
+func FuzzGuardRequestSplits(f *testing.F) {
+	f.Add([]byte{1, 7, 30, 200})
+	f.Add([]byte{})
+	f.Add([]byte{255, 255, 3})
+	prod := kmsg.NewPtrProduceRequest()
+	prod.Acks = 0
+	noAck := request(prod, 9, 1)
+	prod.Acks = 1
+	ack := request(prod, 7, 2)
+	md := request(kmsg.NewPtrMetadataRequest(), 12, 3)
+	long := append([]byte(nil), md[:12]...)
+	long = binary.BigEndian.AppendUint16(long, 300)
+	long = append(long, bytes.Repeat([]byte{'c'}, 300)...)
+	long = append(long, md[18:]...)
+	binary.BigEndian.PutUint32(long, uint32(len(long)-4))
+	binary.BigEndian.PutUint32(long[8:], 4)
+	reqs := bytes.Join([][]byte{noAck, ack, md, long, request(kmsg.NewPtrApiVersionsRequest(), 3, 5)}, nil)
+	resps := bytes.Join([][]byte{
+		response(kmsg.NewPtrProduceResponse(), 7, 2),
+		response(metadataResponse(), 12, 3),
+		response(metadataResponse(), 12, 4),
+		response(kmsg.NewPtrApiVersionsResponse(), 3, 5),
+	}, nil)
+	f.Fuzz(func(t *testing.T, cuts []byte) {
+		pc := &pipeConn{in: [][]byte{resps}}
+		c := Wrap(pc, testAddr, 0, nil)
+		rest := reqs
+		for _, cut := range cuts {
+			n := min(int(cut), len(rest))
+			if _, err := c.Write(rest[:n]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		if _, err := c.Write(rest); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readAll(c); !bytes.Equal(got, resps) || err != io.EOF {
+			t.Fatalf("read %d of %d bytes, err %v", len(got), len(resps), err)
+		}
+	})
+}
