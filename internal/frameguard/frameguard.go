@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,7 +103,8 @@ type Conn struct {
 	w   requestScanner
 
 	qmu sync.Mutex
-	q   []pending // requests whose responses are due, in order
+	q   []pending // requests whose responses are due, in order, from q[qh]
+	qh  int
 
 	// unsure is set when a request could not be followed: the
 	// responses' order is unknown then, and only their sizes are checked.
@@ -110,9 +112,10 @@ type Conn struct {
 
 	rmu   sync.Mutex
 	br    *bufio.Reader
-	frame []byte // the current frame as read so far, size prefix included
-	need  int    // the current frame's length; 0 between frames
-	off   int    // bytes of frame served
+	frame []byte          // the current frame as read so far, size prefix included
+	need  int             // the current frame's length; 0 between frames
+	off   int             // bytes of frame served
+	resps []kmsg.Response // decoded into, one per API key met
 }
 
 // pending is a request whose response is due.
@@ -258,17 +261,16 @@ func (c *Conn) fill() error {
 func (c *Conn) check(body []byte) error {
 	corr := int32(binary.BigEndian.Uint32(body))
 	c.qmu.Lock()
-	if len(c.q) == 0 {
+	if c.qh == len(c.q) {
 		c.qmu.Unlock()
 		if c.unsure.Load() {
 			return nil
 		}
 		return c.refuse(fmt.Sprintf("a response (correlation ID %d) to no request: the connection is out of step", corr))
 	}
-	p := c.q[0]
-	c.q = c.q[1:]
-	if len(c.q) == 0 {
-		c.q = c.q[:0:0]
+	p := c.q[c.qh]
+	if c.qh++; c.qh == len(c.q) {
+		c.q, c.qh = c.q[:0], 0
 	}
 	c.qmu.Unlock()
 	if c.unsure.Load() {
@@ -278,7 +280,7 @@ func (c *Conn) check(body []byte) error {
 	if corr != p.corr {
 		return c.refuse(fmt.Sprintf("a response with correlation ID %d where %d (%s v%d) was due: the connection is out of step", corr, p.corr, name, p.version))
 	}
-	resp := kmsg.ResponseForKey(p.key)
+	resp := c.response(p.key)
 	if resp == nil {
 		return nil
 	}
@@ -291,13 +293,39 @@ func (c *Conn) check(body []byte) error {
 		}
 		off = end
 	}
-	if err := resp.ReadFrom(body[off:]); err != nil {
+	// Unsafe: strings alias the frame, and the response is dropped with
+	// a frame the connection does not keep.
+	err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body[off:])
+	if len(body) > keepBuffer {
+		c.forget(p.key)
+	}
+	if err != nil {
 		if p.key == int16(kmsg.ApiVersions) && p.version > 0 && unsupportedVersions(body[minResponse:]) {
 			return nil // a broker answers a version it does not know in v0
 		}
 		return c.refuse(fmt.Sprintf("malformed %s v%d response (%d bytes): a length or count in it runs past its end", name, p.version, len(body)))
 	}
 	return nil
+}
+
+// response returns the connection's kmsg response for key, reused from
+// one response to the next so that checking allocates little; nil for a
+// key kmsg does not know. Called with rmu held.
+func (c *Conn) response(key int16) kmsg.Response {
+	for _, r := range c.resps {
+		if r.Key() == key {
+			return r
+		}
+	}
+	r := kmsg.ResponseForKey(key)
+	if r != nil {
+		c.resps = append(c.resps, r)
+	}
+	return r
+}
+
+func (c *Conn) forget(key int16) {
+	c.resps = slices.DeleteFunc(c.resps, func(r kmsg.Response) bool { return r.Key() == key })
 }
 
 // unsupportedVersions reports whether b is an ApiVersions v0 body with
@@ -404,7 +432,7 @@ func (c *Conn) scan(p []byte) {
 // unless acks is 0; else the scanner asks for more bytes, up to maxHead.
 func (c *Conn) noteRequest() {
 	s := &c.w
-	h, err := kframe.ParseRequestHeader(s.head)
+	h, err := kframe.ParseRequestHeaderNoID(s.head)
 	var acks int16 = -1
 	if err == nil && h.Key == int16(kmsg.Produce) {
 		acks, err = kframe.ProduceAcks(h.Version, s.head[h.BodyOffset:])

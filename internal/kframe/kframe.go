@@ -76,7 +76,15 @@ type RequestHeader struct {
 // which holds the bytes after the 4-byte size prefix. It handles header
 // v0 (ControlledShutdown v0: no client ID), v1 and v2 (flexible: tagged
 // fields after the client ID). Errors wrap ErrMalformed.
-func ParseRequestHeader(frame []byte) (RequestHeader, error) {
+func ParseRequestHeader(frame []byte) (RequestHeader, error) { return parseRequestHeader(frame, true) }
+
+// ParseRequestHeaderNoID is ParseRequestHeader without the client ID
+// (left ""), which it does not allocate.
+func ParseRequestHeaderNoID(frame []byte) (RequestHeader, error) {
+	return parseRequestHeader(frame, false)
+}
+
+func parseRequestHeader(frame []byte, withID bool) (RequestHeader, error) {
 	var h RequestHeader
 	if len(frame) < 8 {
 		return h, fmt.Errorf("%w: request header needs 8 bytes, frame has %d", ErrMalformed, len(frame))
@@ -99,7 +107,9 @@ func ParseRequestHeader(frame []byte) (RequestHeader, error) {
 	case n < 0 || off+n > len(frame):
 		return h, fmt.Errorf("%w: key %d v%d: client ID length %d exceeds frame of %d bytes", ErrMalformed, h.Key, h.Version, n, len(frame))
 	default:
-		h.ClientID = string(frame[off : off+n])
+		if withID {
+			h.ClientID = string(frame[off : off+n])
+		}
 		off += n
 	}
 	if IsFlexible(h.Key, h.Version) {
