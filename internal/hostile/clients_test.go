@@ -257,7 +257,7 @@ func (r *run) check(t *testing.T) {
 }
 
 // table renders the runs as markdown: one row per case, one column per
-// client, each cell "time, peak memory: error".
+// client, each cell "call time (Close time), peak memory: error".
 func table(runs []*run) string {
 	var b strings.Builder
 	var cols []string
@@ -284,7 +284,7 @@ func table(runs []*run) string {
 			if msg == "" {
 				msg = "ok"
 			}
-			fmt.Fprintf(&b, " %.1f s, %d MiB: %s |", r.wall.Seconds(), r.peakRSS>>20, strings.ReplaceAll(clipLine(msg, 160), "|", "\\|"))
+			fmt.Fprintf(&b, " %.1f s (Close %.1f s), %d MiB: %s |", float64(r.res.OpMs)/1e3, float64(r.res.CloseMs)/1e3, r.peakRSS>>20, strings.ReplaceAll(clipLine(msg, 160), "|", "\\|"))
 		}
 		b.WriteString("\n")
 	}
