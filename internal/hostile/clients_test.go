@@ -17,7 +17,9 @@ import (
 )
 
 // callTimeout is each client's call context; diagnose gets it as --timeout.
-const callTimeout = 2 * time.Second
+// Every client reaches the step where its fault strikes well within it
+// (the Reader's Fetch comes after its group join, in about 0.5 s).
+const callTimeout = 5 * time.Second
 
 // Bounds every run must keep. A client's call may take its context plus
 // the SDK's documented dial timeout; Close is bounded separately, so that
