@@ -154,12 +154,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 
-	switch v := getenv(EnvAZFormat); strings.TrimSpace(v) {
+	switch v := getenv(EnvAZFormat); strings.ToLower(strings.TrimSpace(v)) {
 	case "":
 	case string(FormatName), string(FormatID):
-		cfg.Format = Format(strings.TrimSpace(v))
+		cfg.Format = Format(strings.ToLower(strings.TrimSpace(v)))
 	default:
-		bad(EnvAZFormat, v, `want "name" or "id"`)
+		bad(EnvAZFormat, v, `want "name" or "id" (any case)`)
 	}
 
 	if v := getenv(EnvDetectProviders); strings.TrimSpace(v) != "" {

@@ -83,7 +83,7 @@ func TestConfigFromEnvErrors(t *testing.T) {
 			`azdetect: env AZKAFKA_AZ="us-east-1a,warpstream_interzone_lb=false": invalid AZ: byte "," at offset 10`},
 		{EnvWarpStreamAZ, "Zone A", `env WARPSTREAM_AVAILABILITY_ZONE="Zone A": invalid AZ`},
 		{EnvAZ, strings.Repeat("a", 200), `AZKAFKA_AZ="` + strings.Repeat("a", 64) + `"...(200 bytes): invalid AZ: 200 bytes, longer than 128`},
-		{EnvAZFormat, "ID", `AZKAFKA_AZ_FORMAT="ID": want "name" or "id"`},
+		{EnvAZFormat, "zone-id", `AZKAFKA_AZ_FORMAT="zone-id": want "name" or "id" (any case)`},
 		{EnvDetectProviders, "env,aws", `AZKAFKA_DETECT_PROVIDERS="env,aws": unknown provider "aws"`},
 		{EnvDetectProviders, " , ", `AZKAFKA_DETECT_PROVIDERS=" , ": names no provider`},
 		{EnvDetectTimeout, "1", `AZKAFKA_DETECT_TIMEOUT="1": not a Go duration`},

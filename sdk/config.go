@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/internal/envcheck"
 	"github.com/azkafka/azkafka/internal/frameguard"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/segmentio/kafka-go"
@@ -279,9 +282,24 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 			opt(&o)
 		}
 	}
-	getenv := o.getenv
-	if getenv == nil {
-		getenv = os.Getenv
+	lookup := envLookup(o.getenv)
+	getenv := func(name string) string { v, _ := lookup(name); return v }
+	if o.getenv == nil {
+		unknownEnvOnce.Do(func() {
+			logger := o.logger
+			if logger == nil {
+				logger = slog.Default()
+			}
+			for _, err := range CheckEnv(os.Environ()) {
+				logger.Warn("azkafka: a variable no package of azkafka reads is ignored", slog.Any("error", err), slog.String("fix", "rename or remove it"))
+			}
+		})
+	}
+	// A variable set to blanks is a mistake, not "unset".
+	for _, name := range blankChecked {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) == "" {
+			return config{}, fmt.Errorf("sdk: %s is set but blank: unset it or give it a value", name)
+		}
 	}
 	env := func(name string) (string, bool) {
 		v := strings.TrimSpace(getenv(name))
@@ -480,13 +498,9 @@ var envVars = []envVar{
 		c.sessionID = v
 		return nil
 	}},
-	{EnvInterzoneLB, "`true`", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("want true or false")
-		}
-		c.interzoneLB = b
-		return nil
+	{EnvInterzoneLB, "`true`", func(c *config, v string) (err error) {
+		c.interzoneLB, err = parseBool(v)
+		return err
 	}},
 	{EnvMaxConnRate, "`50`", func(c *config, v string) (err error) {
 		c.connRate, err = parseRate(v)
@@ -520,13 +534,9 @@ var envVars = []envVar{
 		c.idempotence, err = parseIdempotence(v)
 		return err
 	}},
-	{EnvRackAware, "`false`", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("want true or false")
-		}
-		c.rackAware = b
-		return nil
+	{EnvRackAware, "`false`", func(c *config, v string) (err error) {
+		c.rackAware, err = parseBool(v)
+		return err
 	}},
 	{EnvFetchFromFollower, "`auto`", func(c *config, v string) error {
 		switch strings.ToLower(v) {
@@ -552,6 +562,55 @@ var envVars = []envVar{
 		}
 		return err
 	}},
+}
+
+// parseBool parses a boolean variable: true or false, in any case, and
+// nothing else (not 1, t or yes), as its error says.
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, errors.New("want true or false (any case)")
+}
+
+// envLookup is how the configuration reads a variable: through getenv
+// when given (WithGetenv: "" is unset), else os.LookupEnv (set to "" is
+// set, and blank).
+func envLookup(getenv func(string) string) func(string) (string, bool) {
+	if getenv == nil {
+		return os.LookupEnv
+	}
+	return func(name string) (string, bool) {
+		v := getenv(name)
+		return v, v != ""
+	}
+}
+
+// blankChecked are the variables whose blank value is an error: the SDK's
+// and those azdetect reads for it.
+var blankChecked = slices.Concat(envcheck.SDK, envcheck.Azdetect)
+
+// unknownEnvOnce makes the unknown-variable warnings once per process.
+var unknownEnvOnce sync.Once
+
+// CheckEnv returns an error for each AZKAFKA_* variable of environ
+// (os.Environ's NAME=value form) that no package of azkafka reads, naming
+// the closest known variable: a misspelled variable is otherwise silently
+// ignored. Clients built without WithGetenv log these once per process,
+// at Warn.
+func CheckEnv(environ []string) []error {
+	var errs []error
+	for _, u := range envcheck.Check(environ) {
+		if u.Closest != "" {
+			errs = append(errs, fmt.Errorf("sdk: %s: unknown variable; did you mean %s?", u.Name, u.Closest))
+		} else {
+			errs = append(errs, fmt.Errorf("sdk: %s: unknown variable", u.Name))
+		}
+	}
+	return errs
 }
 
 // fetchFollower is the Reader's fetch-from-follower setting.
@@ -607,11 +666,12 @@ func WriterIdempotence(acks kafka.RequiredAcks, opts ...Option) (on bool, why st
 			opt(&o)
 		}
 	}
-	getenv := o.getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
+	lookup := envLookup(o.getenv)
 	setting := idempotence{mode: idempotenceAuto}
+	if v, ok := lookup(EnvIdempotence); ok && strings.TrimSpace(v) == "" {
+		return false, "", fmt.Errorf("sdk: %s is set but blank: unset it or give it a value", EnvIdempotence)
+	}
+	getenv := func(name string) string { v, _ := lookup(name); return v }
 	if v := strings.TrimSpace(getenv(EnvIdempotence)); v != "" {
 		var err error
 		if setting, err = parseIdempotence(v); err != nil {

@@ -15,6 +15,8 @@ import (
 	"github.com/azkafka/azkafka/azdetect"
 	"github.com/azkafka/azkafka/retry"
 	"golang.org/x/time/rate"
+
+	"github.com/azkafka/azkafka/internal/envcheck"
 )
 
 // env returns a getenv over m.
@@ -351,5 +353,61 @@ func TestEnvDefaultsAreTheDefaults(t *testing.T) {
 	}
 	if k(plain) != k(explicit) {
 		t.Fatalf("defaults %+v, with the documented defaults set %+v (%v)", k(plain), k(explicit), defaults)
+	}
+}
+
+// TestEnvcheckListsTheSDKsVariables: the list of known variables that
+// CheckEnv uses is the SDK's own table.
+func TestEnvcheckListsTheSDKsVariables(t *testing.T) {
+	var names []string
+	for _, v := range envVars {
+		names = append(names, v.name)
+	}
+	if !slices.Equal(names, envcheck.SDK) {
+		t.Errorf("envVars %v, envcheck.SDK %v", names, envcheck.SDK)
+	}
+}
+
+func TestStrictValues(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // in the error; "" for none
+	}{
+		{map[string]string{EnvInterzoneLB: "TRUE"}, ""},
+		{map[string]string{EnvInterzoneLB: "False"}, ""},
+		{map[string]string{EnvInterzoneLB: "1"}, `AZKAFKA_INTERZONE_LB="1": want true or false`},
+		{map[string]string{EnvRackAware: "t"}, `AZKAFKA_RACK_AWARE_PARTITIONING="t": want true or false`},
+		{map[string]string{EnvRackAware: "yes"}, "want true or false"},
+		{map[string]string{EnvIdempotence: "  "}, "sdk: AZKAFKA_IDEMPOTENCE is set but blank"},
+		{map[string]string{EnvAZ: " "}, "sdk: AZKAFKA_AZ is set but blank"},
+		{map[string]string{EnvGroupProtocol: "CONSUMER"}, ""},
+		{map[string]string{EnvFetchFromFollower: "Auto"}, ""},
+	} {
+		opts := []Option{WithAZ("az-a"), WithGetenv(func(k string) string { return tc.env[k] }), WithDetector(nil)}
+		_, err := loadConfig(context.Background(), opts)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: err = %v, want %q", tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestCheckEnvNamesTheClosest(t *testing.T) {
+	errs := CheckEnv([]string{"AZKAFKA_IDEMPOTANCE=false", "AZKAFKA_AZ=x", "HOME=/", "AZKAFKA_NOPE_AT_ALL_REALLY=1"})
+	if len(errs) != 2 ||
+		errs[0].Error() != "sdk: AZKAFKA_IDEMPOTANCE: unknown variable; did you mean AZKAFKA_IDEMPOTENCE?" ||
+		errs[1].Error() != "sdk: AZKAFKA_NOPE_AT_ALL_REALLY: unknown variable" {
+		t.Errorf("CheckEnv = %v", errs)
+	}
+}
+
+// TestBlankVariableInTheEnvironment: with the process environment (no
+// WithGetenv), a variable set to "" is an error too.
+func TestBlankVariableInTheEnvironment(t *testing.T) {
+	t.Setenv(EnvMaxConnBurst, "")
+	if _, err := loadConfig(context.Background(), []Option{WithAZ("az-a")}); err == nil || !strings.Contains(err.Error(), "AZKAFKA_MAX_CONN_BURST is set but blank") {
+		t.Errorf("err = %v", err)
 	}
 }

@@ -1,0 +1,35 @@
+package envcheck
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	got := Check([]string{
+		"PATH=/bin",
+		"AZKAFKA_AZ=us-east-1a",
+		"AZKAFKA_IDEMPOTANCE=false",
+		"AZKAFKA_CONFORMANCE_BROKERS=127.0.0.1:9092",
+		"AZKAFKA_SOMETHING_ELSE_ENTIRELY=1",
+		"AZKAFKA_MAX_CONN_RAT=5",
+	})
+	want := []Unknown{
+		{Name: "AZKAFKA_IDEMPOTANCE", Closest: "AZKAFKA_IDEMPOTENCE"},
+		{Name: "AZKAFKA_SOMETHING_ELSE_ENTIRELY"},
+		{Name: "AZKAFKA_MAX_CONN_RAT", Closest: "AZKAFKA_MAX_CONN_RATE"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Check = %+v, want %+v", got, want)
+	}
+}
+
+func TestKnownHasNoDuplicates(t *testing.T) {
+	seen := map[string]bool{}
+	for _, k := range Known {
+		if seen[k] {
+			t.Errorf("%s listed twice", k)
+		}
+		seen[k] = true
+	}
+}
