@@ -161,8 +161,13 @@ func WithIdempotence(on bool) Option { return func(o *options) { o.idempotence =
 // keyless messages on or off: a message without a key goes to a partition
 // whose leader's rack (broker.rack) is the client's AZ, chosen among those
 // by the Writer's Balancer; when no leader is in the AZ, or the AZ is
-// unknown, among all partitions as before. Messages with a key are never
-// moved. Default: $AZKAFKA_RACK_AWARE_PARTITIONING, else false.
+// unknown (NewWriter then logs a warning), among all partitions as
+// before. Messages with a key are never moved. Every RequiredAcks
+// uses it. The leaders' racks come from a Metadata request the Writer makes
+// when its view is older than the Transport's MetadataTTL (6 s when unset),
+// so a moved leader is followed within MetadataTTL. On MSK the racks are
+// zone IDs: run with AZKAFKA_AZ_FORMAT=id. Default:
+// $AZKAFKA_RACK_AWARE_PARTITIONING, else false.
 func WithRackAwarePartitioning(on bool) Option { return func(o *options) { o.rackAware = &on } }
 
 // WithFetchFromFollower turns the Reader's fetch-from-follower (KIP-392)
@@ -453,7 +458,7 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 }
 
 // envVar is one AZKAFKA_* variable of the SDK: its name, its default as
-// the README's table states it, and how a value sets the config. set runs
+// the README's configuration table states it, and how a value sets the config. set runs
 // only for a variable that is set (not blank); loadConfig wraps its error
 // with the name and the quoted value. azdetect reads its own variables
 // (AZKAFKA_AZ, AZKAFKA_DETECT_*, ...).
