@@ -23,7 +23,10 @@
 // application's key serde produces (AppendStringKey, AppendInt32Key and
 // AppendInt64Key match Kafka's built-in serializers). An application with a
 // custom StreamPartitioner supplies the same logic with WithPartitioner.
-// Route returns what queryMetadataForKey returns (see Snapshot.RouteWith),
+// Route returns what queryMetadataForKey returns (see Snapshot.RouteWith;
+// the partition is computed on the store's source topic with the most
+// partitions, the first such topic on a tie, and when two instances claim
+// a partition the last in host, port order wins, as in Java),
 // Client.Candidates the order Query tries, Client.Query the failover.
 // Global stores and named topologies are not supported.
 //

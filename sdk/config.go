@@ -458,7 +458,7 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 }
 
 // envVar is one AZKAFKA_* variable of the SDK: its name, its default as
-// the README's configuration table states it, and how a value sets the config. set runs
+// the README's table states it, and how a value sets the config. set runs
 // only for a variable that is set (not blank); loadConfig wraps its error
 // with the name and the quoted value. azdetect reads its own variables
 // (AZKAFKA_AZ, AZKAFKA_DETECT_*, ...).
