@@ -334,7 +334,7 @@ func containsLines(src, block string) bool {
 }
 
 var (
-	goRunRE   = regexp.MustCompile("go run (\\./examples/[a-z0-9]+)")
+	goRunRE   = regexp.MustCompile(`go run (\./examples/[a-z0-9]+)`)
 	goTestRE  = regexp.MustCompile("go test [^`]*")
 	runFlagRE = regexp.MustCompile(`-(run|bench) +('[^']*'|\S+)`)
 	confRunRE = regexp.MustCompile(`CONFORMANCE_(RUN|BENCH)='?([A-Za-z0-9_|]+)'?`)
