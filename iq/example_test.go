@@ -71,7 +71,7 @@ func ExampleNewClient() {
 }
 
 func ExampleNewHTTPSource() {
-	// A Streams instance serving its metadata document (see the README).
+	// A Streams instance serving its metadata document (see the package doc).
 	var srv *httptest.Server
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, port, _ := strings.Cut(srv.Listener.Addr().String(), ":")

@@ -164,8 +164,13 @@ func WithIdempotence(on bool) Option { return func(o *options) { o.idempotence =
 // keyless messages on or off: a message without a key goes to a partition
 // whose leader's rack (broker.rack) is the client's AZ, chosen among those
 // by the Writer's Balancer; when no leader is in the AZ, or the AZ is
-// unknown, among all partitions as before. Messages with a key are never
-// moved. Default: $AZKAFKA_RACK_AWARE_PARTITIONING, else false.
+// unknown (NewWriter then logs a warning), among all partitions as
+// before. Messages with a key are never moved. Every RequiredAcks
+// uses it. The leaders' racks come from a Metadata request the Writer makes
+// when its view is older than the Transport's MetadataTTL (6 s when unset),
+// so a moved leader is followed within MetadataTTL. On MSK the racks are
+// zone IDs: run with AZKAFKA_AZ_FORMAT=id. Default:
+// $AZKAFKA_RACK_AWARE_PARTITIONING, else false.
 func WithRackAwarePartitioning(on bool) Option { return func(o *options) { o.rackAware = &on } }
 
 // WithFetchFromFollower turns the Reader's fetch-from-follower (KIP-392)

@@ -54,15 +54,56 @@
 // members of a consumer group the partitions led in their zone (which
 // matters where followers cannot serve).
 //
+// # Client ID
+//
+// Each client instance (each NewWriter, NewReader, NewAZAwareDialer or
+// NewTransport) has one session ID, a random UUID v4 kept across
+// reconnects (WithSessionID, AZKAFKA_SESSION_ID fix it). The user's own
+// client ID (WithClientID, the base Dialer's or Transport's ClientID, or
+// AZKAFKA_CLIENT_ID) stays first; warpstream_* and ws_* pairs already in
+// it are replaced, never duplicated. A WarpStream agent splits the ID on
+// ',' then '=' without escaping, so values containing either are
+// rejected, as are control characters, invalid UTF-8 and IDs longer than
+// MaxClientIDLen. ClientID builds an ID and ParseClientID parses one.
+//
+// Kafka accepts any client ID string (KIP-190 sanitizes it for metrics),
+// but client-id quotas match the whole string: with a session ID in it, a
+// quota set on the bare user ID no longer applies. Use user-principal
+// quotas, or quotas on the exact IDs.
+//
 // # Configuration
 //
 // Options (WithAZ, WithClientID, WithMaxConnRate, WithRetry, ...) win over
 // the AZKAFKA_* environment variables (the Env* constants), which are all
 // read in one place when a client is built. An invalid option or variable
-// is an error naming it and quoting the value. The AZ is detected with
-// azdetect (once per process) unless WithAZ or AZKAFKA_AZ gives it; an
-// unknown AZ is not an error: the warpstream_az pair is left out and a
-// warning is logged once per process.
+// is an error naming it and quoting the value, for instance
+//
+//	sdk: AZKAFKA_MAX_CONN_RATE="abc": not a number (connections per second, or off)
+//
+// and a variable is checked even when an option overrides it. The AZ is
+// WithAZ, else AZKAFKA_AZ or WARPSTREAM_AVAILABILITY_ZONE, else detected
+// with azdetect (once per process, with azdetect's variables); an unknown
+// AZ is not an error: the warpstream_az pair is left out and a warning is
+// logged once per process.
+//
+// # TLS and SASL
+//
+// TLS and SASL are kafka-go's: TLS and SASL on the kafka.Transport of a
+// Writer (or of NewTransport), TLS and SASLMechanism on the kafka.Dialer of
+// a Reader (or of NewAZAwareDialer). Any kafka-go sasl.Mechanism works
+// (PLAIN, SCRAM, AWS MSK IAM, your own). The SDK keeps them and runs its
+// connection policy and frame guard underneath; the TLS handshake runs in
+// its dial function, with ServerName defaulting to the broker's host.
+//
+// A refusal is never retried as a transient close (see retry.IsTransient):
+// a wrong password or an unknown user (SASL_AUTHENTICATION_FAILED), an
+// authorizer's refusal, and a broker certificate the client does not trust
+// (unknown CA, expired, wrong host) come back from WriteMessages and
+// ReadMessage with their cause at once. TLS set against a plaintext port
+// (the broker closes the handshake) is retried like a closed connection,
+// and the error of a call whose ctx ended says so, with the address:
+//
+//	sdk: TLS handshake with 127.0.0.1:9092: the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): EOF
 //
 // # Connection policy
 //
@@ -73,16 +114,21 @@
 // unanswered. A re-dial of an address whose last connection failed or
 // closed before serving a request waits a full-jitter delay that doubles
 // from 50ms up to 1s, reset once a connection to that address served a
-// request; after the peer closes a healthy connection, the next dial waits
-// a random 0-50ms so that clients dropped together do not return in
-// lock-step. Waits respect the dial's context. DialerConnStats and
-// TransportConnStats report the counters.
+// request (for TLS, once the broker answered three times, since the policy
+// sees the handshake too); after the peer closes a healthy connection, the
+// next dial waits a random 0-50ms so that clients dropped together do not
+// return in lock-step. Waits respect the dial's context. The limit is per
+// process: many processes on one host each get their own. The price is
+// latency in a storm: the last of N clients dropped at once waits about
+// (N - burst) / rate. DialerConnStats and TransportConnStats report the
+// counters.
 //
 // # Misbehaving brokers
 //
-// Every connection a client of this package dials (Writer, Reader, and the
-// kafka-go clients given NewAZAwareDialer or NewTransport) reads through a
-// frame guard before any decoder: a response whose size prefix is
+// Every connection a client of this package dials (Writer, Reader, the
+// kafka-go clients given NewAZAwareDialer or NewTransport, and
+// iq.ClusterSource with its default Transport or one of NewTransport)
+// reads through a frame guard before any decoder: a response whose size prefix is
 // negative, shorter than a correlation ID or above the limit
 // (WithMaxResponseBytes, AZKAFKA_MAX_RESPONSE_BYTES, DefaultMaxResponseBytes)
 // is refused before anything is allocated for it. For kafka-go's own
@@ -99,12 +145,13 @@
 //
 //	127.0.0.1:9093: not a Kafka broker: its reply begins "HTTP/1.1 400 Bad Request"
 //	127.0.0.1:9093: a TLS record on a plaintext connection: the port speaks TLS; set TLS in the Dialer or Transport
+//	127.0.0.1:9093: negative response size -16: not a Kafka response
 //	127.0.0.1:9093: response of 2147483647 bytes exceeds the 104857600-byte limit (AZKAFKA_MAX_RESPONSE_BYTES)
 //	127.0.0.1:9093: malformed Metadata v12 response (96 bytes): a length or count in it runs past its end
 //	127.0.0.1:9093: a response with correlation ID 8 where 7 (Produce v9) was due: the connection is out of step
 //
 // A refused response is not retried as a transient error: the Writer
 // fails the messages of that request with it, the Reader returns it from
-// FetchMessage once its read attempts are spent. A TLS handshake the peer
-// closes says to check for a plaintext listener.
+// FetchMessage once its read attempts are spent. azkafka diagnose reads
+// through the same guard.
 package sdk

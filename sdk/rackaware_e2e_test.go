@@ -155,7 +155,7 @@ func (r *rackRig) endOffsets(t *testing.T) map[int]int64 {
 // partitioning stores every keyless message in a partition led by an az-a
 // broker, on the idempotent and the at-least-once path; without it, the
 // messages spread over every partition (a third in az-a). The shares are
-// logged: they are the README's figures.
+// logged: they are the figures of docs/RESULTS.md.
 func TestWriterRackAwarePartitioning(t *testing.T) {
 	t.Parallel()
 	const parts, n = 12, 3000

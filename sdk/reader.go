@@ -78,7 +78,65 @@ import (
 // last cause: "context deadline exceeded; last error: dial tcp
 // 127.0.0.1:1: connect: connection refused". Errors that waiting cannot
 // fix return at once: authentication, TLS, authorization, an offset out of
-// range with no reset. io.EOF is returned only after Close.
+// range with no reset. Kafka error codes match kafka-go's
+// (errors.Is(err, kafka.GroupAuthorizationFailed)). io.EOF is returned only
+// after Close.
+//
+// # kafka.ReaderConfig fields
+//
+// What each field of the kafka.ReaderConfig given to NewReader becomes on
+// the engine (kafka-go's default in parentheses):
+//
+//   - Brokers: the seed brokers.
+//   - GroupID, GroupTopics, Topic, Partition: with GroupID, a group member
+//     consuming GroupTopics or Topic; without, Partition of Topic (Offset,
+//     Lag, SetOffset, SetOffsetAt and ReadLag only then, as in kafka-go).
+//   - Dialer (kafka.DefaultDialer): ClientID is the user part of the
+//     client ID; TLS the handshake in the SDK's dial (ServerName defaults
+//     to the broker's host); SASLMechanism any kafka-go mechanism (PLAIN,
+//     SCRAM, AWS MSK IAM, yours) adapted to the engine, sasl.WithMetadata
+//     carrying host and port; Timeout and Deadline bound each dial and
+//     handshake; DialFunc, LocalAddr, KeepAlive, FallbackDelay and Resolver
+//     make the dial under the connection policy; TransactionalID is
+//     ignored (a Reader produces nothing).
+//   - QueueCapacity (100): records taken from the engine per poll;
+//     Stats().QueueLength is what is left of them.
+//   - MinBytes (1), MaxBytes (1 MB), MaxWait (10 s): the fetch's min
+//     bytes, max bytes per partition and max wait; a response per broker
+//     holds up to max(MaxBytes, DefaultFetchMaxBytes). Close never waits
+//     for MaxWait.
+//   - IsolationLevel (read uncommitted): the fetch isolation level
+//     (ReadLag and SetOffsetAt list offsets with it).
+//   - StartOffset (FirstOffset): where a group member starts on a partition
+//     with no committed offset.
+//   - OffsetOutOfRangeError (false): true returns an out-of-range offset as
+//     an error; false goes on at the log start when the offset is below it
+//     (kafka-go's rule) and waits when it is past the end.
+//   - CommitInterval (0): 0 makes CommitMessages synchronous; > 0 marks,
+//     committed every interval, before a partition is revoked and in Close
+//     (within 10 s).
+//   - GroupBalancers (range, round-robin): classic protocol, each one with
+//     its protocol name and user data; consumer protocol, ignored but for
+//     the assignor the broker is asked for (see GroupProtocolConsumer).
+//   - HeartbeatInterval (3 s), SessionTimeout (30 s), RebalanceTimeout
+//     (30 s): the classic group's heartbeat interval, session and rebalance
+//     timeouts; RebalanceTimeout also bounds the commit before a
+//     revocation.
+//   - WatchPartitionChanges, PartitionWatchInterval (5 s): new partitions
+//     are always picked up at the engine's metadata refresh (5 min); with
+//     WatchPartitionChanges, every PartitionWatchInterval.
+//   - Logger, ErrorLogger: the engine's log lines, Info and up to Logger,
+//     Warn and up to ErrorLogger (slog gets them at Debug); what the SDK
+//     absorbs it logs itself at Info, once per 5 s.
+//   - JoinGroupBackoff, ReadBackoffMin, ReadBackoffMax, MaxAttempts:
+//     ignored; the engine backs off with the SDK's retry policy
+//     (AZKAFKA_RETRY_BACKOFF_*) and waits for the cluster until ctx is
+//     done.
+//   - ReadBatchTimeout, ReadLagInterval: ignored; whole responses are read
+//     within MaxWait plus the engine's 10 s request overhead, and lag comes
+//     from each fetch's high watermark.
+//   - RetentionTime: ignored; Kafka 2.1 and later keep offsets for
+//     offsets.retention.minutes.
 type Reader struct {
 	s      *session
 	config kafka.ReaderConfig
@@ -197,7 +255,7 @@ const closeCommitTimeout = 10 * time.Second
 // Deadline, Resolver, DialFunc and ClientID (as the user part of the
 // client ID) of config.Dialer, when set, are kept. Options win over
 // AZKAFKA_* environment variables. What each ReaderConfig field becomes is
-// in the README's Reader table.
+// listed in the Reader doc.
 //
 // Unlike kafka.NewReader, which panics, NewReader returns an error for an
 // invalid config, options or environment. It may detect the availability

@@ -102,7 +102,51 @@ import (
 // logged at Warn, once per call and partition, naming the topic,
 // partition and cause.
 //
-// What each kafka.Writer field becomes is in the README's Writer table.
+// A synchronous call holds its own messages until they are acknowledged;
+// the engine buffers at most 50,000 records (kgo's MaxBufferedRecords),
+// after which WriteMessages blocks until there is room.
+//
+// # kafka.Writer fields
+//
+// What each field of the kafka.Writer given to NewWriter becomes on the
+// engine:
+//
+//   - Addr: the seed brokers.
+//   - Topic: the records' topic; on the Writer or on each message, not
+//     both (kafka-go's errors).
+//   - Balancer: called with kafka-go's arguments (the message, every
+//     partition in order) as the engine's partitioner, so keyed messages
+//     land where kafka-go puts them. Default &kafka.RoundRobin{}.
+//   - RequiredAcks: AllISRAcks (idempotent unless turned off), LeaderAck,
+//     NoAck.
+//   - MaxAttempts, WriteBackoffMin, WriteBackoffMax: not used; the retry
+//     policy (AZKAFKA_RETRY_*, WithRetry) sets the backoff and, with
+//     WriteTimeout, the delivery budget (the engine's
+//     RecordDeliveryTimeout).
+//   - BatchSize: in async mode, once BatchSize messages wait on a
+//     partition they are sent without waiting for BatchTimeout (kafka-go's
+//     trigger). Not a cap: the engine cuts batches by bytes only
+//     (BatchBytes), so a batch may carry more; Stats().MaxBatchSize reports
+//     it.
+//   - BatchBytes: ProducerBatchMaxBytes, default Kafka's max.message.bytes
+//     (1,000,012); a larger message is kafka.MessageTooLargeError.
+//   - BatchTimeout: ProducerLinger in async mode (default 1 s); 0 for
+//     synchronous calls.
+//   - WriteTimeout, ReadTimeout: ProduceRequestTimeout and
+//     RequestTimeoutOverhead (the smaller of the two, default 10 s);
+//     WriteTimeout also sizes the delivery budget.
+//   - Async, Completion: WriteMessages returns once queued;
+//     Completion(messages, err) is called per call and partition with
+//     Partition and Offset set.
+//   - Compression: ProducerBatchCompression (none by default, as kafka-go).
+//   - Logger, ErrorLogger: the engine's log lines, Info and up to Logger,
+//     Warn and up to ErrorLogger.
+//   - Transport: nil or a *kafka.Transport, whose TLS, SASL, Dial,
+//     DialTimeout and Resolver serve the SDK's dial; IdleTimeout becomes
+//     ConnIdleTimeout, MetadataTTL MetadataMaxAge (and the age of the
+//     rack-aware view, see WithRackAwarePartitioning), ClientID the user
+//     part of the client ID.
+//   - AllowAutoTopicCreation: AllowAutoTopicCreation.
 type Writer struct {
 	s          *session
 	hooks      *engineHooks
@@ -981,8 +1025,7 @@ func (w *Writer) Close() error {
 }
 
 // Stats returns kafka-go's writer statistics since the previous call, plus
-// the SDK's counters (see SDKStats and the README's Writer table for what
-// the engine can count).
+// the SDK's counters (see SDKStats for what the engine can count).
 func (w *Writer) Stats() WriterStats {
 	c := w.conf
 	ks := kafka.WriterStats{

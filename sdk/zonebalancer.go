@@ -19,6 +19,10 @@ const ZoneAffinityProtocol = "azkafka-zone-affinity"
 // (broker.rack) is the member's zone, as far as the group stays balanced.
 // kafka-go fetches from the leader (it has no fetch-from-follower), so a
 // partition led in the member's zone is read without cross-zone traffic.
+// An sdk.Reader with fetch from follower on (WithFetchFromFollower) reads
+// in its zone whatever the assignment; the balancer is for where followers
+// cannot serve: fetch from follower off, or brokers without the
+// RackAwareReplicaSelector.
 //
 //	r, err := sdk.NewReader(kafka.ReaderConfig{
 //		Brokers: brokers, GroupID: "billing", Topic: "events",

@@ -24,9 +24,9 @@ client would query, in order, computed as Java's
 KafkaStreams.queryMetadataForKey does. The routing comes either from the
 application's consumer group on the brokers (--bootstrap and
 --application-id: no code on the Java side; standby lags are upper bounds)
-or from the application's metadata endpoint (--metadata-url: the iq JSON
-document, see the README, section iq, read also from every other instance
-it lists, since lags and zones are known only by each instance).
+or from the application's metadata endpoint (--metadata-url: the JSON
+document of the iq package documentation, read also from every other
+instance it lists, since lags and zones are known only by each instance).
 
 Prints the partition, the active instance, the standbys with their zone and
 lag (current, end and lag offsets; "<=" marks an upper bound), and the order

@@ -20,7 +20,24 @@ import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.state.HostInfo;
 import org.apache.kafka.streams.TopologyDescription;
 
-/** Serves the azkafka iq metadata document (version 1); the README carries the same handler. */
+/**
+ * Serves the azkafka iq metadata document (version 1, described in the iq package documentation)
+ * for the JDK's com.sun.net.httpserver. To use it in an application, copy this file and change its
+ * package. Register it on the application.server port:
+ *
+ * <pre>
+ * System.setProperty("sun.net.httpserver.nodelay", "true"); // before creating the server
+ * server.createContext("/azkafka/iq/metadata",
+ *     new IqMetadataHandler(streams, topology, admin, appId, new HostInfo(host, port), az));
+ * </pre>
+ *
+ * Without nodelay the JDK server's header and body writes meet delayed ACKs, and every request on
+ * a keep-alive connection takes about 40 ms. Each store gets the source topics Kafka Streams routes
+ * it on (the sources upstream of the processors that use it), found by walking the topology
+ * description back from every processor that uses the store; Java takes the first processor
+ * connected to a store, which differs only when later ones (joins) read co-partitioned topics, and
+ * those route alike.
+ */
 public final class IqMetadataHandler implements HttpHandler {
     private final KafkaStreams streams;
     private final Map<String, Set<String>> storeTopics = new TreeMap<>();
