@@ -14,8 +14,10 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// ConnStats counts what the connection policy of one client instance did.
-// They are the client-side mirror of a broker's connection-accept-rate and
+// ConnStats counts what the connection policy of one client instance did,
+// cumulatively since the instance was made (unlike kafka-go's counters,
+// which count since the previous Stats call). They are the client-side
+// mirror of a broker's connection-accept-rate and
 // connection-accept-throttle-time metrics (KIP-612).
 type ConnStats struct {
 	// Dials is the number of connection attempts that reached the network.

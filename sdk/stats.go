@@ -8,9 +8,14 @@ import (
 
 // SDKStats holds what azkafka adds to kafka-go's statistics.
 //
-// Like kafka-go's counters, Retries, TransientErrors, ResentStored and EpochBumps count
-// events since the previous call to Stats on the same Writer or Reader.
-// Conn is cumulative since the Writer or Reader was created.
+// The convention is kafka-go's: a counter counts the events since the
+// previous call to Stats on the same Writer or Reader (a delta), as every
+// counter of kafka.WriterStats and kafka.ReaderStats does, and as the
+// embedded kafka-go fields of WriterStats and ReaderStats do here too. The
+// exceptions are marked cumulative (since the client was created): Conn,
+// FetchBytes, FetchBytesInZone and FetchBrokers. Each field's doc says
+// which it is; the others (Idempotent, ProducerID, ClientID, ...) are
+// current values.
 //
 // What the engine does not report is not counted: how many messages or
 // batches a resend carried, and whether the broker had already stored a
@@ -20,18 +25,18 @@ import (
 // produce requests, ResentStored the resent batches the broker no longer
 // recognised.
 type SDKStats struct {
-	// Retries is the number of times a failed operation was tried again:
+	// Retries (delta) is the number of times a failed operation was tried again:
 	// for a Writer, the produce requests whose connection failed before
 	// the answer came (closed, reset, timed out), which the engine sends
 	// again; for a Reader, a FetchMessage or CommitMessages retry. A batch
 	// a broker refused with a retriable error code (a leader moved) is
 	// resent too but not counted: the engine does not report it.
 	Retries int64
-	// TransientErrors is the number of transient errors (connection closed,
+	// TransientErrors (delta) is the number of transient errors (connection closed,
 	// reset or refused; temporary Kafka errors) that azkafka absorbed
 	// instead of returning them.
 	TransientErrors int64
-	// ResentStored is the number of batches an idempotent Writer resent
+	// ResentStored (delta) is the number of batches an idempotent Writer resent
 	// after losing their answers that the broker had stored but no longer
 	// recognised as duplicates: a restarted Kafka broker keeps only each
 	// producer's last batch per partition. The Writer asked the partition's
@@ -49,7 +54,7 @@ type SDKStats struct {
 	// acknowledged batch) or without idempotence.
 	ProducerID    int64
 	ProducerEpoch int16
-	// EpochBumps counts the changes of the idempotent Writer's producer
+	// EpochBumps (delta) counts the changes of the idempotent Writer's producer
 	// ID or epoch seen by Stats since its previous call: the engine moves
 	// to a new epoch after the broker lost the producer's state or a
 	// batch failed with its outcome unknown.
@@ -60,7 +65,7 @@ type SDKStats struct {
 	// GroupProtocol is the Reader's consumer group protocol; "" without a
 	// GroupID.
 	GroupProtocol GroupProtocol
-	// FetchBytes is the size of the record batches a Reader fetched, as
+	// FetchBytes (cumulative) is the size of the record batches a Reader fetched, as
 	// they crossed the network (compressed; the responses' framing and a
 	// partial batch at the end of a response are not counted), cumulative
 	// since the Reader was created; FetchBytesInZone the part of it fetched from brokers
@@ -68,10 +73,10 @@ type SDKStats struct {
 	// that stayed in the client's zone.
 	FetchBytes       int64
 	FetchBytesInZone int64
-	// FetchBrokers breaks FetchBytes down by broker, cumulative, in node
+	// FetchBrokers (cumulative) breaks FetchBytes down by broker, in node
 	// ID order.
 	FetchBrokers []BrokerFetch
-	// Conn holds the connection counters: connections created, dial
+	// Conn (cumulative) holds the connection counters: connections created, dial
 	// failures and time spent throttled by the rate limit and re-dial
 	// backoff.
 	Conn ConnStats
