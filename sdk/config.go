@@ -91,7 +91,60 @@ type options struct {
 	baseTransport  *kafka.Transport
 	getenv         func(string) string
 	detect         func(context.Context) (azdetect.Result, error)
-	clock          *clock
+	// ctor is the constructor the options are given to; only lists the
+	// options that apply to some constructors only.
+	ctor  ctor
+	only  []restricted
+	clock *clock
+}
+
+// ctor names a constructor of the package, for options that apply to
+// some of them only.
+type ctor int
+
+const (
+	anyCtor       ctor = iota // ResolveIdentity, WriterIdempotence: every option is understood
+	ctorWriter                // NewWriter
+	ctorReader                // NewReader
+	ctorDialer                // NewAZAwareDialer
+	ctorTransport             // NewTransport
+)
+
+func (c ctor) String() string {
+	return [...]string{"ResolveIdentity", "NewWriter", "NewReader", "NewAZAwareDialer", "NewTransport"}[c]
+}
+
+// forCtor marks the options as given to c: a constructor puts it first.
+func forCtor(c ctor) Option { return func(o *options) { o.ctor = c } }
+
+// restricted is an option that applies to the constructors in ctors only.
+type restricted struct {
+	name  string
+	ctors []ctor
+}
+
+// restrict records that the option name applies to ctors only: given to
+// another constructor, it is an error naming it, not silently ignored.
+func (o *options) restrict(name string, ctors ...ctor) {
+	o.only = append(o.only, restricted{name, ctors})
+}
+
+// checkRestricted returns an error for the first option given to a
+// constructor it does not apply to.
+func (o *options) checkRestricted() error {
+	if o.ctor == anyCtor {
+		return nil
+	}
+	for _, r := range o.only {
+		if !slices.Contains(r.ctors, o.ctor) {
+			names := make([]string, len(r.ctors))
+			for i, c := range r.ctors {
+				names[i] = c.String()
+			}
+			return fmt.Errorf("sdk: %s: %s applies to %s only; it would be ignored here", o.ctor, r.name, strings.Join(names, " and "))
+		}
+	}
+	return nil
 }
 
 // WithClientID sets the application's own client ID, sent as the first
@@ -158,7 +211,9 @@ func WithRetry(maxAttempts int, min, max time.Duration) Option {
 // idempotence. Default: $AZKAFKA_IDEMPOTENCE (auto, true or false), else
 // auto: on when RequiredAcks is RequireAll, and when the cluster refuses a
 // producer ID, one warning and the at-least-once path. See Writer.
-func WithIdempotence(on bool) Option { return func(o *options) { o.idempotence = &on } }
+func WithIdempotence(on bool) Option {
+	return func(o *options) { o.idempotence = &on; o.restrict("WithIdempotence", ctorWriter) }
+}
 
 // WithRackAwarePartitioning turns the Writer's rack-aware partitioning of
 // keyless messages on or off: a message without a key goes to a partition
@@ -171,7 +226,9 @@ func WithIdempotence(on bool) Option { return func(o *options) { o.idempotence =
 // so a moved leader is followed within MetadataTTL. On MSK the racks are
 // zone IDs: run with AZKAFKA_AZ_FORMAT=id. Default:
 // $AZKAFKA_RACK_AWARE_PARTITIONING, else false.
-func WithRackAwarePartitioning(on bool) Option { return func(o *options) { o.rackAware = &on } }
+func WithRackAwarePartitioning(on bool) Option {
+	return func(o *options) { o.rackAware = &on; o.restrict("WithRackAwarePartitioning", ctorWriter) }
+}
 
 // WithFetchFromFollower turns the Reader's fetch-from-follower (KIP-392)
 // on or off: with it on, the Reader sends its AZ as the rack ID of every
@@ -183,7 +240,9 @@ func WithRackAwarePartitioning(on bool) Option { return func(o *options) { o.rac
 // select no preferred replica (WarpStream agents already serve every
 // partition in-zone). Default: $AZKAFKA_FETCH_FROM_FOLLOWER (auto, true or
 // false), else auto: on whenever the AZ is known.
-func WithFetchFromFollower(on bool) Option { return func(o *options) { o.fetchFollower = &on } }
+func WithFetchFromFollower(on bool) Option {
+	return func(o *options) { o.fetchFollower = &on; o.restrict("WithFetchFromFollower", ctorReader) }
+}
 
 // GroupProtocol is the consumer group protocol of a Reader with a GroupID.
 type GroupProtocol string
@@ -207,7 +266,9 @@ const (
 
 // WithGroupProtocol sets the Reader's consumer group protocol.
 // Default: $AZKAFKA_GROUP_PROTOCOL (classic or consumer), else classic.
-func WithGroupProtocol(p GroupProtocol) Option { return func(o *options) { o.groupProtocol = &p } }
+func WithGroupProtocol(p GroupProtocol) Option {
+	return func(o *options) { o.groupProtocol = &p; o.restrict("WithGroupProtocol", ctorReader) }
+}
 
 // DefaultMaxResponseBytes is the default limit on the size of one
 // response a client reads: 100 MiB, as a broker's socket.request.max.bytes
@@ -286,6 +347,9 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		if opt != nil {
 			opt(&o)
 		}
+	}
+	if err := o.checkRestricted(); err != nil {
+		return config{}, err
 	}
 	lookup := envLookup(o.getenv)
 	getenv := func(name string) string { v, _ := lookup(name); return v }

@@ -411,3 +411,28 @@ func TestBlankVariableInTheEnvironment(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestOptionsOfOtherConstructorsAreRefused: a Writer-only option given to
+// NewReader, NewAZAwareDialer or NewTransport is an error naming it, not
+// silently ignored; and the other way round.
+func TestOptionsOfOtherConstructorsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		c    ctor
+		opt  Option
+		want string
+	}{
+		{ctorReader, WithIdempotence(true), "sdk: NewReader: WithIdempotence applies to NewWriter only"},
+		{ctorReader, WithRackAwarePartitioning(true), "sdk: NewReader: WithRackAwarePartitioning applies to NewWriter only"},
+		{ctorDialer, WithIdempotence(false), "sdk: NewAZAwareDialer: WithIdempotence applies to NewWriter only"},
+		{ctorWriter, WithFetchFromFollower(true), "sdk: NewWriter: WithFetchFromFollower applies to NewReader only"},
+		{ctorTransport, WithGroupProtocol(GroupProtocolConsumer), "sdk: NewTransport: WithGroupProtocol applies to NewReader only"},
+		{ctorWriter, WithIdempotence(true), ""},
+		{ctorReader, WithFetchFromFollower(false), ""},
+		{anyCtor, WithIdempotence(true), ""},
+	} {
+		_, err := loadConfig(context.Background(), []Option{forCtor(tc.c), WithAZ("a"), WithGetenv(func(string) string { return "" }), tc.opt})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
+			t.Errorf("%v: err = %v, want %q", tc.c, err, tc.want)
+		}
+	}
+}

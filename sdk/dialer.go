@@ -41,7 +41,7 @@ func NewAZAwareDialer(base *kafka.Dialer, opts ...Option) (*kafka.Dialer, error)
 	if base != nil {
 		opts = append([]Option{WithBaseDialer(base), withFallbackUserID(base.ClientID)}, opts...)
 	}
-	s, err := newSession(context.Background(), opts)
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorDialer)}, opts...))
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func NewTransport(base *kafka.Transport, opts ...Option) (*kafka.Transport, erro
 	if base != nil {
 		opts = append([]Option{WithBaseTransport(base), withFallbackUserID(base.ClientID)}, opts...)
 	}
-	s, err := newSession(context.Background(), opts)
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorTransport)}, opts...))
 	if err != nil {
 		return nil, err
 	}

@@ -269,7 +269,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	if err := readerDefaults(&config); err != nil {
 		return nil, fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
-	s, err := newSession(context.Background(), readerOptions(config.Dialer, opts))
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorReader)}, readerOptions(config.Dialer, opts)...))
 	if err != nil {
 		return nil, fmt.Errorf("sdk.NewReader: %w", err)
 	}

@@ -235,7 +235,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
 	}
-	s, err := newSession(context.Background(), opts)
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorWriter)}, opts...))
 	if err != nil {
 		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
 	}
