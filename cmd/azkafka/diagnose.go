@@ -100,12 +100,10 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var sec securityFlags
 	sec.register(flags)
 	if err := flags.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "azkafka diagnose: %v\n\n%s", err, diagnoseUsage)
-		return exitUsage
+		return failUsage(stderr, "diagnose", "diagnose", "%s", flagError(flags, err))
 	}
 	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "azkafka diagnose: unexpected argument %q\n", flags.Arg(0))
-		return exitUsage
+		return failUsage(stderr, "diagnose", "diagnose", "unexpected argument %q", flags.Arg(0))
 	}
 	var addrs []string
 	for a := range strings.SplitSeq(*bootstrap, ",") {
@@ -114,18 +112,15 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			continue
 		}
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			fmt.Fprintf(stderr, "azkafka diagnose: --bootstrap=%q: %q is not host:port\n", *bootstrap, a)
-			return exitUsage
+			return failUsage(stderr, "diagnose", "diagnose", "--bootstrap=%q: %q is not host:port", *bootstrap, a)
 		}
 		addrs = append(addrs, a)
 	}
 	if len(addrs) == 0 {
-		fmt.Fprintf(stderr, "azkafka diagnose: --bootstrap is required, e.g. --bootstrap broker-1:9092\n\n%s", diagnoseUsage)
-		return exitUsage
+		return failUsage(stderr, "diagnose", "diagnose", "--bootstrap is required, e.g. --bootstrap broker-1:9092")
 	}
 	if *timeout <= 0 {
-		fmt.Fprintf(stderr, "azkafka diagnose: --timeout=%v: must be > 0\n", *timeout)
-		return exitUsage
+		return failUsage(stderr, "diagnose", "diagnose", "--timeout=%v: must be > 0", *timeout)
 	}
 
 	opts := []sdk.Option{sdk.WithGetenv(clientIDGetenv), sdk.WithLogger(slog.New(slog.DiscardHandler))}

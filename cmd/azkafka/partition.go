@@ -69,11 +69,11 @@ func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	if err != nil {
-		return fail("%v (see azkafka help partition)", err)
+		return failUsage(stderr, "partition", "partition", "%s", flagError(flags, err))
 	}
 	counts, err := parseCounts(*countsFlag)
 	if err != nil {
-		return fail("%v", err)
+		return failUsage(stderr, "partition", "partition", "%v", err)
 	}
 	var keys []string
 	switch {
@@ -93,12 +93,12 @@ func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		keys = splitKeys(string(b))
 	}
 	if len(keys) == 0 {
-		return fail("no keys: give them as arguments, with --keys-file, or on standard input")
+		return failUsage(stderr, "partition", "partition", "no keys: give them as arguments, with --keys-file, or on standard input")
 	}
 	serialized := make([][]byte, len(keys))
 	for i, k := range keys {
 		if serialized[i], err = serializeKey(*serde, k); err != nil {
-			return fail("%v", err)
+			return failUsage(stderr, "partition", "partition", "%v", err)
 		}
 	}
 
