@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,8 +27,8 @@ client ID, AZ and connection policy, from the same AZKAFKA_* environment)
 and prints: the client ID and the AZ; every broker with its rack, whether
 it is in the client's zone and the round-trip time of an ApiVersions
 request (the best of 3, after the connection is open); for each topic
-(all non-internal topics, or --topic), how many partition leaders are in
-the client's zone; and what the SDK would do: the interzone flag,
+(all non-internal topics, or the one --topic names), how many partition
+leaders are in the client's zone; and what the SDK would do: the interzone flag,
 rack-aware partitioning of keyless messages (AZKAFKA_RACK_AWARE_PARTITIONING)
 and what sdk.ZoneAffinityGroupBalancer would give a member in this zone.
 
@@ -47,7 +48,8 @@ stops at 1 MiB.
 --timeout bounds the whole run: past it (and half a second of grace for a
 step that does not stop at once) diagnose gives up with status 1.
 
-Exit status: 0 printed, 1 the cluster could not be reached, 2 usage or
+Exit status: 0 printed, 1 the cluster could not be reached or has no topic
+--topic (it says "topic X not found on BOOTSTRAP"), 2 usage or
 configuration error.
 `
 
@@ -158,6 +160,14 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if res.err != nil {
 		fmt.Fprintf(stderr, "azkafka diagnose: no metadata from %s: %v (%s)\n", strings.Join(addrs, ","), res.err, refusalHint(res.err))
+		return exitFail
+	}
+	if res.topicErr != nil {
+		if errors.Is(res.topicErr, kafka.UnknownTopicOrPartition) {
+			fmt.Fprintf(stderr, "azkafka diagnose: topic %q not found on %s\n", *topic, strings.Join(addrs, ","))
+		} else {
+			fmt.Fprintf(stderr, "azkafka diagnose: topic %q on %s: %v (%s)\n", *topic, strings.Join(addrs, ","), res.topicErr, refusalHint(res.topicErr))
+		}
 		return exitFail
 	}
 	out := res.out
@@ -278,6 +288,9 @@ func deadline(ctx context.Context) time.Time {
 type diagnoseResult struct {
 	out diagnoseOutput
 	err error
+	// topicErr is the error of the topic named by --topic (for one the
+	// cluster does not have, kafka.UnknownTopicOrPartition).
+	topicErr error
 }
 
 // diagnoseCluster reads the cluster's metadata through tr and measures
@@ -291,6 +304,15 @@ func diagnoseCluster(ctx context.Context, tr *kafka.Transport, addrs []string, t
 	md, err := cl.Metadata(ctx, req)
 	if err != nil {
 		return diagnoseResult{err: err}
+	}
+	if topic != "" {
+		i := slices.IndexFunc(md.Topics, func(t kafka.Topic) bool { return t.Name == topic })
+		switch {
+		case i < 0:
+			return diagnoseResult{topicErr: kafka.UnknownTopicOrPartition}
+		case md.Topics[i].Error != nil:
+			return diagnoseResult{topicErr: md.Topics[i].Error}
+		}
 	}
 
 	out := diagnoseOutput{ClientID: id.ClientID, AZ: id.AZ, AZSource: id.AZSource, InterzoneLB: id.InterzoneLB, RackAware: id.RackAwarePartitioning}
@@ -316,7 +338,7 @@ func diagnoseCluster(ctx context.Context, tr *kafka.Transport, addrs []string, t
 		}
 	}
 	for _, t := range md.Topics {
-		if t.Internal || t.Error != nil {
+		if t.Internal && topic == "" || t.Error != nil {
 			continue
 		}
 		dt := diagnoseTopic{Name: t.Name, Partitions: len(t.Partitions), InZone: []int{}}

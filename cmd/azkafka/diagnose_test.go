@@ -127,6 +127,49 @@ func TestDiagnoseCommandErrors(t *testing.T) {
 	}
 }
 
+// TestDiagnoseTopicNotFound: --topic naming a topic the cluster does not
+// have fails with status 1, naming the topic and the bootstrap, and prints
+// nothing on stdout (with or without --json); a topic the cluster refuses
+// to describe fails naming the refusal.
+func TestDiagnoseTopicNotFound(t *testing.T) {
+	withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "az-a"}, nil)
+	c := embedded.StartT(t, embedded.Topic("events", 4))
+	addr := c.Addrs()[0]
+	for _, args := range [][]string{{"--topic", "nope"}, {"--topic", "nope", "--json"}} {
+		var stdout, stderr bytes.Buffer
+		st := run(append([]string{"diagnose", "--bootstrap", addr}, args...), nil, &stdout, &stderr)
+		if want := fmt.Sprintf("azkafka diagnose: topic %q not found on %s\n", "nope", addr); st != exitFail || stderr.String() != want || stdout.Len() > 0 {
+			t.Errorf("%v: status %d, stderr %q, stdout %q; want %d, %q and nothing", args, st, stderr.String(), stdout.String(), exitFail, want)
+		}
+	}
+
+	p, err := kproxy.Start(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != 3 {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			t.Errorf("decoding metadata: %v", err)
+			return resp
+		}
+		mr := r.(*kmsg.MetadataResponse)
+		for i := range mr.Topics {
+			mr.Topics[i].ErrorCode, mr.Topics[i].Partitions = 29, nil // TOPIC_AUTHORIZATION_FAILED
+		}
+		return kproxy.EncodeResponse(req, mr)
+	})
+	var stdout, stderr bytes.Buffer
+	st := run([]string{"diagnose", "--bootstrap", p.Addr(), "--topic", "events"}, nil, &stdout, &stderr)
+	if want := fmt.Sprintf("topic %q on %s: ", "events", p.Addr()); st != exitFail || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "check the user's ACLs") {
+		t.Errorf("refused topic: status %d, stderr %q; want %d, %q and the ACL hint", st, stderr.String(), exitFail, want)
+	}
+}
+
 // TestDiagnoseTimeoutBoundsTheRun: against a broker that accepts and
 // never answers, diagnose gives up with status 1 once --timeout (and its
 // grace) is spent, saying so.
