@@ -30,7 +30,8 @@ request (the best of 3, after the connection is open); for each topic
 (all non-internal topics, or the one --topic names), how many partition
 leaders are in the client's zone; and what the SDK would do: the interzone flag,
 rack-aware partitioning of keyless messages (AZKAFKA_RACK_AWARE_PARTITIONING)
-and what sdk.ZoneAffinityGroupBalancer would give a member in this zone.
+and what sdk.ZoneAffinityGroupBalancer would give a member in this zone
+(advice that applies to several topics is one line naming how many).
 
 A broker's zone is its rack (broker.rack); on MSK racks are zone IDs, so
 run with AZKAFKA_AZ_FORMAT=id.
@@ -253,21 +254,71 @@ func diagnoseAdvice(out diagnoseOutput, racks int) []string {
 	if out.AZ != "" && racks > 0 && localBrokers == 0 {
 		a = append(a, fmt.Sprintf("find no broker with rack %q: compare the racks above with the AZ (on MSK set AZKAFKA_AZ_FORMAT=id)", out.AZ))
 	}
+	return append(a, topicAdvice(out)...)
+}
+
+// topicAdvice says what the SDK would do with each topic. Advice that
+// applies to several topics is one line naming how many (and the first
+// few): their partition counts are in the topic list.
+func topicAdvice(out diagnoseOutput) []string {
+	type piece struct {
+		one    func(t diagnoseTopic) string // for a single topic
+		many   string                       // for several, after "N topics (names): "
+		topics []diagnoseTopic
+	}
+	offNone := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("spread keyless messages over all %d partitions (rack-aware partitioning off, and no partition led in-zone)", t.Partitions)
+	}, many: "spread keyless messages over all their partitions (rack-aware partitioning off, and no partition led in-zone)"}
+	off := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("spread keyless messages over all %d partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use the %d led in-zone)", t.Partitions, t.LeadersInZone)
+	}, many: "spread keyless messages over all their partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use those led in-zone, counted above)"}
+	none := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("spread keyless messages over all %d partitions (no leader in-zone)", t.Partitions)
+	}, many: "spread keyless messages over all their partitions (no leader in-zone)"}
+	local := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("send keyless messages to the %d partitions led in-zone %v; keyed messages keep their partition", t.LeadersInZone, t.InZone)
+	}, many: "send keyless messages to the partitions led in-zone (listed above); keyed messages keep their partition"}
+	group := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the %d partitions led here first, as far as balance allows", t.LeadersInZone)
+	}, many: "with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the partitions led here first, as far as balance allows"}
 	for _, t := range out.Topics {
+		p := local
 		switch {
+		case !out.RackAware && t.LeadersInZone == 0:
+			p = offNone
 		case !out.RackAware:
-			a = append(a, fmt.Sprintf("topic %s: spread keyless messages over all %d partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use the %d led in-zone)",
-				t.Name, t.Partitions, t.LeadersInZone))
+			p = off
 		case t.LeadersInZone == 0:
-			a = append(a, fmt.Sprintf("topic %s: spread keyless messages over all %d partitions (no leader in-zone)", t.Name, t.Partitions))
-		default:
-			a = append(a, fmt.Sprintf("topic %s: send keyless messages to the %d partitions led in-zone %v; keyed messages keep their partition", t.Name, t.LeadersInZone, t.InZone))
+			p = none
 		}
+		p.topics = append(p.topics, t)
 		if t.LeadersInZone > 0 {
-			a = append(a, fmt.Sprintf("topic %s: with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the %d partitions led here first, as far as balance allows", t.Name, t.LeadersInZone))
+			group.topics = append(group.topics, t)
+		}
+	}
+	var a []string
+	for _, p := range []*piece{offNone, off, none, local, group} {
+		switch n := len(p.topics); {
+		case n == 1:
+			a = append(a, fmt.Sprintf("topic %s: %s", p.topics[0].Name, p.one(p.topics[0])))
+		case n > 1:
+			a = append(a, fmt.Sprintf("%d topics (%s): %s", n, topicNames(p.topics), p.many))
 		}
 	}
 	return a
+}
+
+// topicNames names the first 3 topics of ts, then "..." for the others.
+func topicNames(ts []diagnoseTopic) string {
+	const show = 3
+	names := make([]string, 0, show+1)
+	for _, t := range ts[:min(len(ts), show)] {
+		names = append(names, t.Name)
+	}
+	if len(ts) > show {
+		names = append(names, "...")
+	}
+	return strings.Join(names, ", ")
 }
 
 // diagnoseGrace is how long past --timeout the run waits for the cluster
