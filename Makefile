@@ -3,12 +3,14 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOFILES      = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')
 
-.PHONY: help test fmt vet staticcheck gotest conformance ci
+.PHONY: help test fmt vet staticcheck gotest conformance ci broker cluster
 
 help:
 	@echo "make test         gofmt check, go vet, staticcheck, go test -race ./... (hermetic: no network, no JVM)"
 	@echo "make conformance  start a real Apache Kafka 4.3.1 broker from Maven Central jars and run conformance/"
 	@echo "make ci           test + conformance"
+	@echo "make broker       start a real Apache Kafka 4.3.1 broker on loopback and keep it running until Ctrl-C"
+	@echo "make cluster      the same for the 3-node cluster with racks az-a, az-b, az-c (= make broker ARGS=--cluster)"
 
 test: fmt vet staticcheck gotest
 
@@ -28,5 +30,12 @@ gotest:
 
 conformance:
 	./conformance/run.sh
+
+# ARGS: more run.sh flags, e.g. make broker ARGS=--cluster.
+broker:
+	./conformance/run.sh --broker-only $(ARGS)
+
+cluster:
+	./conformance/run.sh --broker-only --cluster
 
 ci: test conformance

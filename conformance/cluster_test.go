@@ -2,13 +2,14 @@
 
 package conformance
 
-// A KRaft cluster of Apache Kafka 4.3.1 on loopback for one test: three
-// combined broker+controller nodes with a static quorum of three voters
-// (controller.quorum.voters), so that killing or stopping any one node
-// leaves a majority and the cluster carries on; broker.rack az-a, az-b,
-// az-c; internal topics replicated three times (min.insync.replicas 2);
-// the rack-aware replica selector. Each node is a dedicatedBroker: a test
-// can kill -9, stop (SIGTERM: controlled shutdown) and restart any of them.
+// A KRaft cluster of Apache Kafka 4.3.1 on loopback for one test:
+// kafkanode's three combined broker+controller nodes with a static quorum
+// of three voters, so that killing or stopping any one node leaves a
+// majority and the cluster carries on; broker.rack az-a, az-b, az-c;
+// internal topics replicated three times (min.insync.replicas 2); the
+// rack-aware replica selector. Each node is a dedicatedBroker: a test can
+// kill -9, stop (SIGTERM: controlled shutdown) and restart any of them.
+// `make cluster` (brokerctl cluster) starts the same cluster, plaintext.
 
 import (
 	"context"
@@ -16,15 +17,16 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/conformance/internal/kafkanode"
 )
 
 // clusterRacks are the racks of the cluster's nodes, node 1 first.
-var clusterRacks = []string{"az-a", "az-b", "az-c"}
+var clusterRacks = kafkanode.Racks
 
 // kafkaCluster is a multi-node cluster of the test's own.
 type kafkaCluster struct {
@@ -44,96 +46,24 @@ type clusterConfig struct {
 	formatArgs []string
 }
 
-// clusterNodeConfig turns the single-node template into node id of the
-// cluster. A later key overrides the template's.
-func clusterNodeConfig(id int, voters, rack string) []string {
-	return []string{
-		"node.id=" + strconv.Itoa(id),
-		"controller.quorum.bootstrap.servers=",
-		"controller.quorum.voters=" + voters,
-		"broker.rack=" + rack,
-		"offsets.topic.replication.factor=3",
-		"transaction.state.log.replication.factor=3",
-		"transaction.state.log.min.isr=2",
-		"share.coordinator.state.topic.replication.factor=3",
-		"share.coordinator.state.topic.min.isr=2",
-		"default.replication.factor=3",
-		"min.insync.replicas=2",
-		"replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector",
-		// A restarted node registers again only once the controller has
-		// expired its killed incarnation's session: 2 s, not 9 s, keeps
-		// restarts short. It is also how long a killed node keeps its
-		// leaderships before the controller fences it.
-		"broker.heartbeat.interval.ms=500",
-		"broker.session.timeout.ms=2000",
-	}
-}
-
 // startCluster formats and starts one node per rack of clusterRacks and
-// returns once every node answers and the cluster lists them all.
+// returns once every node answers and the cluster lists them all. The
+// nodes are killed when the test ends; if it failed, the end of their
+// logs is printed first.
 func startCluster(t *testing.T, cc clusterConfig) *kafkaCluster {
 	t.Helper()
-	n := len(clusterRacks)
-	per := 2 + len(cc.ports)
-	for attempt := 1; ; attempt++ {
-		ports := freePorts(t, n*per)
-		clusterID := newClusterID(t)
-		var voters []string
-		for i := range n {
-			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i*per+1]))
-		}
-		c := &kafkaCluster{t: t, racks: clusterRacks}
-		for i := range n {
-			b := newDedicatedNode(t, fmt.Sprintf("node %d (%s)", i+1, clusterRacks[i]))
-			b.brokerPort, b.ctrlPort = ports[i*per], ports[i*per+1]
-			for j, name := range cc.ports {
-				b.named[name] = ports[i*per+2+j]
-			}
-			b.clusterID, b.formatMode, b.formatArgs = clusterID, []string{}, cc.formatArgs
-			b.extra = clusterNodeConfig(i+1, strings.Join(voters, ","), clusterRacks[i])
-			if cc.extra != nil {
-				b.extra = append(b.extra, cc.extra(i+1)...)
-			}
-			b.format()
-			c.nodes = append(c.nodes, b)
-		}
-		for _, b := range c.nodes {
-			if err := b.launch(); err != nil {
-				t.Fatalf("cluster: %v", err)
-			}
-		}
-		errs := make(chan error, n)
-		for _, b := range c.nodes {
-			go func() { errs <- b.waitReady() }()
-		}
-		var first error
-		for range c.nodes {
-			if err := <-errs; err != nil && first == nil {
-				first = err
-			}
-		}
-		if first == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), dedicatedReadyBudget)
-			defer cancel()
-			c.waitFor(ctx, "every node registered", func(md *kafka.MetadataResponse) error {
-				if len(md.Brokers) != n {
-					return fmt.Errorf("%d of %d brokers in metadata", len(md.Brokers), n)
-				}
-				return nil
-			})
-			return c
-		}
-		taken := false
-		for _, b := range c.nodes {
-			taken = taken || b.logContains("Address already in use")
-			b.kill()
-		}
-		if attempt < 3 && taken {
-			t.Logf("cluster: a port was taken before a node bound it; retrying with new ports")
-			continue
-		}
-		t.Fatalf("cluster: %v", first)
+	nodes, err := kafkanode.StartCluster(context.Background(), brokerSetup(t), t.TempDir(), kafkanode.ClusterConfig{
+		Ports: cc.ports, Extra: cc.extra, FormatArgs: cc.formatArgs, Logf: t.Logf})
+	c := &kafkaCluster{t: t, racks: clusterRacks}
+	for _, n := range nodes {
+		b := &dedicatedBroker{Node: n, t: t}
+		b.cleanup()
+		c.nodes = append(c.nodes, b)
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // Node is the node with node.id id (1-based).
@@ -152,7 +82,7 @@ func (c *kafkaCluster) Addrs() []string {
 func (c *kafkaCluster) LiveAddrs() []string {
 	var a []string
 	for _, b := range c.nodes {
-		if b.cmd != nil {
+		if b.Running() {
 			a = append(a, b.Addrs()...)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/azkafka/azkafka/conformance/internal/kafkanode"
 	"github.com/azkafka/azkafka/internal/embedded"
 )
 
@@ -170,21 +171,11 @@ func javaProject(t testing.TB, name string) (classpath string) {
 // javaBinary returns $JAVA_HOME/bin/java if it exists, else java from PATH.
 func javaBinary(t testing.TB) string {
 	t.Helper()
-	if home := os.Getenv("JAVA_HOME"); home != "" {
-		if p := filepath.Join(home, "bin", "java"); fileExists(p) {
-			return p
-		}
-	}
-	p, err := exec.LookPath("java")
+	p, err := kafkanode.JavaBinary()
 	if err != nil {
-		missing(t, "no java on PATH (and none in $JAVA_HOME/bin): the conformance suite needs JDK 17+")
+		missing(t, err.Error())
 	}
 	return p
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
 }
 
 // javaCommand returns an unstarted command that runs mainClass of the Maven

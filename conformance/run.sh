@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Runs the conformance suite (Go tests with build tag "conformance") against a
-# real Apache Kafka 4.3.1 broker and the Java fixtures in conformance/java/.
+# real Apache Kafka 4.3.1 broker and the Java fixtures in conformance/java/;
+# or, with --broker-only, starts the broker alone (make broker), or the suite's
+# 3-node rack cluster with --broker-only --cluster (make cluster), until Ctrl-C.
 #
-#   1. checks for go, java (17+), javac, mvn, flock and setsid; any missing tool
-#      fails the run, with or without CI=true;
+#   conformance/run.sh                      the suite
+#   conformance/run.sh --broker-only        one broker: steps 1 and 3, then waits
+#   conformance/run.sh --broker-only --cluster
+#                                           three nodes, racks az-a, az-b, az-c,
+#                                           plaintext (brokerctl cluster), then waits
+#
+#   1. checks for go, java (17+), javac, mvn, flock and setsid (--broker-only:
+#      go, java, mvn, and setsid for --cluster); any missing tool fails the run,
+#      with or without CI=true;
 #   2. builds every Maven project conformance/java/*/pom.xml (mvn package) and
 #      writes its runtime classpath to conformance/java/<name>/target/classpath.txt;
 #   3. unless AZKAFKA_CONFORMANCE_BROKERS is set: resolves the broker's jars with
@@ -20,6 +29,14 @@
 # The broker is stopped on exit, on failure and on Ctrl-C (SIGINT/SIGTERM);
 # if this script is SIGKILLed, a watchdog stops the broker and the tests. On
 # failure the tail of the broker log is printed and the temp dir is kept.
+#
+# --broker-only prints the bootstrap address, the broker's pid and log, and
+# stays in the foreground until Ctrl-C (or SIGTERM to this script, or the
+# broker's own exit: kill PID stops it); it then stops the broker, deletes its
+# temp dir (data and logs) and exits 0. A broker that dies on its own is a
+# failure (status 1, log tail printed, temp dir kept). The cluster is run by
+# `brokerctl cluster`, the Go code the suite's cluster tests start theirs with.
+# AZKAFKA_CONFORMANCE_BROKERS is ignored there.
 #
 # Environment:
 #   AZKAFKA_CONFORMANCE_BROKERS  host:port[,host:port] of your own broker: no broker is started
@@ -58,7 +75,10 @@ dependency_plugin=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 work=""
 broker_pid=""
 test_pid=""
+cluster_pid=""
 watchdog_pid=""
+broker_only=""
+cluster=""
 
 log() { echo "conformance: $*"; }
 fail() {
@@ -108,11 +128,20 @@ cleanup() {
 	# Finish cleaning up even if Ctrl-C is pressed again.
 	trap - EXIT
 	trap '' INT TERM
+	# --broker-only runs until Ctrl-C or SIGTERM: that is its way to stop.
+	if [ -n "$broker_only" ] && { [ "$rc" -eq 130 ] || [ "$rc" -eq 143 ]; }; then
+		rc=0
+	fi
 	if [ -n "$test_pid" ] && kill -0 "$test_pid" 2>/dev/null; then
 		# go test runs in its own process group: this also stops the test
 		# binary and any Java fixture it started.
 		kill -TERM -- "-$test_pid" 2>/dev/null || true
 		wait "$test_pid" 2>/dev/null || true
+	fi
+	if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
+		# brokerctl stops its nodes (controlled shutdown, then SIGKILL) and exits.
+		kill -TERM "$cluster_pid" 2>/dev/null || true
+		wait "$cluster_pid" 2>/dev/null || true
 	fi
 	stop_broker
 	if [ -n "$watchdog_pid" ]; then
@@ -173,34 +202,37 @@ start_broker() { # sets broker_pid and brokers; returns 1 if the JVM exits durin
 	log "Apache Kafka $kafka_version broker (pid $broker_pid) at $brokers, controller 127.0.0.1:$controller_port: answered Metadata $(seconds_since "$t0") after JVM start"
 }
 
-# The whole run is one function, so bash has parsed all of it before it
-# starts: editing this file cannot disturb a run in progress.
-main() {
-	[[ "$broker_timeout" =~ ^[1-9][0-9]{0,4}$ ]] ||
-		fail "CONFORMANCE_BROKER_TIMEOUT=\"${broker_timeout:0:40}\": want a whole number of seconds (1-99999)"
+# ---- the steps; main and broker_main run them.
 
-	# ---- 1. tools
-	missing=()
-	for tool in go java javac mvn flock setsid; do
+check_tools() { # tool... ; fails naming the missing ones, checks java's version
+	local missing=() tool
+	for tool in "$@"; do
 		command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
 		fail "not found on PATH: ${missing[*]}. The conformance suite needs Go, a JDK 17+ (java, javac), Maven (mvn) and util-linux (flock, setsid); on Debian/Ubuntu: apt-get install openjdk-17-jdk-headless maven util-linux (or run .ci/run)."
 	fi
+	local java_version
 	java_version="$(java -XshowSettings:properties -version 2>&1 | awk -F' = ' '/java.specification.version/ {print $2}')"
 	if ! [[ "$java_version" =~ ^[0-9]+$ ]] || [ "$java_version" -lt 17 ]; then
 		fail "java $(command -v java) is version \"$java_version\"; Kafka $kafka_version needs Java 17 or newer."
 	fi
 	log "go $(go env GOVERSION), java $java_version ($(command -v java)), $(mvn -v 2>/dev/null | head -n 1 | sed 's/\x1b\[[0-9;]*m//g')"
+}
 
+make_work() { # sets work: the temp dir; starts the watchdog; builds brokerctl into it
 	work="$(mktemp -d "${TMPDIR:-/tmp}/azkafka-conformance.XXXXXX")"
 
 	# If this script is killed with SIGKILL its traps cannot run: a watchdog then
-	# stops the broker and the tests, whose pids are in $work/*.pid.
+	# stops the broker, the cluster and the tests, whose pids are in $work/*.pid.
 	(
 		trap '' INT # Ctrl-C goes to the whole process group; the EXIT trap handles it.
 		while kill -0 $$ 2>/dev/null; do sleep 1; done
 		[ -s "$work/test.pid" ] && kill -TERM -- "-$(cat "$work/test.pid")" 2>/dev/null
+		if [ -s "$work/cluster.pid" ]; then
+			pid="$(cat "$work/cluster.pid")"
+			kill -TERM -- "-$pid" 2>/dev/null && sleep 30 && kill -KILL -- "-$pid" 2>/dev/null
+		fi
 		if [ -s "$work/broker.pid" ]; then
 			pid="$(cat "$work/broker.pid")"
 			kill -TERM "$pid" 2>/dev/null && sleep 30 && kill -KILL "$pid" 2>/dev/null
@@ -208,8 +240,10 @@ main() {
 	) </dev/null >/dev/null 2>&1 &
 	watchdog_pid=$!
 	(cd "$root" && go build -o "$work/brokerctl" ./conformance/cmd/brokerctl) || fail "building conformance/cmd/brokerctl"
+}
 
-	# ---- 2. Java fixtures
+build_fixtures() { # mvn package of every conformance/java/*/pom.xml
+	local pom dir name t0
 	for pom in "$conf"/java/*/pom.xml; do
 		[ -e "$pom" ] || continue
 		dir="$(dirname "$pom")"
@@ -227,6 +261,106 @@ main() {
 		[ -f "$dir/target/classpath.txt" ] || fail "conformance/java/$name: mvn wrote no target/classpath.txt"
 		log "built conformance/java/$name in $(seconds_since "$t0")"
 	done
+}
+
+resolve_broker() { # writes the broker's classpath to $work/broker.classpath
+	local t0
+	t0=$(millis)
+	if ! (cd "$conf/kafka" && mvn "${mvn_flags[@]}" "$dependency_plugin:build-classpath" \
+		-Dmdep.includeScope=runtime -Dmdep.outputFile="$work/broker.classpath") >"$work/mvn-kafka.log" 2>&1; then
+		tail -n 60 "$work/mvn-kafka.log"
+		fail "resolving Apache Kafka $kafka_version from Maven Central (conformance/kafka/pom.xml) failed"
+	fi
+	log "resolved Apache Kafka $kafka_version jars in $(seconds_since "$t0")"
+}
+
+start_broker_retrying() { # start_broker, on new ports when one was taken meanwhile
+	local attempt
+	for attempt in 1 2 3; do
+		start_broker && return 0
+		if [ "$attempt" -lt 3 ] && grep -q 'Address already in use' "$work/logs/server.log" "$work/broker.out" 2>/dev/null; then
+			log "a port was taken before the broker bound it; retrying with new ports"
+			continue
+		fi
+		fail "the broker exited during startup"
+	done
+}
+
+# --broker-only: the broker (or the cluster) alone, in the foreground.
+broker_main() {
+	if [ -n "$cluster" ]; then
+		check_tools go java mvn setsid
+	else
+		check_tools go java mvn
+	fi
+	make_work
+	resolve_broker
+	local rc=0
+	if [ -n "$cluster" ]; then
+		# A process group of its own (its JVMs in it), for the watchdog; Ctrl-C
+		# reaches this script, whose cleanup stops brokerctl.
+		(cd "$root" && exec setsid "$work/brokerctl" cluster -classpath "$work/broker.classpath" \
+			-conf "$conf/kafka" -dir "$work/cluster") &
+		cluster_pid=$!
+		echo "$cluster_pid" >"$work/cluster.pid"
+		wait "$cluster_pid" || rc=$?
+		cluster_pid=""
+		rm -f "$work/cluster.pid"
+		exit "$rc"
+	fi
+	start_broker_retrying
+	log "bootstrap: $brokers"
+	log "pid $broker_pid, log $work/logs/server.log; data deleted when it stops"
+	log "stop: Ctrl-C here, or kill $broker_pid"
+	wait "$broker_pid" || rc=$?
+	broker_pid=""
+	rm -f "$work/broker.pid"
+	# SIGTERM (kill PID) is Kafka's controlled shutdown: the JVM exits with 143.
+	if [ "$rc" -eq 0 ] || [ "$rc" -eq 143 ]; then
+		log "broker stopped (exit status $rc)"
+		exit 0
+	fi
+	fail "the broker exited with status $rc"
+}
+
+usage() {
+	sed -n '2,/^# shellcheck/{/^# shellcheck/d;s/^# \{0,1\}//;p}' "$0"
+}
+
+# The whole run is one function, so bash has parsed all of it before it
+# starts: editing this file cannot disturb a run in progress.
+main() {
+	local arg
+	for arg in "$@"; do
+		case "$arg" in
+		--broker-only) broker_only=1 ;;
+		--cluster) cluster=1 ;;
+		-h | --help)
+			usage
+			exit 0
+			;;
+		*)
+			echo "conformance: unknown argument \"$arg\" (want --broker-only [--cluster]); see $0 --help" >&2
+			exit 2
+			;;
+		esac
+	done
+	if [ -n "$cluster" ] && [ -z "$broker_only" ]; then
+		echo "conformance: --cluster goes with --broker-only (the suite starts its clusters itself)" >&2
+		exit 2
+	fi
+	[[ "$broker_timeout" =~ ^[1-9][0-9]{0,4}$ ]] ||
+		fail "CONFORMANCE_BROKER_TIMEOUT=\"${broker_timeout:0:40}\": want a whole number of seconds (1-99999)"
+	if [ -n "$broker_only" ]; then
+		broker_main
+	fi
+
+	# ---- 1. tools
+	check_tools go java javac mvn flock setsid
+	make_work
+
+	# ---- 2. Java fixtures
+	build_fixtures
 
 	# ---- 3. broker
 
@@ -236,23 +370,9 @@ main() {
 		"$work/brokerctl" wait -timeout 30s "$brokers" ||
 			fail "AZKAFKA_CONFORMANCE_BROKERS=\"$brokers\": no broker answered a Metadata request within 30s"
 	else
-		t0=$(millis)
-		if ! (cd "$conf/kafka" && mvn "${mvn_flags[@]}" "$dependency_plugin:build-classpath" \
-			-Dmdep.includeScope=runtime -Dmdep.outputFile="$work/broker.classpath") >"$work/mvn-kafka.log" 2>&1; then
-			tail -n 60 "$work/mvn-kafka.log"
-			fail "resolving Apache Kafka $kafka_version from Maven Central (conformance/kafka/pom.xml) failed"
-		fi
-		log "resolved Apache Kafka $kafka_version jars in $(seconds_since "$t0")"
-		for attempt in 1 2 3; do
-			start_broker && break
-			if [ "$attempt" -lt 3 ] && grep -q 'Address already in use' "$work/logs/server.log" "$work/broker.out" 2>/dev/null; then
-				log "a port was taken before the broker bound it; retrying with new ports"
-				continue
-			fi
-			fail "the broker exited during startup"
-		done
+		resolve_broker
+		start_broker_retrying
 	fi
-
 	# ---- 4. tests
 	export AZKAFKA_CONFORMANCE_BROKERS="$brokers"
 	export AZKAFKA_CONFORMANCE_JAVA_DIR="$conf/java"

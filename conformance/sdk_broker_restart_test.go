@@ -479,7 +479,7 @@ func TestSDKIdempotentBrokerRestart(t *testing.T) {
 	t.Logf("broker killed after %d/%d acknowledged (sync/async), with one answered Produce response of each Writer held (then cut: %d); "+
 		"both Writers retrying %v after the kill; broker answering again %v after; "+
 		"both Writers 1,000 further messages on %v after; pid starts %d", killed[0], killed[1], hold.cut.Load(),
-		outageSeen.Round(time.Millisecond), restarted.Round(time.Millisecond), resumed.Round(time.Millisecond), b.starts)
+		outageSeen.Round(time.Millisecond), restarted.Round(time.Millisecond), resumed.Round(time.Millisecond), b.Starts)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%-6s %8s %6s %13s %7s %5s %10s %9s %8s %6s %13s\n", "writer", "acked", "failed", "failed+stored", "stored", "lost", "duplicates", "reordered", "retries", "bumps", "resent-stored")
 	for _, rw := range writers {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -49,10 +50,36 @@ func ExampleZoneAffinityGroupBalancer() {
 	got := sdk.ZoneAffinityGroupBalancer{}.AssignGroups([]kafka.GroupMember{member("m-a", "az-a"), member("m-b", "az-b")}, parts)
 	fmt.Println("m-a:", got["m-a"]["events"], "m-b:", got["m-b"]["events"])
 
-	// In a Reader: list it first, and range for members not yet upgraded.
+	// In an sdk.Reader: list it first, and range for members not yet
+	// upgraded; NewReader gives the empty Zone the Reader's AZ.
 	_ = kafka.ReaderConfig{
 		Brokers: []string{"broker:9092"}, GroupID: "billing", Topic: "events",
-		GroupBalancers: []kafka.GroupBalancer{sdk.ZoneAffinityGroupBalancer{Zone: "az-a"}, kafka.RangeGroupBalancer{}},
+		GroupBalancers: []kafka.GroupBalancer{sdk.ZoneAffinityGroupBalancer{}, kafka.RangeGroupBalancer{}},
 	}
 	// Output: m-a: [0 2] m-b: [1 3]
+}
+
+func ExampleNewZoneAffinityGroupBalancer() {
+	// For kafka-go's own Reader: the balancer and the dialer resolve the
+	// AZ from the same options (WithAZ here; in production AZKAFKA_AZ or
+	// detection).
+	opts := []sdk.Option{sdk.WithAZ("us-east-1a"), sdk.WithLogger(slog.New(slog.DiscardHandler))}
+	b, err := sdk.NewZoneAffinityGroupBalancer(opts...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	dialer, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 10 * time.Second}, opts...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg := kafka.ReaderConfig{
+		Brokers: []string{"broker:9092"}, GroupID: "billing", Topic: "events", Dialer: dialer,
+		GroupBalancers: []kafka.GroupBalancer{b, kafka.RangeGroupBalancer{}},
+	}
+	_ = cfg // kafka.NewReader(cfg)
+	parts, _ := sdk.ParseClientID(dialer.ClientID)
+	fmt.Println("balancer zone:", b.Zone, "client ID zone:", parts.AZ)
+	// Output: balancer zone: us-east-1a client ID zone: us-east-1a
 }

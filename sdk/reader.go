@@ -253,9 +253,10 @@ const closeCommitTimeout = 10 * time.Second
 // Every connection carries the azkafka client ID and goes through the
 // connection policy. TLS, SASL (any kafka-go sasl.Mechanism), Timeout,
 // Deadline, Resolver, DialFunc and ClientID (as the user part of the
-// client ID) of config.Dialer, when set, are kept. Options win over
-// AZKAFKA_* environment variables. What each ReaderConfig field becomes is
-// listed in the Reader doc.
+// client ID) of config.Dialer, when set, are kept. A
+// ZoneAffinityGroupBalancer in config.GroupBalancers whose Zone is empty
+// gets the Reader's AZ. Options win over AZKAFKA_* environment variables.
+// What each ReaderConfig field becomes is listed in the Reader doc.
 //
 // Unlike kafka.NewReader, which panics, NewReader returns an error for an
 // invalid config, options or environment. It may detect the availability
@@ -273,6 +274,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sdk.NewReader: %w", err)
 	}
+	config.GroupBalancers = withZone(config.GroupBalancers, s.az)
 	r := &Reader{
 		s:      s,
 		config: config,

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,10 +28,20 @@ const ZoneAffinityProtocol = "azkafka-zone-affinity"
 //	r, err := sdk.NewReader(kafka.ReaderConfig{
 //		Brokers: brokers, GroupID: "billing", Topic: "events",
 //		GroupBalancers: []kafka.GroupBalancer{
-//			sdk.ZoneAffinityGroupBalancer{Zone: az},
-//			kafka.RangeGroupBalancer{}, // while members without it remain
+//			sdk.ZoneAffinityGroupBalancer{}, // Zone: the Reader's AZ
+//			kafka.RangeGroupBalancer{},      // while members without it remain
 //		},
 //	})
+//
+// Zone left empty: NewReader gives the balancer (a value or a pointer in
+// ReaderConfig.GroupBalancers) its own AZ, the one its client ID carries
+// (WithAZ, AZKAFKA_AZ, else detected); it replaces the element in its copy
+// of the config, so the caller's slice and balancer are left as they are,
+// and Reader.Config shows the zone. A Zone that is set is kept. When the
+// AZ is unknown the member has no zone. With kafka-go's own Reader or
+// ConsumerGroup (say on NewAZAwareDialer) nothing fills it: build the
+// balancer with NewZoneAffinityGroupBalancer, which resolves the AZ the
+// same way.
 //
 // The assignment, per topic:
 //   - balanced: every member gets ⌊P/M⌋ or ⌈P/M⌉ of the topic's P
@@ -60,12 +71,72 @@ const ZoneAffinityProtocol = "azkafka-zone-affinity"
 //
 // The member's zone travels in the group protocol's user data (a version
 // byte, then the zone as a length-prefixed string); user data that does
-// not parse counts as no zone. Zone is the client's AZ as sdk reports it
-// (Writer.Stats().SDK.AZ or the AZKAFKA_AZ the service was given); on MSK
-// the racks are zone IDs, so use AZKAFKA_AZ_FORMAT=id.
+// not parse counts as no zone. A Zone given by hand should be the
+// client's AZ as sdk reports it (Writer.Stats().SDK.AZ or the AZKAFKA_AZ
+// the service was given); on MSK the racks are zone IDs, so use
+// AZKAFKA_AZ_FORMAT=id.
 type ZoneAffinityGroupBalancer struct {
-	// Zone is this member's zone; "" means unknown.
+	// Zone is this member's zone; "" means unknown, or, in an sdk.Reader's
+	// config, the Reader's AZ.
 	Zone string
+}
+
+// NewZoneAffinityGroupBalancer returns a ZoneAffinityGroupBalancer whose
+// Zone is the AZ a client built with opts would send: WithAZ, else
+// AZKAFKA_AZ (or WARPSTREAM_AVAILABILITY_ZONE), else detection with
+// azdetect (once per process, within AZKAFKA_DETECT_TIMEOUT). Use it with
+// kafka-go's own Reader or ConsumerGroup; an sdk.Reader fills an empty
+// Zone itself. Pass it the options given to NewAZAwareDialer (of them,
+// WithAZ, WithGetenv, WithDetector and WithLogger count here), so that the
+// zone is the one the dialer's client ID carries:
+//
+//	b, err := sdk.NewZoneAffinityGroupBalancer()
+//	dialer, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 10 * time.Second})
+//	r := kafka.NewReader(kafka.ReaderConfig{
+//		Brokers: brokers, GroupID: "billing", Topic: "events", Dialer: dialer,
+//		GroupBalancers: []kafka.GroupBalancer{b, kafka.RangeGroupBalancer{}},
+//	})
+//
+// An unknown AZ is not an error: Zone is "" (the member gets a fair share
+// of the partitions no zone claims) and a warning is logged once per
+// process, as for every client. The error is that of invalid
+// configuration, naming the option or variable.
+func NewZoneAffinityGroupBalancer(opts ...Option) (ZoneAffinityGroupBalancer, error) {
+	id, err := ResolveIdentity(context.Background(), opts...)
+	if err != nil {
+		return ZoneAffinityGroupBalancer{}, err
+	}
+	return ZoneAffinityGroupBalancer{Zone: id.AZ}, nil
+}
+
+// withZone returns bs with every ZoneAffinityGroupBalancer whose Zone is
+// empty (a value, a pointer, or a nil pointer) replaced by one in zone. bs
+// is copied before the first change: the caller's slice and balancers are
+// not written.
+func withZone(bs []kafka.GroupBalancer, zone string) []kafka.GroupBalancer {
+	if zone == "" {
+		return bs
+	}
+	out, copied := bs, false
+	for i, b := range bs {
+		switch v := b.(type) {
+		case ZoneAffinityGroupBalancer:
+			if v.Zone != "" {
+				continue
+			}
+		case *ZoneAffinityGroupBalancer:
+			if v != nil && v.Zone != "" {
+				continue
+			}
+		default:
+			continue
+		}
+		if !copied {
+			out, copied = slices.Clone(bs), true
+		}
+		out[i] = ZoneAffinityGroupBalancer{Zone: zone}
+	}
+	return out
 }
 
 // ProtocolName implements kafka.GroupBalancer.

@@ -1,6 +1,7 @@
 package sdk_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -118,7 +119,8 @@ func groupReader(t *testing.T, addrs []string, group, topic, zone string, balanc
 // groupState is the group as the coordinator describes it.
 type groupState struct {
 	protocol string
-	members  map[string][]int // client ID -> partitions
+	members  map[string][]int  // client ID -> partitions
+	userData map[string][]byte // client ID -> user data of the group's protocol
 }
 
 // waitGroup polls DescribeGroups until ok(state) or ctx ends.
@@ -130,7 +132,7 @@ func waitGroup(ctx context.Context, t *testing.T, addrs []string, group string, 
 		res, err := cl.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
 		if err == nil && len(res.Groups) == 1 && res.Groups[0].GroupState == "Stable" {
 			g := res.Groups[0]
-			last = groupState{protocol: describedProtocol(ctx, addrs, group), members: map[string][]int{}}
+			last = groupState{protocol: describedProtocol(ctx, addrs, group), members: map[string][]int{}, userData: map[string][]byte{}}
 			for _, m := range g.Members {
 				var ps []int
 				for _, a := range m.MemberAssignments.Topics {
@@ -138,6 +140,7 @@ func waitGroup(ctx context.Context, t *testing.T, addrs []string, group string, 
 				}
 				slices.Sort(ps)
 				last.members[m.ClientID] = ps
+				last.userData[m.ClientID] = m.MemberMetadata.UserData
 			}
 			if ok(last) {
 				return last
@@ -196,6 +199,59 @@ func TestZoneAffinityGroup(t *testing.T) {
 		}
 		if len(ps) != 2 {
 			t.Errorf("member in %s holds %v, want 2 partitions", zone, ps)
+		}
+	}
+}
+
+// TestZoneAffinityGroupZoneFromReader: as TestZoneAffinityGroup, but the
+// balancers leave Zone empty (two values and a pointer): each Reader sends
+// its own AZ (WithAZ, the session's) in the group's user data, and each
+// member holds exactly the two partitions led in its zone. The caller's
+// pointer is not written.
+func TestZoneAffinityGroupZoneFromReader(t *testing.T) {
+	t.Parallel()
+	const topic, group = "zone-from-reader", "zone-from-reader-g"
+	_, addrs := rackedCluster(t, topic, 6)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ptr := &sdk.ZoneAffinityGroupBalancer{}
+	for i, zone := range rigRacks {
+		var b kafka.GroupBalancer = sdk.ZoneAffinityGroupBalancer{}
+		if i == 1 {
+			b = ptr
+		}
+		r := groupReader(t, addrs, group, topic, zone, b, kafka.RangeGroupBalancer{})
+		defer r.Close()
+		if got := r.Config().GroupBalancers[0]; got != (sdk.ZoneAffinityGroupBalancer{Zone: zone}) {
+			t.Errorf("reader in %s: Config().GroupBalancers[0] = %#v, want the zone filled in", zone, got)
+		}
+	}
+	if ptr.Zone != "" {
+		t.Errorf("the caller's balancer was written: Zone %q", ptr.Zone)
+	}
+	g := waitGroup(ctx, t, addrs, group, func(g groupState) bool { return len(g.members) == 3 })
+	if g.protocol != sdk.ZoneAffinityProtocol {
+		t.Fatalf("group uses protocol %q, want %s", g.protocol, sdk.ZoneAffinityProtocol)
+	}
+	for clientID, ps := range g.members {
+		var zone string
+		for _, z := range rigRacks {
+			if strings.Contains(clientID, "warpstream_az="+z) {
+				zone = z
+			}
+		}
+		want, _ := sdk.ZoneAffinityGroupBalancer{Zone: zone}.UserData()
+		if !bytes.Equal(g.userData[clientID], want) {
+			t.Errorf("member in %s sent user data %q, want %q", zone, g.userData[clientID], want)
+		}
+		var led []int
+		for p := range 6 {
+			if rigRacks[p%3] == zone {
+				led = append(led, p)
+			}
+		}
+		if !slices.Equal(ps, led) {
+			t.Errorf("member in %s holds %v, want the partitions led there, %v", zone, ps, led)
 		}
 	}
 }

@@ -1,13 +1,18 @@
 package sdk
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/azdetect"
 )
 
 func zoneMember(t testing.TB, id, zone string, topics ...string) kafka.GroupMember {
@@ -261,5 +266,70 @@ func BenchmarkZoneAffinityAssign(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ZoneAffinityGroupBalancer{}.AssignGroups(members, parts)
+	}
+}
+
+// TestWithZone: an empty Zone, in a value, a pointer or a nil pointer,
+// becomes the Reader's zone; a set Zone and other balancers stay; the
+// caller's slice and balancers are not written.
+func TestWithZone(t *testing.T) {
+	set := &ZoneAffinityGroupBalancer{Zone: "az-b"}
+	empty := &ZoneAffinityGroupBalancer{}
+	in := []kafka.GroupBalancer{ZoneAffinityGroupBalancer{}, empty, (*ZoneAffinityGroupBalancer)(nil), set,
+		ZoneAffinityGroupBalancer{Zone: "az-c"}, kafka.RangeGroupBalancer{}}
+	orig := slices.Clone(in)
+	got := withZone(in, "az-a")
+	want := []kafka.GroupBalancer{ZoneAffinityGroupBalancer{Zone: "az-a"}, ZoneAffinityGroupBalancer{Zone: "az-a"}, ZoneAffinityGroupBalancer{Zone: "az-a"}, set,
+		ZoneAffinityGroupBalancer{Zone: "az-c"}, kafka.RangeGroupBalancer{}}
+	if !slices.Equal(got, want) {
+		t.Errorf("withZone = %#v\nwant %#v", got, want)
+	}
+	if !slices.Equal(in, orig) || empty.Zone != "" || set.Zone != "az-b" {
+		t.Errorf("the caller's balancers changed: %#v, empty %+v, set %+v", in, empty, set)
+	}
+	// Nothing to fill: the same slice back.
+	for _, bs := range [][]kafka.GroupBalancer{nil, {kafka.RangeGroupBalancer{}, set}} {
+		if got := withZone(bs, "az-a"); len(got) != len(bs) || len(bs) > 0 && &got[0] != &bs[0] {
+			t.Errorf("withZone(%v) copied or changed it: %v", bs, got)
+		}
+	}
+	// Zone unknown: empty stays empty.
+	if got := withZone(orig, ""); !slices.Equal(got, orig) {
+		t.Errorf("withZone(unknown zone) = %#v", got)
+	}
+}
+
+// TestNewZoneAffinityGroupBalancer: the zone is resolved as for every
+// client: the option, else the environment, else detection; unknown is
+// not an error; invalid configuration is, naming the variable.
+func TestNewZoneAffinityGroupBalancer(t *testing.T) {
+	detected := WithDetector(func(context.Context) (azdetect.Result, error) {
+		return azdetect.Result{AZ: "eu-west-1b", Source: "ec2"}, nil
+	})
+	failing := WithDetector(func(context.Context) (azdetect.Result, error) {
+		return azdetect.Result{}, azdetect.ErrNoAZ
+	})
+	quiet := WithLogger(slog.New(slog.DiscardHandler))
+	for _, tc := range []struct {
+		name    string
+		opts    []Option
+		want    string
+		wantErr string
+	}{
+		{"option", []Option{env(map[string]string{EnvAZ: "us-east-1c"}), noDetect(t), WithAZ("us-east-1a")}, "us-east-1a", ""},
+		{"environment", []Option{env(map[string]string{EnvAZ: "us-east-1c"}), noDetect(t)}, "us-east-1c", ""},
+		{"detected", []Option{env(nil), detected}, "eu-west-1b", ""},
+		{"unknown", []Option{env(nil), failing, quiet}, "", ""},
+		{"invalid", []Option{env(map[string]string{EnvAZ: "a,b"}), noDetect(t)}, "", `AZKAFKA_AZ="a,b"`},
+	} {
+		b, err := NewZoneAffinityGroupBalancer(tc.opts...)
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: err %v, want one naming %s", tc.name, err, tc.wantErr)
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case b.Zone != tc.want:
+			t.Errorf("%s: Zone %q, want %q", tc.name, b.Zone, tc.want)
+		}
 	}
 }

@@ -85,17 +85,14 @@ func runClientID(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := flags.Bool("json", false, "print the client ID and its parts as JSON")
 	acksName := flags.String("acks", "all", "RequiredAcks of the Writer whose idempotence --json reports: all, one or none")
 	if err := flags.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "azkafka clientid: %v\n\n%s", err, clientIDUsage)
-		return exitUsage
+		return failUsage(stderr, "clientid", "clientid", "%s", flagError(flags, err))
 	}
 	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "azkafka clientid: unexpected argument %q\n", flags.Arg(0))
-		return exitUsage
+		return failUsage(stderr, "clientid", "clientid", "unexpected argument %q", flags.Arg(0))
 	}
 	acks, ok := acksByName[*acksName]
 	if !ok {
-		fmt.Fprintf(stderr, "azkafka clientid: --acks=%q: want all, one or none\n", *acksName)
-		return exitUsage
+		return failUsage(stderr, "clientid", "clientid", "--acks=%q: want all, one or none", *acksName)
 	}
 	opts := []sdk.Option{
 		sdk.WithGetenv(clientIDGetenv),

@@ -73,12 +73,10 @@ func runDetect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	flags.SetOutput(io.Discard)
 	asJSON := flags.Bool("json", false, "print the outcome as JSON")
 	if err := flags.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "azkafka detect: %v\n\n%s", err, detectUsage)
-		return exitUsage
+		return failUsage(stderr, "detect", "detect", "%s", flagError(flags, err))
 	}
 	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "azkafka detect: unexpected argument %q\n", flags.Arg(0))
-		return exitUsage
+		return failUsage(stderr, "detect", "detect", "unexpected argument %q", flags.Arg(0))
 	}
 
 	cfg, err := azdetect.ConfigFromEnv(detectGetenv)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,10 +27,11 @@ client ID, AZ and connection policy, from the same AZKAFKA_* environment)
 and prints: the client ID and the AZ; every broker with its rack, whether
 it is in the client's zone and the round-trip time of an ApiVersions
 request (the best of 3, after the connection is open); for each topic
-(all non-internal topics, or --topic), how many partition leaders are in
-the client's zone; and what the SDK would do: the interzone flag,
+(all non-internal topics, or the one --topic names), how many partition
+leaders are in the client's zone; and what the SDK would do: the interzone flag,
 rack-aware partitioning of keyless messages (AZKAFKA_RACK_AWARE_PARTITIONING)
-and what sdk.ZoneAffinityGroupBalancer would give a member in this zone.
+and what sdk.ZoneAffinityGroupBalancer would give a member in this zone
+(advice that applies to several topics is one line naming how many).
 
 A broker's zone is its rack (broker.rack); on MSK racks are zone IDs, so
 run with AZKAFKA_AZ_FORMAT=id.
@@ -47,7 +49,8 @@ stops at 1 MiB.
 --timeout bounds the whole run: past it (and half a second of grace for a
 step that does not stop at once) diagnose gives up with status 1.
 
-Exit status: 0 printed, 1 the cluster could not be reached, 2 usage or
+Exit status: 0 printed, 1 the cluster could not be reached or has no topic
+--topic (it says "topic X not found on BOOTSTRAP"), 2 usage or
 configuration error.
 `
 
@@ -100,12 +103,10 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var sec securityFlags
 	sec.register(flags)
 	if err := flags.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "azkafka diagnose: %v\n\n%s", err, diagnoseUsage)
-		return exitUsage
+		return failUsage(stderr, "diagnose", "diagnose", "%s", flagError(flags, err))
 	}
 	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "azkafka diagnose: unexpected argument %q\n", flags.Arg(0))
-		return exitUsage
+		return failUsage(stderr, "diagnose", "diagnose", "unexpected argument %q", flags.Arg(0))
 	}
 	var addrs []string
 	for a := range strings.SplitSeq(*bootstrap, ",") {
@@ -114,18 +115,15 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			continue
 		}
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			fmt.Fprintf(stderr, "azkafka diagnose: --bootstrap=%q: %q is not host:port\n", *bootstrap, a)
-			return exitUsage
+			return failUsage(stderr, "diagnose", "diagnose", "--bootstrap=%q: %q is not host:port", *bootstrap, a)
 		}
 		addrs = append(addrs, a)
 	}
 	if len(addrs) == 0 {
-		fmt.Fprintf(stderr, "azkafka diagnose: --bootstrap is required, e.g. --bootstrap broker-1:9092\n\n%s", diagnoseUsage)
-		return exitUsage
+		return failUsage(stderr, "diagnose", "diagnose", "--bootstrap is required, e.g. --bootstrap broker-1:9092")
 	}
 	if *timeout <= 0 {
-		fmt.Fprintf(stderr, "azkafka diagnose: --timeout=%v: must be > 0\n", *timeout)
-		return exitUsage
+		return failUsage(stderr, "diagnose", "diagnose", "--timeout=%v: must be > 0", *timeout)
 	}
 
 	opts := []sdk.Option{sdk.WithGetenv(clientIDGetenv), sdk.WithLogger(slog.New(slog.DiscardHandler))}
@@ -163,6 +161,14 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if res.err != nil {
 		fmt.Fprintf(stderr, "azkafka diagnose: no metadata from %s: %v (%s)\n", strings.Join(addrs, ","), res.err, refusalHint(res.err))
+		return exitFail
+	}
+	if res.topicErr != nil {
+		if errors.Is(res.topicErr, kafka.UnknownTopicOrPartition) {
+			fmt.Fprintf(stderr, "azkafka diagnose: topic %q not found on %s\n", *topic, strings.Join(addrs, ","))
+		} else {
+			fmt.Fprintf(stderr, "azkafka diagnose: topic %q on %s: %v (%s)\n", *topic, strings.Join(addrs, ","), res.topicErr, refusalHint(res.topicErr))
+		}
 		return exitFail
 	}
 	out := res.out
@@ -248,21 +254,71 @@ func diagnoseAdvice(out diagnoseOutput, racks int) []string {
 	if out.AZ != "" && racks > 0 && localBrokers == 0 {
 		a = append(a, fmt.Sprintf("find no broker with rack %q: compare the racks above with the AZ (on MSK set AZKAFKA_AZ_FORMAT=id)", out.AZ))
 	}
+	return append(a, topicAdvice(out)...)
+}
+
+// topicAdvice says what the SDK would do with each topic. Advice that
+// applies to several topics is one line naming how many (and the first
+// few): their partition counts are in the topic list.
+func topicAdvice(out diagnoseOutput) []string {
+	type piece struct {
+		one    func(t diagnoseTopic) string // for a single topic
+		many   string                       // for several, after "N topics (names): "
+		topics []diagnoseTopic
+	}
+	offNone := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("spread keyless messages over all %d partitions (rack-aware partitioning off, and no partition led in-zone)", t.Partitions)
+	}, many: "spread keyless messages over all their partitions (rack-aware partitioning off, and no partition led in-zone)"}
+	off := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("spread keyless messages over all %d partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use the %d led in-zone)", t.Partitions, t.LeadersInZone)
+	}, many: "spread keyless messages over all their partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use those led in-zone, counted above)"}
+	none := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("spread keyless messages over all %d partitions (no leader in-zone)", t.Partitions)
+	}, many: "spread keyless messages over all their partitions (no leader in-zone)"}
+	local := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("send keyless messages to the %d partitions led in-zone %v; keyed messages keep their partition", t.LeadersInZone, t.InZone)
+	}, many: "send keyless messages to the partitions led in-zone (listed above); keyed messages keep their partition"}
+	group := &piece{one: func(t diagnoseTopic) string {
+		return fmt.Sprintf("with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the %d partitions led here first, as far as balance allows", t.LeadersInZone)
+	}, many: "with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the partitions led here first, as far as balance allows"}
 	for _, t := range out.Topics {
+		p := local
 		switch {
+		case !out.RackAware && t.LeadersInZone == 0:
+			p = offNone
 		case !out.RackAware:
-			a = append(a, fmt.Sprintf("topic %s: spread keyless messages over all %d partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use the %d led in-zone)",
-				t.Name, t.Partitions, t.LeadersInZone))
+			p = off
 		case t.LeadersInZone == 0:
-			a = append(a, fmt.Sprintf("topic %s: spread keyless messages over all %d partitions (no leader in-zone)", t.Name, t.Partitions))
-		default:
-			a = append(a, fmt.Sprintf("topic %s: send keyless messages to the %d partitions led in-zone %v; keyed messages keep their partition", t.Name, t.LeadersInZone, t.InZone))
+			p = none
 		}
+		p.topics = append(p.topics, t)
 		if t.LeadersInZone > 0 {
-			a = append(a, fmt.Sprintf("topic %s: with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the %d partitions led here first, as far as balance allows", t.Name, t.LeadersInZone))
+			group.topics = append(group.topics, t)
+		}
+	}
+	var a []string
+	for _, p := range []*piece{offNone, off, none, local, group} {
+		switch n := len(p.topics); {
+		case n == 1:
+			a = append(a, fmt.Sprintf("topic %s: %s", p.topics[0].Name, p.one(p.topics[0])))
+		case n > 1:
+			a = append(a, fmt.Sprintf("%d topics (%s): %s", n, topicNames(p.topics), p.many))
 		}
 	}
 	return a
+}
+
+// topicNames names the first 3 topics of ts, then "..." for the others.
+func topicNames(ts []diagnoseTopic) string {
+	const show = 3
+	names := make([]string, 0, show+1)
+	for _, t := range ts[:min(len(ts), show)] {
+		names = append(names, t.Name)
+	}
+	if len(ts) > show {
+		names = append(names, "...")
+	}
+	return strings.Join(names, ", ")
 }
 
 // diagnoseGrace is how long past --timeout the run waits for the cluster
@@ -283,6 +339,9 @@ func deadline(ctx context.Context) time.Time {
 type diagnoseResult struct {
 	out diagnoseOutput
 	err error
+	// topicErr is the error of the topic named by --topic (for one the
+	// cluster does not have, kafka.UnknownTopicOrPartition).
+	topicErr error
 }
 
 // diagnoseCluster reads the cluster's metadata through tr and measures
@@ -296,6 +355,15 @@ func diagnoseCluster(ctx context.Context, tr *kafka.Transport, addrs []string, t
 	md, err := cl.Metadata(ctx, req)
 	if err != nil {
 		return diagnoseResult{err: err}
+	}
+	if topic != "" {
+		i := slices.IndexFunc(md.Topics, func(t kafka.Topic) bool { return t.Name == topic })
+		switch {
+		case i < 0:
+			return diagnoseResult{topicErr: kafka.UnknownTopicOrPartition}
+		case md.Topics[i].Error != nil:
+			return diagnoseResult{topicErr: md.Topics[i].Error}
+		}
 	}
 
 	out := diagnoseOutput{ClientID: id.ClientID, AZ: id.AZ, AZSource: id.AZSource, InterzoneLB: id.InterzoneLB, RackAware: id.RackAwarePartitioning}
@@ -321,7 +389,7 @@ func diagnoseCluster(ctx context.Context, tr *kafka.Transport, addrs []string, t
 		}
 	}
 	for _, t := range md.Topics {
-		if t.Internal || t.Error != nil {
+		if t.Internal && topic == "" || t.Error != nil {
 			continue
 		}
 		dt := diagnoseTopic{Name: t.Name, Partitions: len(t.Partitions), InZone: []int{}}

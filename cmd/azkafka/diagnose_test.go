@@ -16,11 +16,14 @@ import (
 )
 
 // rackedBroker starts an embedded broker with topic "events" (4
-// partitions) behind a proxy that gives it the rack rack, and returns the
-// proxy's address.
-func rackedBroker(t *testing.T, rack string) string {
+// partitions), or the topics given, behind a proxy that gives it the rack
+// rack, and returns the proxy's address.
+func rackedBroker(t *testing.T, rack string, topics ...embedded.Option) string {
 	t.Helper()
-	c := embedded.StartT(t, embedded.Topic("events", 4))
+	if len(topics) == 0 {
+		topics = []embedded.Option{embedded.Topic("events", 4)}
+	}
+	c := embedded.StartT(t, topics...)
 	p, err := kproxy.Start(c.Addrs()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +126,101 @@ func TestDiagnoseCommandErrors(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		if st := run(append([]string{"diagnose"}, tc.args...), nil, &stdout, &stderr); st != tc.wantStatus || !strings.Contains(stderr.String(), tc.wantErr) {
 			t.Errorf("%v: status %d, stderr %q; want %d and %q", tc.args, st, stderr.String(), tc.wantStatus, tc.wantErr)
+		}
+	}
+}
+
+// TestDiagnoseTopicNotFound: --topic naming a topic the cluster does not
+// have fails with status 1, naming the topic and the bootstrap, and prints
+// nothing on stdout (with or without --json); a topic the cluster refuses
+// to describe fails naming the refusal.
+func TestDiagnoseTopicNotFound(t *testing.T) {
+	withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "az-a"}, nil)
+	c := embedded.StartT(t, embedded.Topic("events", 4))
+	addr := c.Addrs()[0]
+	for _, args := range [][]string{{"--topic", "nope"}, {"--topic", "nope", "--json"}} {
+		var stdout, stderr bytes.Buffer
+		st := run(append([]string{"diagnose", "--bootstrap", addr}, args...), nil, &stdout, &stderr)
+		if want := fmt.Sprintf("azkafka diagnose: topic %q not found on %s\n", "nope", addr); st != exitFail || stderr.String() != want || stdout.Len() > 0 {
+			t.Errorf("%v: status %d, stderr %q, stdout %q; want %d, %q and nothing", args, st, stderr.String(), stdout.String(), exitFail, want)
+		}
+	}
+
+	p, err := kproxy.Start(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != 3 {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			t.Errorf("decoding metadata: %v", err)
+			return resp
+		}
+		mr := r.(*kmsg.MetadataResponse)
+		for i := range mr.Topics {
+			mr.Topics[i].ErrorCode, mr.Topics[i].Partitions = 29, nil // TOPIC_AUTHORIZATION_FAILED
+		}
+		return kproxy.EncodeResponse(req, mr)
+	})
+	var stdout, stderr bytes.Buffer
+	st := run([]string{"diagnose", "--bootstrap", p.Addr(), "--topic", "events"}, nil, &stdout, &stderr)
+	if want := fmt.Sprintf("topic %q on %s: ", "events", p.Addr()); st != exitFail || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "check the user's ACLs") {
+		t.Errorf("refused topic: status %d, stderr %q; want %d, %q and the ACL hint", st, stderr.String(), exitFail, want)
+	}
+}
+
+// TestDiagnoseFoldsAdvice: against a broker without racks, the advice
+// for its topics is one line naming how many, not one per topic.
+func TestDiagnoseFoldsAdvice(t *testing.T) {
+	withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "az-a"}, nil)
+	addr := rackedBroker(t, "", embedded.Topic("t1", 2), embedded.Topic("t2", 3), embedded.Topic("t3", 1), embedded.Topic("t4", 4))
+	var stdout, stderr bytes.Buffer
+	if st := run([]string{"diagnose", "--bootstrap", addr}, nil, &stdout, &stderr); st != exitOK {
+		t.Fatalf("status %d, stderr %s", st, stderr.String())
+	}
+	_, advice, _ := strings.Cut(stdout.String(), "the SDK would:\n")
+	want := "  - send warpstream_interzone_lb=true (WarpStream agents close connections from other zones; Apache Kafka ignores it)\n" +
+		"  - find no broker rack: set broker.rack on the brokers for rack-aware partitioning and zone-aware assignment to work\n" +
+		"  - 4 topics (t1, t2, t3, ...): spread keyless messages over all their partitions (rack-aware partitioning off, and no partition led in-zone)\n"
+	if advice != want {
+		t.Errorf("advice:\n%s\nwant:\n%s", advice, want)
+	}
+}
+
+// TestTopicAdvice: one topic gets its own line with its counts; several
+// that the same advice applies to get one line naming how many.
+func TestTopicAdvice(t *testing.T) {
+	topic := func(name string, parts int, inZone ...int) diagnoseTopic {
+		return diagnoseTopic{Name: name, Partitions: parts, LeadersInZone: len(inZone), InZone: inZone}
+	}
+	for _, tc := range []struct {
+		name      string
+		rackAware bool
+		topics    []diagnoseTopic
+		want      []string
+	}{
+		{"one topic, off", false, []diagnoseTopic{topic("a", 4, 0, 2)}, []string{
+			"topic a: spread keyless messages over all 4 partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use the 2 led in-zone)",
+			"topic a: with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the 2 partitions led here first, as far as balance allows"}},
+		{"one topic, none in zone", false, []diagnoseTopic{topic("a", 4)}, []string{
+			"topic a: spread keyless messages over all 4 partitions (rack-aware partitioning off, and no partition led in-zone)"}},
+		{"mixed, off", false, []diagnoseTopic{topic("a", 4, 1), topic("b", 2), topic("c", 3, 0, 1), topic("d", 1)}, []string{
+			"2 topics (b, d): spread keyless messages over all their partitions (rack-aware partitioning off, and no partition led in-zone)",
+			"2 topics (a, c): spread keyless messages over all their partitions (rack-aware partitioning off; AZKAFKA_RACK_AWARE_PARTITIONING=true would use those led in-zone, counted above)",
+			"2 topics (a, c): with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the partitions led here first, as far as balance allows"}},
+		{"rack-aware", true, []diagnoseTopic{topic("a", 4, 1), topic("b", 2), topic("c", 3, 0, 1), topic("d", 5, 4), topic("e", 6, 5)}, []string{
+			"topic b: spread keyless messages over all 2 partitions (no leader in-zone)",
+			"4 topics (a, c, d, ...): send keyless messages to the partitions led in-zone (listed above); keyed messages keep their partition",
+			"4 topics (a, c, d, ...): with sdk.ZoneAffinityGroupBalancer, give consumers in this zone the partitions led here first, as far as balance allows"}},
+		{"no topics", true, nil, nil},
+	} {
+		got := topicAdvice(diagnoseOutput{RackAware: tc.rackAware, Topics: tc.topics})
+		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("%s:\n%s\nwant:\n%s", tc.name, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 		}
 	}
 }

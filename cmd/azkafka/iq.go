@@ -70,8 +70,7 @@ var iqLookupEnv = os.LookupEnv
 
 func runIQ(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, iqUsage)
-		return exitUsage
+		return failUsage(stderr, "iq", "iq", "want a subcommand: route or describe")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -82,8 +81,7 @@ func runIQ(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case "describe":
 		return runIQDescribe(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "azkafka iq: unknown subcommand %q (want route or describe)\n\n%s", args[0], iqUsage)
-	return exitUsage
+	return failUsage(stderr, "iq", "iq", "unknown subcommand %q (want route or describe)", args[0])
 }
 
 type replicaOutput struct {
@@ -150,12 +148,11 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "azkafka iq route: "+format+"\n", a...)
-		return exitUsage
+		return failUsage(stderr, "iq route", "iq", format, a...)
 	}
 	switch {
 	case err != nil:
-		return usageErr("%v (see azkafka help iq)", err)
+		return usageErr("%s", flagError(flags, err))
 	case *metaURL == "" && cf.bootstrap == "":
 		return usageErr("--bootstrap and --application-id, or --metadata-url, are required")
 	case *metaURL != "" && cf.bootstrap != "":

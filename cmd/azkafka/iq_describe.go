@@ -112,12 +112,11 @@ func runIQDescribe(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "azkafka iq describe: "+format+"\n", a...)
-		return exitUsage
+		return failUsage(stderr, "iq describe", "iq", format, a...)
 	}
 	switch {
 	case err != nil:
-		return usageErr("%v (see azkafka help iq)", err)
+		return usageErr("%s", flagError(flags, err))
 	case cf.bootstrap == "":
 		return usageErr("--bootstrap is required")
 	case len(rest) != 0:

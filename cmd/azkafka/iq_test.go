@@ -140,7 +140,7 @@ func TestIQCommandUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"iq"}, exitUsage, "Usage: azkafka iq route"},
+		{[]string{"iq"}, exitUsage, "want a subcommand: route or describe"},
 		{[]string{"iq", "frob"}, exitUsage, `unknown subcommand "frob"`},
 		{[]string{"help", "iq"}, exitOK, "queryMetadataForKey"},
 		{[]string{"iq", "route", "KH01"}, exitUsage, "--bootstrap and --application-id, or --metadata-url, are required"},

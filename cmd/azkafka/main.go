@@ -11,9 +11,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Exit statuses shared by every subcommand.
@@ -62,9 +65,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "azkafka: unknown command %q\n\n", name)
-		usage(stderr)
-		return exitUsage
+		msg := fmt.Sprintf("unknown command %q", name)
+		if strings.HasPrefix(name, "-") {
+			msg = fmt.Sprintf("unknown flag %q: flags follow the command (azkafka <command> [flags])", name)
+		} else if best := closest(name, slices.Sorted(maps.Keys(commands))); best != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", best)
+		}
+		return failUsage(stderr, "", "", "%s", msg)
 	}
 	return c.run(args[1:], stdin, stdout, stderr)
 }
@@ -96,8 +103,7 @@ func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, "Usage: azkafka version\n\nPrints the azkafka version and the Go version it was built with.")
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "azkafka version: unexpected argument %q\n", args[0])
-		return exitUsage
+		return failUsage(stderr, "version", "version", "unexpected argument %q", args[0])
 	}
 	v, goVersion := version, "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {

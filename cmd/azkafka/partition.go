@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +23,8 @@ for keyed records, toPositive(murmur2(serialized key)) % partitions, exactly
 as Java's producer (BuiltInPartitioner) and Kafka Streams compute it.
 
 Keys come from the arguments, else from --keys-file, else from standard
-input; one per line or comma-separated. Empty keys are skipped; a key given
+input (on a terminal, after a line on stderr saying so; Ctrl-D ends the
+keys); one per line or comma-separated. Empty keys are skipped; a key given
 twice counts once. Put -- before keys that start with "-".
 
 For each partition count it prints where each key lands and the load per
@@ -69,11 +71,11 @@ func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	if err != nil {
-		return fail("%v (see azkafka help partition)", err)
+		return failUsage(stderr, "partition", "partition", "%s", flagError(flags, err))
 	}
 	counts, err := parseCounts(*countsFlag)
 	if err != nil {
-		return fail("%v", err)
+		return failUsage(stderr, "partition", "partition", "%v", err)
 	}
 	var keys []string
 	switch {
@@ -86,6 +88,9 @@ func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		}
 		keys = splitKeys(string(b))
 	default:
+		if isTerminal(stdin) {
+			fmt.Fprintf(stderr, "azkafka partition: reading keys from standard input (one per line or comma-separated; %s to end)...\n", endOfInput)
+		}
 		b, err := io.ReadAll(bufio.NewReader(stdin))
 		if err != nil {
 			return fail("reading keys from standard input: %v", err)
@@ -93,12 +98,12 @@ func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		keys = splitKeys(string(b))
 	}
 	if len(keys) == 0 {
-		return fail("no keys: give them as arguments, with --keys-file, or on standard input")
+		return failUsage(stderr, "partition", "partition", "no keys: give them as arguments, with --keys-file, or on standard input")
 	}
 	serialized := make([][]byte, len(keys))
 	for i, k := range keys {
 		if serialized[i], err = serializeKey(*serde, k); err != nil {
-			return fail("%v", err)
+			return failUsage(stderr, "partition", "partition", "%v", err)
 		}
 	}
 
@@ -116,6 +121,21 @@ func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	lab.printText(stdout)
 	return exitOK
 }
+
+// isTerminal reports whether r is a terminal, where a command reading it
+// says so before it waits: a character device (so /dev/null too, where
+// the line is harmless). Tests replace it.
+var isTerminal = func(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// endOfInput is the key that ends a terminal's input.
+var endOfInput = map[bool]string{false: "Ctrl-D", true: "Ctrl-Z then Enter"}[runtime.GOOS == "windows"]
 
 // parseInterleaved parses flags that may come before or after positional
 // arguments, and returns the positional ones.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -137,5 +139,81 @@ func TestPartitionCommandInt32Serde(t *testing.T) {
 		if got := doc.Partitions["7"][fmt.Sprint(k)]; got != want {
 			t.Errorf("key %d: partition %d, kafka-go says %d", k, got, want)
 		}
+	}
+}
+
+// hintReader is standard input that records whether the hint was on
+// stderr when the command first read it.
+type hintReader struct {
+	r         io.Reader
+	stderr    *bytes.Buffer
+	read      bool
+	hintFirst bool
+}
+
+func (h *hintReader) Read(p []byte) (int, error) {
+	if !h.read {
+		h.read = true
+		h.hintFirst = strings.Contains(h.stderr.String(), "reading keys from standard input")
+	}
+	return h.r.Read(p)
+}
+
+// TestPartitionStdinHint: on a terminal, partition says on stderr that it
+// reads keys from standard input before it first reads; from a pipe or a
+// file it says nothing.
+func TestPartitionStdinHint(t *testing.T) {
+	old := isTerminal
+	t.Cleanup(func() { isTerminal = old })
+	for _, terminal := range []bool{true, false} {
+		for _, args := range [][]string{{"--partitions", "3"}, {"--partitions", "3", "--keys-file", "-"}} {
+			isTerminal = func(io.Reader) bool { return terminal }
+			var out, errb bytes.Buffer
+			in := &hintReader{r: strings.NewReader("KH01\n"), stderr: &errb}
+			if code := run(append([]string{"partition"}, args...), in, &out, &errb); code != exitOK {
+				t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+			}
+			if !in.read || in.hintFirst != terminal {
+				t.Errorf("%v, terminal %v: stdin read %v, hint before the first read %v; stderr %q", args, terminal, in.read, in.hintFirst, errb.String())
+			}
+			if want := "(one per line or comma-separated; " + endOfInput + " to end)...\n"; terminal && !strings.HasSuffix(errb.String(), want) {
+				t.Errorf("stderr %q, want it to end with %q", errb.String(), want)
+			}
+		}
+	}
+	// Keys given as arguments: standard input is not read, nothing said.
+	isTerminal = func(io.Reader) bool { return true }
+	var out, errb bytes.Buffer
+	if code := run([]string{"partition", "--partitions", "3", "KH01"}, nil, &out, &errb); code != exitOK || errb.Len() > 0 {
+		t.Errorf("keys as arguments: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestIsTerminal: a pipe, a regular file and a non-file reader are not
+// terminals; a character device is (/dev/null stands in for a tty).
+func TestIsTerminal(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	f, err := os.Create(filepath.Join(t.TempDir(), "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, r := range map[string]io.Reader{"pipe": pr, "file": f, "strings.Reader": strings.NewReader("")} {
+		if isTerminal(r) {
+			t.Errorf("%s: isTerminal = true", name)
+		}
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer null.Close()
+	if runtime.GOOS != "windows" && !isTerminal(null) {
+		t.Errorf("%s: isTerminal = false, want true (a character device)", os.DevNull)
 	}
 }

@@ -1,10 +1,12 @@
 // Command brokerctl is the Go side of conformance/run.sh: it picks free
-// loopback ports for the real broker, makes a KRaft cluster ID, and waits
-// until a broker answers a Metadata request.
+// loopback ports for the real broker, makes a KRaft cluster ID, waits
+// until a broker answers a Metadata request, and runs the 3-node rack
+// cluster of the conformance tests (make cluster).
 //
 //	brokerctl ports 2                       # two free ports on 127.0.0.1, one per line
 //	brokerctl cluster-id                    # a random cluster ID for kafka-storage format
 //	brokerctl wait -timeout 60s 127.0.0.1:9092
+//	brokerctl cluster -classpath FILE       # the cluster, until SIGINT or SIGTERM
 //
 // Exit status: 0 on success, 1 on failure, 2 on bad usage.
 package main
@@ -12,17 +14,17 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/azkafka/azkafka/conformance/internal/kafkanode"
 	"github.com/azkafka/azkafka/internal/embedded"
 )
 
@@ -36,13 +38,23 @@ const usage = `usage:
   brokerctl ports N                     print N free TCP ports on 127.0.0.1
   brokerctl cluster-id                  print a random KRaft cluster ID
   brokerctl wait [-timeout D] ADDRS     wait until a broker at ADDRS (host:port[,host:port]) answers Metadata
+  brokerctl cluster -classpath FILE [-conf DIR] [-dir DIR] [-java PATH]
+                                        run the conformance suite's 3-node cluster (racks az-a, az-b,
+                                        az-c; plaintext) on loopback until SIGINT or SIGTERM
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(runContext(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext runs the command in args; cluster runs until ctx ends.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -58,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "brokerctl ports: N=%q: want a number from 1 to 100\n", args[1])
 			return exitUsage
 		}
-		ports, err := freePorts(n)
+		ports, err := kafkanode.FreePorts(n)
 		if err != nil {
 			fmt.Fprintf(stderr, "brokerctl ports: %v\n", err)
 			return exitFail
@@ -68,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	case "cluster-id":
-		id, err := clusterID(rand.Reader)
+		id, err := kafkanode.NewClusterID(rand.Reader)
 		if err != nil {
 			fmt.Fprintf(stderr, "brokerctl cluster-id: %v\n", err)
 			return exitFail
@@ -96,41 +108,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "broker %s answered Metadata after %v\n", fs.Arg(0), time.Since(start).Round(time.Millisecond))
 		return exitOK
+	case "cluster":
+		return runCluster(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "brokerctl: unknown command %q\n%s", args[0], usage)
 		return exitUsage
 	}
-}
-
-// freePorts returns n distinct TCP ports that were free on 127.0.0.1. All n
-// listeners stay open until every port is chosen, so the ports differ; another
-// process may still take one before the broker binds it.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("listen on 127.0.0.1:0: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// clusterID returns a KRaft cluster ID in the form Kafka's Uuid.toString
-// produces: 16 random bytes, URL-safe base64 without padding (22 characters).
-// Like Kafka, it never starts with '-', which a command-line parser would take
-// for a flag.
-func clusterID(random io.Reader) (string, error) {
-	var b [16]byte
-	for range 100 {
-		if _, err := io.ReadFull(random, b[:]); err != nil {
-			return "", fmt.Errorf("read random bytes: %w", err)
-		}
-		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
-			return id, nil
-		}
-	}
-	return "", errors.New("random source keeps producing IDs that start with '-'")
 }

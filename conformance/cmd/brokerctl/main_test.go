@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,19 +53,6 @@ func TestClusterIDIsAKafkaUuid(t *testing.T) {
 		if err != nil || len(b) != 16 || len(id) != 22 || id[0] == '-' {
 			t.Fatalf("run %d: cluster ID %q is not 22 base64url characters of 16 bytes (err %v)", i, id, err)
 		}
-	}
-}
-
-func TestClusterIDSkipsLeadingDash(t *testing.T) {
-	// 0xfb encodes to '-' as the first base64url character.
-	dash := bytes.Repeat([]byte{0xfb}, 16)
-	plain := bytes.Repeat([]byte{0x01}, 16)
-	id, err := clusterID(bytes.NewReader(append(dash, plain...)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := base64.RawURLEncoding.EncodeToString(plain); id != want {
-		t.Fatalf("clusterID = %q, want %q", id, want)
 	}
 }
 
@@ -116,4 +106,48 @@ func deadAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// TestClusterErrors: cluster refuses bad usage with status 2, and fails
+// with 1 naming the cause when the classpath file, the config directory
+// or the JVM fails (a script standing in for java that exits at once).
+func TestClusterErrors(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs /bin/sh")
+	}
+	t.Setenv("AZKAFKA_CONFORMANCE_BROKER_CLASSPATH", "")
+	dir := t.TempDir()
+	cp := filepath.Join(dir, "classpath.txt")
+	java := filepath.Join(dir, "java")
+	if err := os.WriteFile(cp, []byte("kafka.jar\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(java, []byte("#!/bin/sh\necho \"JVM refused: $*\" >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// formats, then dies as kafka.Kafka
+	dies := filepath.Join(dir, "java-dies")
+	if err := os.WriteFile(dies, []byte("#!/bin/sh\ncase \"$*\" in *kafka.Kafka*) echo 'broker gave up' >&2; exit 1;; esac\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join("..", "..", "kafka")
+	for _, tc := range []struct {
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{[]string{"cluster"}, exitUsage, "want -classpath FILE"},
+		{[]string{"cluster", "-classpath", cp, "extra"}, exitUsage, "want -classpath FILE"},
+		{[]string{"cluster", "-classpth", cp}, exitUsage, "flag provided but not defined"},
+		{[]string{"cluster", "-classpath", filepath.Join(dir, "none")}, exitFail, "-classpath: open"},
+		{[]string{"cluster", "-classpath", cp, "-java", java, "-conf", dir}, exitFail, "server.properties.in"},
+		{[]string{"cluster", "-classpath", cp, "-java", java, "-conf", conf, "-dir", t.TempDir()}, exitFail, "StorageTool format"},
+		{[]string{"cluster", "-classpath", cp, "-java", dies, "-conf", conf}, exitFail, "exited during startup"},
+		{[]string{"cluster", "-classpath", cp, "-java", dies, "-conf", conf}, exitFail, "broker gave up"}, // the log's tail
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(tc.args, &out, &errOut); code != tc.wantCode || !strings.Contains(errOut.String(), tc.wantErr) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut.String(), tc.wantCode, tc.wantErr)
+		}
+	}
 }
