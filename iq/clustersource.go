@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +20,9 @@ import (
 
 // EnvAZTag names the client tag (Kafka Streams' client.tag.<key>) that
 // gives an instance's availability zone when its members set no
-// client.rack. Default: DefaultAZTag.
+// client.rack; read by NewClusterSource (through WithLookupEnv's lookup)
+// unless WithAZTag is given. Set but blank is an error. Default:
+// DefaultAZTag.
 const EnvAZTag = "AZKAFKA_IQ_AZ_TAG"
 
 // DefaultAZTag is the client tag read for an instance's zone: "az", as in
@@ -31,23 +32,16 @@ const DefaultAZTag = "az"
 // DefaultClusterPollTimeout bounds one poll of a ClusterSource: 10s.
 const DefaultClusterPollTimeout = 10 * time.Second
 
-// ClusterOption configures a ClusterSource. WithPollInterval and
-// WithPollTimeout are ClusterOptions too.
-type ClusterOption interface{ applyCluster(*ClusterSource) }
-
-type clusterOption func(*ClusterSource)
-
-func (o clusterOption) applyCluster(s *ClusterSource) { o(s) }
-
 // WithTransport sets the kafka-go transport the source talks to the
 // brokers with: pass sdk.NewTransport(&kafka.Transport{TLS: ..., SASL:
 // ...}) for TLS, SASL and the SDK's client ID. Default: a kafka.Transport
 // with client ID "azkafka-iq", closed by Close. The default and the SDK's
 // Transports read through the SDK's frame guard (see "Misbehaving brokers"
 // in package sdk; its limit is $AZKAFKA_MAX_RESPONSE_BYTES); a
-// kafka.Transport of another origin is used as it is.
-func WithTransport(rt kafka.RoundTripper) ClusterOption {
-	return clusterOption(func(s *ClusterSource) { s.transport = rt })
+// kafka.Transport of another origin is used as it is. Taken by
+// NewClusterSource.
+func WithTransport(rt kafka.RoundTripper) Option {
+	return option{"WithTransport", forCluster, func(c *config) { c.transport = rt }}
 }
 
 // WithStoreTopics names the source topics of store: those upstream of the
@@ -55,32 +49,29 @@ func WithTransport(rt kafka.RoundTripper) ClusterOption {
 // repartition topics by their full name (<application.id>-...-repartition).
 // It overrides what the source finds in the group, and is needed when the
 // group cannot tell (a subtopology whose source topics have different
-// partition counts; see ErrStoreTopicsUnknown). May be given once per store.
-func WithStoreTopics(store string, topics ...string) ClusterOption {
+// partition counts; see ErrStoreTopicsUnknown). May be given once per
+// store. Taken by NewClusterSource.
+func WithStoreTopics(store string, topics ...string) Option {
 	topics = slices.Clone(topics)
-	return clusterOption(func(s *ClusterSource) {
-		if s.storeTopics == nil {
-			s.storeTopics = map[string][]string{}
+	return option{"WithStoreTopics", forCluster, func(c *config) {
+		if c.storeTopics == nil {
+			c.storeTopics = map[string][]string{}
 		}
-		s.storeTopics[store] = topics
-	})
+		c.storeTopics[store] = topics
+	}}
 }
 
 // WithAZTag sets the client tag that gives an instance's zone when it sets
-// no client.rack. Default: EnvAZTag, else "az".
-func WithAZTag(key string) ClusterOption {
-	return clusterOption(func(s *ClusterSource) { s.azTag = key })
+// no client.rack. Default: EnvAZTag, else DefaultAZTag ("az"). Taken by
+// NewClusterSource.
+func WithAZTag(key string) Option {
+	return option{"WithAZTag", forCluster, func(c *config) { c.azTag = &key }}
 }
 
 // WithLagBounds turns the standby lag bounds on or off; they cost one
-// ListOffsets round per poll. Default: on.
-func WithLagBounds(on bool) ClusterOption {
-	return clusterOption(func(s *ClusterSource) { s.lagBounds = on })
-}
-
-// WithClusterLogger sets the logger. Default: slog.Default().
-func WithClusterLogger(l *slog.Logger) ClusterOption {
-	return clusterOption(func(s *ClusterSource) { s.logger = l })
+// ListOffsets round per poll. Default: on. Taken by NewClusterSource.
+func WithLagBounds(on bool) Option {
+	return option{"WithLagBounds", forCluster, func(c *config) { c.lagBounds = on }}
 }
 
 // clusterAPI is what a ClusterSource asks the cluster.
@@ -136,8 +127,12 @@ type ClusterSource struct {
 
 // NewClusterSource returns a source that reads the group of the Kafka
 // Streams application applicationID from the cluster at brokers
-// (host:port, at least one). It does not poll until Start or Refresh.
-func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOption) (*ClusterSource, error) {
+// (host:port, at least one). It does not poll until Start or Refresh. It
+// reads EnvAZTag and AZKAFKA_MAX_RESPONSE_BYTES (the frame guard's limit,
+// as the SDK reads it) through WithLookupEnv's lookup; a malformed or
+// blank variable is an error that names it, and so is an option
+// NewClusterSource does not take.
+func NewClusterSource(brokers []string, applicationID string, opts ...Option) (*ClusterSource, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("iq: NewClusterSource: no broker address")
 	}
@@ -149,20 +144,29 @@ func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOpt
 	if applicationID == "" {
 		return nil, errors.New("iq: NewClusterSource: empty application.id")
 	}
+	cfg := newConfig()
+	cfg.interval, cfg.timeout, cfg.lagBounds = DefaultPollInterval, DefaultClusterPollTimeout, true
+	if err := cfg.apply(forCluster, opts); err != nil {
+		return nil, err
+	}
 	s := &ClusterSource{
-		appID:     applicationID,
-		brokers:   slices.Clone(brokers),
-		interval:  DefaultPollInterval,
-		timeout:   DefaultClusterPollTimeout,
-		azTag:     DefaultAZTag,
-		lagBounds: true,
-		logger:    slog.Default(),
+		appID:       applicationID,
+		brokers:     slices.Clone(brokers),
+		interval:    cfg.interval,
+		timeout:     cfg.timeout,
+		transport:   cfg.transport,
+		storeTopics: cfg.storeTopics,
+		azTag:       DefaultAZTag,
+		lagBounds:   cfg.lagBounds,
+		logger:      cfg.logger,
+		api:         cfg.api,
 	}
-	if v, ok := os.LookupEnv(EnvAZTag); ok && strings.TrimSpace(v) != "" {
-		s.azTag = strings.TrimSpace(v)
-	}
-	for _, o := range opts {
-		o.applyCluster(s)
+	if cfg.azTag != nil {
+		s.azTag = *cfg.azTag
+	} else if v, ok, err := cfg.env(EnvAZTag); err != nil {
+		return nil, err
+	} else if ok {
+		s.azTag = v
 	}
 	if s.interval <= 0 || s.timeout <= 0 {
 		return nil, fmt.Errorf("iq: NewClusterSource: interval %s and timeout %s must be positive", max(s.interval, 0), max(s.timeout, 0))
@@ -172,11 +176,10 @@ func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOpt
 			return nil, fmt.Errorf("iq: WithStoreTopics(%s, %s): want a store name and at least one topic name", quote(store), quote(strings.Join(topics, ",")))
 		}
 	}
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
-	if v, ok := os.LookupEnv(frameguard.LimitVar); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+	if v, ok, err := cfg.env(frameguard.LimitVar); err != nil {
+		return nil, err
+	} else if ok {
+		n, err := strconv.Atoi(v)
 		if err != nil || n < 64<<10 {
 			return nil, fmt.Errorf("iq: NewClusterSource: %s=%s: want an integer of at least 65536", frameguard.LimitVar, quote(v))
 		}

@@ -67,7 +67,7 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(c.Addrs()...), Transport: tr}
 
-	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithClusterLogger(quietLogger()))
+	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func BenchmarkClusterSourcePoll(b *testing.B) {
 	client := &kafka.Client{Addr: kafka.TCP(c.Addrs()...), Transport: tr}
 	g := app.group()
 	joinAsStreamsMember(b, client, app.appID, g.Members[0].MemberMetadata, g.Members[0].MemberAssignment)
-	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithClusterLogger(quietLogger()))
+	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithLogger(quietLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}

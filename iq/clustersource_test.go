@@ -212,7 +212,7 @@ func (f *fakeCluster) set(g *describegroups.ResponseGroup, err error) {
 	f.group, f.err = g, err
 }
 
-func newTestClusterSource(t *testing.T, app *streamsApp, opts ...ClusterOption) (*ClusterSource, *fakeCluster) {
+func newTestClusterSource(t *testing.T, app *streamsApp, opts ...Option) (*ClusterSource, *fakeCluster) {
 	t.Helper()
 	fc := &fakeCluster{group: app.group(), counts: app.topics, ends: map[TopicPartition]int64{}}
 	for topic, n := range app.topics {
@@ -220,7 +220,7 @@ func newTestClusterSource(t *testing.T, app *streamsApp, opts ...ClusterOption) 
 			fc.ends[TopicPartition{topic, p}] = 1000 + int64(p)
 		}
 	}
-	opts = append([]ClusterOption{WithClusterLogger(quietLogger()), clusterOption(func(s *ClusterSource) { s.api = fc })}, opts...)
+	opts = append([]Option{WithLogger(quietLogger()), option{"withAPI", forCluster, func(c *config) { c.api = fc }}}, opts...)
 	s, err := NewClusterSource([]string{"127.0.0.1:9092"}, app.appID, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -443,14 +443,14 @@ func TestClusterSourceOptions(t *testing.T) {
 	for _, c := range []struct {
 		brokers []string
 		app     string
-		opts    []ClusterOption
+		opts    []Option
 		want    string
 	}{
 		{nil, "app", nil, "no broker address"},
 		{[]string{"nohost"}, "app", nil, `broker "nohost": want host:port`},
 		{[]string{"h:9092"}, "", nil, "empty application.id"},
-		{[]string{"h:9092"}, "app", []ClusterOption{WithPollInterval(0)}, "interval 0s"},
-		{[]string{"h:9092"}, "app", []ClusterOption{WithStoreTopics("s")}, `WithStoreTopics("s", "")`},
+		{[]string{"h:9092"}, "app", []Option{WithPollInterval(0)}, "interval 0s"},
+		{[]string{"h:9092"}, "app", []Option{WithStoreTopics("s")}, `WithStoreTopics("s", "")`},
 	} {
 		_, err := NewClusterSource(c.brokers, c.app, c.opts...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

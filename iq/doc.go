@@ -36,7 +36,33 @@
 // or while no instance is active for a key's partition, Route and Query
 // return errors that satisfy errors.Is(err, ErrNotAvailable).
 //
-// Configuration: AZKAFKA_IQ_ALLOW_STANDBY (default false) and
-// AZKAFKA_IQ_MAX_LAG (default 10000 offsets) for the Client,
-// AZKAFKA_IQ_AZ_TAG (default "az") for the ClusterSource; options win.
+// # Configuration
+//
+// NewClient, NewClusterSource and NewHTTPSource take one Option type; each
+// option's doc says which constructors take it, and the others refuse it
+// with an error naming it. WithLogger and WithLookupEnv are taken by all
+// three. The environment is read through WithLookupEnv's lookup
+// (os.LookupEnv by default): AZKAFKA_IQ_ALLOW_STANDBY (EnvAllowStandby,
+// default false) and AZKAFKA_IQ_MAX_LAG (EnvMaxLag, default 10000 offsets)
+// by NewClient; AZKAFKA_IQ_AZ_TAG (EnvAZTag, default "az") and the SDK's
+// AZKAFKA_MAX_RESPONSE_BYTES by NewClusterSource. Options win over the
+// environment; a variable that is set but blank or malformed is an error
+// naming it, e.g. "iq: AZKAFKA_IQ_MAX_LAG is set but blank".
+//
+// # Errors
+//
+// Errors of the constructors, of polls and of Query start with "iq:";
+// those of Route and Candidates name the store and end with the "iq:"
+// error they wrap. Callers can match these with errors.Is: ErrNotAvailable (no metadata yet, or no active
+// instance for the key; ErrNoReplica, no replica the policy allows, is
+// also ErrNotAvailable), ErrUnknownStore, ErrStoreTopicsUnknown, and, in
+// the error of a ClusterSource poll, ErrGroupNotFound, ErrNotStreamsGroup,
+// ErrRebalancing and ErrUnsupportedVersion. A query function returns
+// ErrNotActive for a host that is not active for the key. With errors.As:
+// *QueryError (every error of Query; errors.Is and errors.As see through
+// it to each attempt's error) and *StatusError (an HTTP status a query
+// function or an HTTPSource poll met). A response the SDK's frame guard
+// refused matches sdk.ErrBadResponse. Configuration errors (constructors'
+// errors) are not meant to be matched: they name the option or variable
+// and its value.
 package iq
