@@ -14,6 +14,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/describegroups"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
 )
@@ -77,7 +79,7 @@ func WithLagBounds(on bool) Option {
 // clusterAPI is what a ClusterSource asks the cluster.
 type clusterAPI interface {
 	describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error)
-	describeStreamsGroup(ctx context.Context, group string) (*StreamsGroup, error)
+	describeStreamsGroup(ctx context.Context, group string) (*kmsg.StreamsGroupDescribeResponseGroup, error)
 	topics(ctx context.Context) (map[string]int, error)
 	endOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error)
 }
@@ -263,7 +265,7 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 		switch {
 		case serr != nil:
 			err = fmt.Errorf("%w; as a streams-protocol group: %v", err, serr)
-		case sg.ErrorCode != 69: // GROUP_ID_NOT_FOUND: the classic answer stands
+		case sg.ErrorCode != kerr.GroupIDNotFound.Code: // the classic answer stands
 			v, err = buildStreams(sg, cfg)
 		}
 	}

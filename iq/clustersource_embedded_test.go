@@ -4,14 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/joingroup"
 	"github.com/segmentio/kafka-go/protocol/syncgroup"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/embedded"
 )
 
 // joinAsStreamsMember joins group on the embedded broker with the member
@@ -117,6 +125,119 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 	}
 	if g := s.Group(); g.State != "Stable" || len(g.Members) != 1 || g.Members[0].AZ != "az-a" {
 		t.Errorf("group info %+v", g)
+	}
+}
+
+// TestClusterSourceStreamsProtocolEmbeddedBroker runs the streams-protocol
+// path end to end against the embedded broker with SASL/PLAIN:
+// FindCoordinator through kafka-go, then the source's own connection,
+// authenticated with the transport's mechanism, carrying
+// StreamsGroupDescribe, which the broker answers through a control
+// function (it does not implement the streams protocol).
+func TestClusterSourceStreamsProtocolEmbeddedBroker(t *testing.T) {
+	app := newStreamsApp()
+	opts := []embedded.Option{embedded.KfakeOptions(kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "secret"))}
+	for topic, n := range app.topics {
+		opts = append(opts, embedded.Topic(topic, n))
+	}
+	c := embedded.StartT(t, opts...)
+	var mu sync.Mutex
+	var asked [][]string
+	answer := func(fail bool) {
+		c.Kfake().ControlKey(int16(kmsg.StreamsGroupDescribe), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+			req := kreq.(*kmsg.StreamsGroupDescribeRequest)
+			mu.Lock()
+			asked = append(asked, req.Groups)
+			mu.Unlock()
+			if fail {
+				return nil, errors.New("unknown API key"), true
+			}
+			resp := req.ResponseKind().(*kmsg.StreamsGroupDescribeResponse)
+			resp.Groups = []kmsg.StreamsGroupDescribeResponseGroup{*app.streamsGroup()}
+			return resp, nil, true
+		})
+	}
+	tr := &kafka.Transport{SASL: plain.Mechanism{Username: "admin", Password: "secret"}, ClientID: "iq-test"}
+	defer tr.CloseIdleConnections()
+	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithLogger(quietLogger()),
+		WithStoreTopics("leftcount", "left"), WithLookupEnv(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	answer(false)
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Group(); g.Protocol != "streams" || len(g.Members) != 3 || g.StoreSubtopology["plain"] != "1" {
+		t.Fatalf("group %+v", g)
+	}
+	key := []byte("k1")
+	task := TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
+	if r, err := s.Snapshot().Route("plain", key); err != nil || r.Active.HostInfo != app.hosts[app.activeOf(task)] {
+		t.Fatalf("route %+v, %v; want active %s", r, err, app.hosts[app.activeOf(task)])
+	}
+
+	// A broker that closes the connection on the request does not know it.
+	answer(true)
+	err = s.Refresh(ctx)
+	if err == nil || !strings.Contains(err.Error(), "does not support the streams rebalance protocol") || !errors.Is(err, ErrGroupNotFound) {
+		t.Fatalf("refused: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 || !slices.Equal(asked[0], []string{app.appID}) {
+		t.Errorf("asked for %v", asked)
+	}
+}
+
+// nopeMechanism is a SASL mechanism no broker offers.
+type nopeMechanism struct{}
+
+func (nopeMechanism) Name() string { return "NOPE" }
+func (nopeMechanism) Start(context.Context) (sasl.StateMachine, []byte, error) {
+	return nil, nil, errors.New("not reached")
+}
+
+// TestOwnConnectionAuthenticates dials the source's own connection with
+// the transport's SASL mechanism against the embedded broker, which answers
+// a request only once the connection is authenticated.
+func TestOwnConnectionAuthenticates(t *testing.T) {
+	c := embedded.StartT(t, embedded.KfakeOptions(kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "secret")))
+	addr := c.Addrs()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dial := func(m sasl.Mechanism) (net.Conn, error) {
+		k := &kafkaGoCluster{client: &kafka.Client{Transport: &kafka.Transport{SASL: m}}}
+		return k.dial(ctx, addr)
+	}
+	conn, err := dial(plain.Mechanism{Username: "admin", Password: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := request(conn, "iq-test", 1, kmsg.NewPtrMetadataRequest())
+	conn.Close()
+	if err != nil || len(resp.(*kmsg.MetadataResponse).Brokers) != 1 {
+		t.Fatalf("metadata after authenticating: %+v, %v", resp, err)
+	}
+	for _, c := range []struct {
+		mech sasl.Mechanism
+		want string
+	}{
+		// The embedded broker closes the connection where Kafka answers
+		// SASL_AUTHENTICATION_FAILED first.
+		{plain.Mechanism{Username: "admin", Password: "wrong"}, "SASL authenticate with " + addr + ": EOF"},
+		{nopeMechanism{}, "SASL handshake with " + addr + ": mechanism NOPE refused (UNSUPPORTED_SASL_MECHANISM; the broker offers PLAIN"},
+	} {
+		conn, err := dial(c.mech)
+		if err == nil {
+			conn.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.mech.Name(), err, c.want)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/segmentio/kafka-go/protocol/describegroups"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // streamsApp lays out a Kafka Streams application the way its assignor
@@ -166,7 +167,7 @@ type fakeCluster struct {
 	err    error
 	asked  []TopicPartition
 	// streams is the group StreamsGroupDescribe returns; nil: not found.
-	streams *StreamsGroup
+	streams *kmsg.StreamsGroupDescribeResponseGroup
 }
 
 func (f *fakeCluster) describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error) {
@@ -179,11 +180,13 @@ func (f *fakeCluster) describeGroup(ctx context.Context, group string) (*describ
 	return &g, nil
 }
 
-func (f *fakeCluster) describeStreamsGroup(ctx context.Context, group string) (*StreamsGroup, error) {
+func (f *fakeCluster) describeStreamsGroup(ctx context.Context, group string) (*kmsg.StreamsGroupDescribeResponseGroup, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.streams == nil {
-		return &StreamsGroup{GroupID: group, ErrorCode: 69}, nil
+		g := kmsg.NewStreamsGroupDescribeResponseGroup()
+		g.Group, g.ErrorCode = group, 69
+		return &g, nil
 	}
 	g := *f.streams
 	return &g, nil

@@ -6,6 +6,9 @@ import (
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // buildStreams reads a group on the streams rebalance protocol (KIP-1071)
@@ -18,20 +21,24 @@ import (
 // lists such partitions, KAFKA-20885.) Warm-up tasks are not queryable
 // copies and are left out, as Kafka Streams leaves them out. Lags are not
 // known on this protocol.
-func buildStreams(g *StreamsGroup, cfg buildConfig) (*groupView, error) {
+func buildStreams(g *kmsg.StreamsGroupDescribeResponseGroup, cfg buildConfig) (*groupView, error) {
 	group := quote(cfg.appID)
 	switch {
-	case g.ErrorCode == 69:
+	case g.ErrorCode == kerr.GroupIDNotFound.Code:
 		return nil, fmt.Errorf("iq: group %s: GROUP_ID_NOT_FOUND: is the application.id right and the application running? (%w)", group, ErrGroupNotFound)
 	case g.ErrorCode != 0:
-		return nil, fmt.Errorf("iq: group %s: StreamsGroupDescribe: %s: %s", group, kafkaErrorName(g.ErrorCode), g.ErrorMessage)
+		msg := ""
+		if g.ErrorMessage != nil {
+			msg = *g.ErrorMessage
+		}
+		return nil, fmt.Errorf("iq: group %s: StreamsGroupDescribe: %s: %s", group, errorName(g.ErrorCode), msg)
 	case len(g.Members) == 0:
-		return nil, fmt.Errorf("iq: group %s: state %s with 0 members: is the application running? (%w)", group, quote(g.GroupState), ErrGroupNotFound)
-	case g.Subtopologies == nil:
-		return nil, fmt.Errorf("iq: group %s: state %s: no topology yet; keeping the last good routing (%w)", group, quote(g.GroupState), ErrRebalancing)
+		return nil, fmt.Errorf("iq: group %s: state %s with 0 members: is the application running? (%w)", group, quote(g.State), ErrGroupNotFound)
+	case g.Topology == nil || len(g.Topology.Subtopologies) == 0:
+		return nil, fmt.Errorf("iq: group %s: state %s: no topology yet; keeping the last good routing (%w)", group, quote(g.State), ErrRebalancing)
 	}
 	v := &groupView{
-		info: GroupInfo{ApplicationID: cfg.appID, Protocol: "streams", State: g.GroupState,
+		info: GroupInfo{ApplicationID: cfg.appID, Protocol: "streams", State: g.State,
 			StoreSubtopology: map[string]string{}},
 		subtopologies: map[string][]string{},
 		taskCount:     map[string]int{},
@@ -41,24 +48,24 @@ func buildStreams(g *StreamsGroup, cfg buildConfig) (*groupView, error) {
 	counts := maps.Clone(cfg.topics)
 	topicSub := map[string]string{}
 	storeSub := map[string]string{}
-	for _, st := range g.Subtopologies {
+	for _, st := range g.Topology.Subtopologies {
 		topics := slices.Clone(st.SourceTopics)
 		for _, t := range st.RepartitionSourceTopics {
-			topics = append(topics, t.Name)
-			if _, ok := counts[t.Name]; !ok && t.Partitions > 0 {
-				counts[t.Name] = int(t.Partitions)
+			topics = append(topics, t.Topic)
+			if _, ok := counts[t.Topic]; !ok && t.NumPartitions > 0 {
+				counts[t.Topic] = int(t.NumPartitions)
 			}
 		}
 		sort.Strings(topics)
-		v.subtopologies[st.ID] = topics
+		v.subtopologies[st.SubtopologyID] = topics
 		for _, t := range topics {
-			topicSub[t] = st.ID
-			v.taskCount[st.ID] = max(v.taskCount[st.ID], counts[t])
+			topicSub[t] = st.SubtopologyID
+			v.taskCount[st.SubtopologyID] = max(v.taskCount[st.SubtopologyID], counts[t])
 		}
 		for _, c := range st.StateChangelogTopics {
-			if store, ok := storeOfChangelog(cfg.appID, c.Name); ok {
-				v.changelogs[store] = c.Name
-				storeSub[store] = st.ID
+			if store, ok := storeOfChangelog(cfg.appID, c.Topic); ok {
+				v.changelogs[store] = c.Topic
+				storeSub[store] = st.SubtopologyID
 			}
 		}
 	}
@@ -98,41 +105,50 @@ func buildStreams(g *StreamsGroup, cfg buildConfig) (*groupView, error) {
 	}
 
 	members := slices.Clone(g.Members)
-	slices.SortFunc(members, func(a, b StreamsMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
+	slices.SortFunc(members, func(a, b kmsg.StreamsGroupDescribeResponseGroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
 	byHost := map[HostInfo]*Instance{}
 	var order []HostInfo
 	for _, m := range members {
-		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: m.ProcessID,
-			Endpoint: m.Endpoint, RackID: m.RackID, ClientTags: m.ClientTags, AZ: m.RackID}
+		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: m.ProcessID}
+		if m.RackID != nil {
+			gm.RackID = *m.RackID
+		}
+		if m.UserEndpoint != nil {
+			gm.Endpoint = HostInfo{m.UserEndpoint.Host, int(m.UserEndpoint.Port)}
+		}
+		for _, t := range m.ClientTags {
+			gm.ClientTags = append(gm.ClientTags, ClientTag{t.Key, t.Value})
+		}
+		gm.AZ = gm.RackID
 		if gm.AZ == "" {
-			for _, t := range m.ClientTags {
+			for _, t := range gm.ClientTags {
 				if t.Key == cfg.azTag {
 					gm.AZ = t.Value
 				}
 			}
 		}
 		v.info.Members = append(v.info.Members, gm)
-		if m.Endpoint.Host == "" {
+		if gm.Endpoint.Host == "" {
 			continue
 		}
-		if m.Endpoint.Port <= 0 {
-			return nil, fmt.Errorf("iq: group %s member %s: field userEndpoint.port: %d out of range 1..65535", group, quote(m.MemberID), m.Endpoint.Port)
+		if gm.Endpoint.Port <= 0 {
+			return nil, fmt.Errorf("iq: group %s member %s: field userEndpoint.port: %d out of range 1..65535", group, quote(m.MemberID), gm.Endpoint.Port)
 		}
-		in := byHost[m.Endpoint]
+		in := byHost[gm.Endpoint]
 		if in == nil {
-			in = &Instance{HostInfo: m.Endpoint, AZ: gm.AZ}
-			byHost[m.Endpoint] = in
-			order = append(order, m.Endpoint)
+			in = &Instance{HostInfo: gm.Endpoint, AZ: gm.AZ}
+			byHost[gm.Endpoint] = in
+			order = append(order, gm.Endpoint)
 		}
 		for _, set := range []struct {
 			field string
-			tasks []StreamsTasks
+			tasks []kmsg.TaskIDs
 			dst   *[]TopicPartition
-		}{{"assignment.activeTasks", m.Active, &in.ActivePartitions}, {"assignment.standbyTasks", m.Standby, &in.StandbyPartitions}} {
+		}{{"assignment.activeTasks", m.Assignment.ActiveTasks, &in.ActivePartitions}, {"assignment.standbyTasks", m.Assignment.StandbyTasks, &in.StandbyPartitions}} {
 			for _, ts := range set.tasks {
-				topics, ok := v.subtopologies[ts.Subtopology]
+				topics, ok := v.subtopologies[ts.SubtopologyID]
 				if !ok {
-					return nil, fmt.Errorf("iq: group %s member %s: field %s: subtopology %s is not in the topology", group, quote(m.MemberID), set.field, quote(ts.Subtopology))
+					return nil, fmt.Errorf("iq: group %s member %s: field %s: subtopology %s is not in the topology", group, quote(m.MemberID), set.field, quote(ts.SubtopologyID))
 				}
 				for _, p := range ts.Partitions {
 					for _, t := range topics {

@@ -3,9 +3,11 @@ package iq
 import (
 	"context"
 	"encoding/binary"
+	"io"
+	"net"
 	"errors"
 	"fmt"
-	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,8 +92,8 @@ func (a *streamsApp) streamsGroup() *kmsg.StreamsGroupDescribeResponseGroup {
 	return &g
 }
 
-// streamsResponse encodes groups as a StreamsGroupDescribe v0 response body
-// with franz-go's kmsg, an encoder independent of ours.
+// streamsResponse encodes groups as a StreamsGroupDescribe v0 response
+// body.
 func streamsResponse(groups ...kmsg.StreamsGroupDescribeResponseGroup) []byte {
 	resp := kmsg.NewStreamsGroupDescribeResponse()
 	resp.Version = 0
@@ -99,66 +101,10 @@ func streamsResponse(groups ...kmsg.StreamsGroupDescribeResponseGroup) []byte {
 	return resp.AppendTo(nil)
 }
 
-func TestDecodeStreamsGroupDescribe(t *testing.T) {
-	app := newStreamsApp()
-	groups, err := DecodeStreamsGroupDescribe(streamsResponse(*app.streamsGroup()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(groups) != 1 {
-		t.Fatalf("%d groups", len(groups))
-	}
-	g := groups[0]
-	if g.GroupID != "app" || g.GroupState != "Stable" || len(g.Subtopologies) != 4 || len(g.Members) != 3 {
-		t.Fatalf("group %+v", g)
-	}
-	if st := g.Subtopologies[3]; st.ID != "3" || len(st.SourceTopics) != 0 ||
-		!reflect.DeepEqual(st.RepartitionSourceTopics, []StreamsTopicInfo{{"app-rekey-repartition", 5}}) ||
-		!reflect.DeepEqual(st.StateChangelogTopics, []StreamsTopicInfo{{"app-rekeyed-changelog", 5}}) {
-		t.Errorf("subtopology 3: %+v", st)
-	}
-	m := g.Members[1]
-	if m.MemberID != "member-1" || m.ProcessID != "process-1" || m.Endpoint != app.hosts[1] || m.RackID != "" ||
-		!reflect.DeepEqual(m.ClientTags, []ClientTag{{"az", "az-b"}}) || len(m.Active) == 0 || len(m.Standby) == 0 ||
-		!reflect.DeepEqual(m.Warmup, []StreamsTasks{{"1", []int32{1}}}) {
-		t.Errorf("member 1: %+v", m)
-	}
-	// Errors name the field.
-	b := streamsResponse(*app.streamsGroup())
-	for _, cut := range []int{3, 10, len(b) / 2, len(b) - 1} {
-		if _, err := DecodeStreamsGroupDescribe(b[:cut]); err == nil || !strings.Contains(err.Error(), "field ") {
-			t.Errorf("cut at %d: %v", cut, err)
-		}
-	}
-}
-
-func TestStreamsGroupDescribeRequest(t *testing.T) {
-	b := appendStreamsGroupDescribeRequest(nil, 7, "cid", "app")
-	if int(binary.BigEndian.Uint32(b)) != len(b)-4 {
-		t.Fatalf("size %d for %d bytes", binary.BigEndian.Uint32(b), len(b)-4)
-	}
-	r := &wireReader{b: b[4:]}
-	if k, v, c := r.int16(""), r.int16(""), r.int32(""); k != 89 || v != 0 || c != 7 {
-		t.Fatalf("header %d %d %d", k, v, c)
-	}
-	if id, _ := r.string16("", false); id != "cid" {
-		t.Fatalf("client id %q", id)
-	}
-	r.taggedFields("header")
-	req := kmsg.NewStreamsGroupDescribeRequest()
-	req.Version = 0
-	if err := req.ReadFrom(b[4+r.off:]); err != nil || !reflect.DeepEqual(req.Groups, []string{"app"}) || req.IncludeAuthorizedOperations {
-		t.Fatalf("kmsg reads %+v, %v", req, err)
-	}
-}
-
 func TestClusterSourceStreamsProtocol(t *testing.T) {
 	app := newStreamsApp()
 	s, fc := newTestClusterSource(t, app, WithStoreTopics("leftcount", "left"))
-	groups, err := DecodeStreamsGroupDescribe(streamsResponse(*app.streamsGroup()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups := []kmsg.StreamsGroupDescribeResponseGroup{*app.streamsGroup()}
 	fc.set(&describeGroupDead, nil)
 	fc.streams = &groups[0]
 	if err := s.Refresh(context.Background()); err != nil {
@@ -206,17 +152,19 @@ func TestClusterSourceStreamsProtocol(t *testing.T) {
 	// Bad input keeps the last good routing.
 	good := s.Snapshot()
 	for _, c := range []struct {
-		mod  func(g *StreamsGroup)
+		mod  func(g *kmsg.StreamsGroupDescribeResponseGroup)
 		want string
 	}{
-		{func(g *StreamsGroup) { g.ErrorCode = 69 }, `state "Dead" with 0 members`}, // not found: the classic answer stands
-		{func(g *StreamsGroup) { g.ErrorCode = 30; g.ErrorMessage = "denied" }, "GROUP_AUTHORIZATION_FAILED: denied"},
-		{func(g *StreamsGroup) { g.Members = nil }, `state "Stable" with 0 members`},
-		{func(g *StreamsGroup) { g.Subtopologies = nil }, "no topology yet"},
-		{func(g *StreamsGroup) { g.Members[0].Active = []StreamsTasks{{"9", []int32{0}}} }, `member "member-0": field assignment.activeTasks: subtopology "9" is not in the topology`},
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) { g.ErrorCode = 69 }, `state "Dead" with 0 members`}, // not found: the classic answer stands
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) { g.ErrorCode = 30; g.ErrorMessage = kmsg.StringPtr("denied") }, "GROUP_AUTHORIZATION_FAILED: denied"},
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) { g.Members = nil }, `state "Stable" with 0 members`},
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) { g.Topology = nil }, "no topology yet"},
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) {
+			g.Members[0].Assignment.ActiveTasks = []kmsg.TaskIDs{{SubtopologyID: "9", Partitions: []int32{0}}}
+		}, `member "member-0": field assignment.activeTasks: subtopology "9" is not in the topology`},
 	} {
 		g := groups[0]
-		g.Members = append([]StreamsMember(nil), g.Members...)
+		g.Members = append([]kmsg.StreamsGroupDescribeResponseGroupMember(nil), g.Members...)
 		c.mod(&g)
 		fc.mu.Lock()
 		fc.streams = &g
@@ -233,16 +181,20 @@ func TestClusterSourceStreamsProtocol(t *testing.T) {
 
 var describeGroupDead = describeGroupsDead()
 
+// FuzzDecodeStreamsGroupDescribe feeds arbitrary StreamsGroupDescribe
+// response bodies to kmsg's decoder and what decodes to the group reader:
+// it must fail cleanly or produce a valid snapshot.
 func FuzzDecodeStreamsGroupDescribe(f *testing.F) {
 	app := newStreamsApp()
 	f.Add(streamsResponse(*app.streamsGroup()))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		groups, err := DecodeStreamsGroupDescribe(b)
-		if err != nil {
+		resp := kmsg.NewPtrStreamsGroupDescribeResponse()
+		resp.Version = 0
+		if err := resp.ReadFrom(b); err != nil {
 			return
 		}
-		for i := range groups {
-			v, err := buildStreams(&groups[i], buildConfig{appID: "app", topics: app.topics, azTag: "az"})
+		for i := range resp.Groups {
+			v, err := buildStreams(&resp.Groups[i], buildConfig{appID: "app", topics: app.topics, azTag: "az"})
 			if err != nil {
 				continue
 			}
@@ -255,4 +207,87 @@ func FuzzDecodeStreamsGroupDescribe(f *testing.F) {
 
 func describeGroupsDead() describegroups.ResponseGroup {
 	return describegroups.ResponseGroup{GroupID: "app", GroupState: "Dead"}
+}
+
+// answer serves one request on conn: it reads a frame and writes resp, a
+// response frame after its size prefix; it returns the request frame.
+func answer(t *testing.T, conn net.Conn, resp []byte) []byte {
+	t.Helper()
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Error(err)
+		return nil
+	}
+	req := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, req); err != nil {
+		t.Error(err)
+		return nil
+	}
+	if resp != nil {
+		_, _ = conn.Write(binary.BigEndian.AppendUint32(nil, uint32(len(resp))))
+		_, _ = conn.Write(resp)
+	}
+	return req
+}
+
+func TestRequestOverAConnection(t *testing.T) {
+	app := newStreamsApp()
+	body := streamsResponse(*app.streamsGroup())
+	frame := func(corr uint32, header []byte, body []byte) []byte {
+		return append(append(binary.BigEndian.AppendUint32(nil, corr), header...), body...)
+	}
+	for _, c := range []struct {
+		name string
+		resp []byte
+		want string
+	}{
+		{"ok", frame(7, []byte{0}, body), ""},
+		{"header tag skipped", frame(7, []byte{1, 5, 2, 0xaa, 0xbb}, body), ""},
+		{"wrong correlation ID", frame(8, []byte{0}, body), "response correlation ID 8, want 7"},
+		{"bad header tags", frame(7, []byte{1, 5, 9}, nil), "response header: malformed kafka frame"},
+		{"truncated body", frame(7, []byte{0}, body[:len(body)/2]), "decoding the StreamsGroupDescribe response"},
+		{"too short", []byte{0, 0}, "response size 2 out of range 4..67108864"},
+		{"closed", nil, "EOF"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			defer client.Close()
+			var reqFrame []byte
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				defer server.Close()
+				reqFrame = answer(t, server, c.resp)
+			}()
+			req := kmsg.NewPtrStreamsGroupDescribeRequest()
+			req.Groups = []string{"app"}
+			resp, err := request(client, "cid", 7, req)
+			client.Close()
+			<-done
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("got %v, want %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := resp.(*kmsg.StreamsGroupDescribeResponse).Groups; len(g) != 1 || g[0].Group != "app" || len(g[0].Members) != 3 {
+				t.Fatalf("decoded %+v", g)
+			}
+			// What was sent is a StreamsGroupDescribe v0 for the group,
+			// with the client ID, as kmsg reads it.
+			if k, v, corr := binary.BigEndian.Uint16(reqFrame), binary.BigEndian.Uint16(reqFrame[2:]), binary.BigEndian.Uint32(reqFrame[4:]); k != 89 || v != 0 || corr != 7 {
+				t.Fatalf("header %d v%d correlation %d", k, v, corr)
+			}
+			if n := binary.BigEndian.Uint16(reqFrame[8:]); string(reqFrame[10:10+n]) != "cid" {
+				t.Fatalf("client ID %q", reqFrame[10:10+n])
+			}
+			got := kmsg.NewPtrStreamsGroupDescribeRequest()
+			if err := got.ReadFrom(reqFrame[10+3+1:]); err != nil || !slices.Equal(got.Groups, []string{"app"}) || got.IncludeAuthorizedOperations {
+				t.Fatalf("request %+v, %v", got, err)
+			}
+		})
+	}
 }

@@ -9,21 +9,28 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/internal/kframe"
 )
 
 // kafka-go's protocol layer knows API keys up to 51, so StreamsGroupDescribe
 // (89) is sent on a connection of our own: dialled, TLS-wrapped and SASL-
 // authenticated with the settings of the source's kafka.Transport, one
-// request per poll. This keeps the module free of a second Kafka client.
+// request per poll. Its requests and responses (SaslHandshake,
+// SaslAuthenticate, StreamsGroupDescribe) are encoded and decoded by
+// franz-go's kmsg, whose decoders bound every length; only the framing is
+// ours.
 
 // describeStreamsGroup finds the group's coordinator and asks it.
-func (k *kafkaGoCluster) describeStreamsGroup(ctx context.Context, group string) (*StreamsGroup, error) {
+func (k *kafkaGoCluster) describeStreamsGroup(ctx context.Context, group string) (*kmsg.StreamsGroupDescribeResponseGroup, error) {
 	fc, err := k.client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{Key: group, KeyType: kafka.CoordinatorKeyTypeConsumer})
 	if err != nil {
 		return nil, fmt.Errorf("FindCoordinator: %w", err)
@@ -45,7 +52,10 @@ func (k *kafkaGoCluster) describeStreamsGroup(ctx context.Context, group string)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	body, err := roundTrip(conn, appendStreamsGroupDescribeRequest(nil, 1, k.clientID(), group), 1, true)
+	req := kmsg.NewPtrStreamsGroupDescribeRequest()
+	req.Version = 0
+	req.Groups = []string{group}
+	resp, err := request(conn, k.clientID(), 1, req)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			// Brokers close the connection on an API key they do not know.
@@ -53,12 +63,9 @@ func (k *kafkaGoCluster) describeStreamsGroup(ctx context.Context, group string)
 		}
 		return nil, fmt.Errorf("StreamsGroupDescribe to %s: %w", addr, err)
 	}
-	groups, err := DecodeStreamsGroupDescribe(body)
-	if err != nil {
-		return nil, fmt.Errorf("StreamsGroupDescribe response from %s: %w", addr, err)
-	}
+	groups := resp.(*kmsg.StreamsGroupDescribeResponse).Groups
 	for i := range groups {
-		if groups[i].GroupID == group {
+		if groups[i].Group == group {
 			return &groups[i], nil
 		}
 	}
@@ -119,16 +126,14 @@ func saslAuthenticate(ctx context.Context, conn net.Conn, mech sasl.Mechanism, c
 		_ = conn.SetDeadline(dl)
 	}
 	corr := int32(100)
-	req := appendRequestHeaderV1(nil, 17, 1, corr, clientID)
-	req = binary.BigEndian.AppendUint16(req, uint16(len(mech.Name())))
-	req = append(req, mech.Name()...)
-	body, err := roundTrip(conn, finishFrame(req), corr, false)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, mech.Name()
+	resp, err := request(conn, clientID, corr, hs)
 	if err != nil {
 		return fmt.Errorf("SASL handshake with %s: %w", addr, err)
 	}
-	r := &wireReader{b: body}
-	if code := r.int16("errorCode"); r.err == nil && code != 0 {
-		return fmt.Errorf("SASL handshake with %s: mechanism %s refused (error code %d)", addr, mech.Name(), code)
+	if r := resp.(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
+		return fmt.Errorf("SASL handshake with %s: mechanism %s refused (%s; the broker offers %s)", addr, mech.Name(), errorName(r.ErrorCode), strings.Join(r.SupportedMechanisms, ", "))
 	}
 	sess, msg, err := mech.Start(ctx)
 	if err != nil {
@@ -136,24 +141,21 @@ func saslAuthenticate(ctx context.Context, conn net.Conn, mech sasl.Mechanism, c
 	}
 	for done := false; !done; {
 		corr++
-		req := appendRequestHeaderV1(nil, 36, 1, corr, clientID)
-		req = binary.BigEndian.AppendUint32(req, uint32(len(msg)))
-		req = append(req, msg...)
-		body, err := roundTrip(conn, finishFrame(req), corr, false)
+		auth := kmsg.NewPtrSASLAuthenticateRequest()
+		auth.Version, auth.SASLAuthBytes = 1, msg
+		resp, err := request(conn, clientID, corr, auth)
 		if err != nil {
 			return fmt.Errorf("SASL authenticate with %s: %w", addr, err)
 		}
-		r := &wireReader{b: body}
-		code := r.int16("errorCode")
-		emsg, _ := r.string16("errorMessage", true)
-		challenge, _ := r.bytes32("authBytes", true)
-		if r.err != nil {
-			return fmt.Errorf("SASL authenticate response from %s: %w", addr, r.err)
+		r := resp.(*kmsg.SASLAuthenticateResponse)
+		if r.ErrorCode != 0 {
+			emsg := ""
+			if r.ErrorMessage != nil {
+				emsg = ": " + *r.ErrorMessage
+			}
+			return fmt.Errorf("SASL authenticate with %s: %s%s", addr, errorName(r.ErrorCode), emsg)
 		}
-		if code != 0 {
-			return fmt.Errorf("SASL authenticate with %s: error code %d: %s", addr, code, emsg)
-		}
-		done, msg, err = sess.Next(ctx, challenge)
+		done, msg, err = sess.Next(ctx, r.SASLAuthBytes)
 		if err != nil {
 			return fmt.Errorf("SASL %s: %w", mech.Name(), err)
 		}
@@ -161,27 +163,23 @@ func saslAuthenticate(ctx context.Context, conn net.Conn, mech sasl.Mechanism, c
 	return nil
 }
 
-func appendRequestHeaderV1(dst []byte, key, version int16, corr int32, clientID string) []byte {
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(key))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(version))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(clientID)))
-	return append(dst, clientID...)
-}
-
-func finishFrame(b []byte) []byte {
-	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	return b
+// errorName names a Kafka error code: "GROUP_AUTHORIZATION_FAILED".
+func errorName(code int16) string {
+	if e := kerr.TypedErrorForCode(code); e != nil && e.Code == code {
+		return e.Message
+	}
+	return fmt.Sprintf("error code %d", code)
 }
 
 // maxResponseBytes bounds a response read on our own connection: 64 MiB.
 const maxResponseBytes = 64 << 20
 
-// roundTrip writes a framed request and reads one response, returning its
-// body after the response header (v1, with tagged fields, when flexible).
-func roundTrip(conn net.Conn, req []byte, corr int32, flexible bool) ([]byte, error) {
-	if _, err := conn.Write(req); err != nil {
+// request writes req, framed by kmsg with clientID and correlation ID corr,
+// reads one response and decodes it with kmsg. An I/O error is returned as
+// it is; a response that does not decode is an error that says so.
+func request(conn net.Conn, clientID string, corr int32, req kmsg.Request) (kmsg.Response, error) {
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)).AppendRequest(nil, req, corr)
+	if _, err := conn.Write(frame); err != nil {
 		return nil, err
 	}
 	var size [4]byte
@@ -196,15 +194,19 @@ func roundTrip(conn net.Conn, req []byte, corr int32, flexible bool) ([]byte, er
 	if _, err := io.ReadFull(conn, b); err != nil {
 		return nil, err
 	}
-	r := &wireReader{b: b}
-	if got := r.int32("correlationId"); got != corr {
+	if got := int32(binary.BigEndian.Uint32(b)); got != corr {
 		return nil, fmt.Errorf("response correlation ID %d, want %d", got, corr)
 	}
-	if flexible {
-		r.taggedFields("responseHeader")
+	off := 4
+	if kframe.ResponseHeaderFlexible(req.Key(), req.GetVersion()) {
+		var err error
+		if off, err = kframe.SkipTags(b, off); err != nil {
+			return nil, fmt.Errorf("response header: %w", err)
+		}
 	}
-	if r.err != nil {
-		return nil, r.err
+	resp := req.ResponseKind()
+	if err := resp.ReadFrom(b[off:]); err != nil {
+		return nil, fmt.Errorf("decoding the %s response: %w", kmsg.NameForKey(req.Key()), err)
 	}
-	return b[r.off:], nil
+	return resp, nil
 }
