@@ -866,7 +866,8 @@ func TestIQClusterSource(t *testing.T) {
 	})
 	t.Run("capture a member's bytes", func(t *testing.T) {
 		// The bytes of one member as DescribeGroups returns them, for
-		// iq/testdata: the decoders' tests read what Kafka Streams wrote.
+		// iq/internal/wire/wiretest: the decoders' tests read what Kafka
+		// Streams wrote.
 		tr := &kafka.Transport{}
 		defer tr.CloseIdleConnections()
 		m, err := tr.RoundTrip(ctx, kafka.TCP(addrs...), &describegroups.Request{Groups: []string{app.appID}})

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/segmentio/kafka-go/protocol/describegroups"
+
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
 // Errors of the cluster source; test with errors.Is. Each is wrapped in an
@@ -27,6 +29,11 @@ var (
 	// ErrStoreTopicsUnknown: the store exists but which source topics feed
 	// it cannot be told from the group; name them with WithStoreTopics.
 	ErrStoreTopicsUnknown = errors.New("iq: source topics of the store unknown")
+	// ErrUnsupportedVersion: a member's SubscriptionInfo or AssignmentInfo
+	// is of a version this package does not read: newer than Kafka
+	// Streams 4.3's (11), or AssignmentInfo version 1, which has no
+	// routing.
+	ErrUnsupportedVersion = wire.ErrUnsupportedVersion
 )
 
 // streamsAssignor is the name of Kafka Streams' partition assignor, the
@@ -49,6 +56,9 @@ type GroupMember struct {
 	// ClientTags are the instance's client.tag.* settings.
 	ClientTags []ClientTag
 }
+
+// ClientTag is one client.tag.<key>=<value> setting of a Streams instance.
+type ClientTag struct{ Key, Value string }
 
 // GroupInfo is what a cluster source read from the group on its last good
 // poll, besides the routing metadata.
@@ -75,7 +85,7 @@ type groupView struct {
 	taskCount map[string]int
 	// offsetSums maps an instance, then a task, to the lowest offset sum its
 	// members reported when they joined.
-	offsetSums map[HostInfo]map[TaskID]int64
+	offsetSums map[HostInfo]map[wire.TaskID]int64
 	// changelogs maps each store with a changelog topic to that topic.
 	changelogs map[string]string
 }
@@ -116,7 +126,7 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 			StoreSubtopology: map[string]string{}},
 		subtopologies: map[string][]string{},
 		taskCount:     map[string]int{},
-		offsetSums:    map[HostInfo]map[TaskID]int64{},
+		offsetSums:    map[HostInfo]map[wire.TaskID]int64{},
 	}
 	topicSub := map[string]string{}
 	// stateful collects the subtopologies known to hold state: those with
@@ -133,22 +143,22 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 		}
 		return nil
 	}
-	var routing *AssignmentInfo
+	var routing *wire.AssignmentInfo
 	for _, m := range members {
 		mid := quote(m.MemberID)
-		sub, err := DecodeConsumerSubscription(m.MemberMetadata)
+		sub, err := wire.DecodeConsumerSubscription(m.MemberMetadata)
 		if err != nil {
 			return nil, fmt.Errorf("iq: group %s member %s: member metadata: %w", group, mid, err)
 		}
-		si, err := DecodeSubscriptionInfo(sub.UserData)
+		si, err := wire.DecodeSubscriptionInfo(sub.UserData)
 		if err != nil {
 			return nil, fmt.Errorf("iq: group %s member %s: SubscriptionInfo: %w", group, mid, err)
 		}
-		asg, err := DecodeConsumerAssignment(m.MemberAssignment)
+		asg, err := wire.DecodeConsumerAssignment(m.MemberAssignment)
 		if err != nil {
 			return nil, fmt.Errorf("iq: group %s member %s: member assignment: %w", group, mid, err)
 		}
-		ai, err := DecodeAssignmentInfo(asg.UserData)
+		ai, err := wire.DecodeAssignmentInfo(asg.UserData)
 		if err != nil {
 			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo: %w", group, mid, err)
 		}
@@ -163,7 +173,7 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 		}
 		// Kafka Streams pairs the i-th assigned partition, in topic then
 		// partition order, with the i-th active task.
-		parts := slices.Clone(asg.Partitions)
+		parts := fromWire(asg.Partitions)
 		slices.SortFunc(parts, compareTP)
 		if len(parts) != len(ai.ActiveTasks) {
 			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo field activeTasks: %d tasks for %d assigned partitions", group, mid, len(ai.ActiveTasks), len(parts))
@@ -182,17 +192,20 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 			}
 		}
 		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: si.ProcessIDString(),
-			RackID: sub.RackID, ClientTags: si.ClientTags}
+			RackID: sub.RackID}
+		for _, t := range si.ClientTags {
+			gm.ClientTags = append(gm.ClientTags, ClientTag(t))
+		}
 		if si.UserEndpoint != "" {
 			h, err := si.Endpoint()
 			if err != nil {
 				return nil, fmt.Errorf("iq: group %s member %s: SubscriptionInfo %w", group, mid, err)
 			}
-			gm.Endpoint = h
-			sums := v.offsetSums[h]
+			gm.Endpoint = HostInfo(h)
+			sums := v.offsetSums[gm.Endpoint]
 			if sums == nil {
-				sums = map[TaskID]int64{}
-				v.offsetSums[h] = sums
+				sums = map[wire.TaskID]int64{}
+				v.offsetSums[gm.Endpoint] = sums
 			}
 			for _, ts := range si.TaskOffsetSums {
 				if old, ok := sums[ts.Task]; !ok || ts.OffsetSum < old {
@@ -224,6 +237,15 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 	v.mapStores(cfg, topicSub, stateful)
 	v.addInstances(routing)
 	return v, nil
+}
+
+// fromWire converts the decoders' partitions to the model's.
+func fromWire(tps []wire.TopicPartition) []TopicPartition {
+	out := make([]TopicPartition, len(tps))
+	for i, tp := range tps {
+		out[i] = TopicPartition(tp)
+	}
+	return out
 }
 
 func compareTP(a, b TopicPartition) int {
@@ -357,7 +379,7 @@ func describeCounts(topics []string, counts map[string]int) string {
 // StreamsMetadataState does from partitionsByHost and
 // standbyPartitionsByHost: an instance hosts a store when one of the
 // store's source topics is among its partitions.
-func (v *groupView) addInstances(ai *AssignmentInfo) {
+func (v *groupView) addInstances(ai *wire.AssignmentInfo) {
 	byHost := map[HostInfo]*Instance{}
 	var order []HostInfo
 	get := func(h HostInfo) *Instance {
@@ -376,12 +398,12 @@ func (v *groupView) addInstances(ai *AssignmentInfo) {
 		return in
 	}
 	for _, hp := range ai.PartitionsByHost {
-		in := get(hp.Host)
-		in.ActivePartitions = append(in.ActivePartitions, hp.Partitions...)
+		in := get(HostInfo(hp.Host))
+		in.ActivePartitions = append(in.ActivePartitions, fromWire(hp.Partitions)...)
 	}
 	for _, hp := range ai.StandbyPartitionsByHost {
-		in := get(hp.Host)
-		in.StandbyPartitions = append(in.StandbyPartitions, hp.Partitions...)
+		in := get(HostInfo(hp.Host))
+		in.StandbyPartitions = append(in.StandbyPartitions, fromWire(hp.Partitions)...)
 	}
 	for _, h := range order {
 		in := byHost[h]
@@ -481,7 +503,7 @@ func (v *groupView) applyLagBounds(topics map[string]int, ends map[TopicPartitio
 				if !known {
 					continue
 				}
-				cur := v.offsetSums[in.HostInfo][TaskID{Subtopology: int32(subID), Partition: int32(sp.Partition)}]
+				cur := v.offsetSums[in.HostInfo][wire.TaskID{Subtopology: int32(subID), Partition: int32(sp.Partition)}]
 				if cur < 0 { // LatestOffset: it ran the task active when it joined
 					cur = 0
 				}

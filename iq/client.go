@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
 // Environment variables read by NewClient (through WithLookupEnv's
@@ -204,13 +205,7 @@ func (c *Client) Route(store string, key []byte) (Route, error) {
 }
 
 // quote returns s quoted and truncated to 64 bytes, for error messages.
-func quote(s string) string {
-	const max = 64
-	if len(s) > max {
-		return strconv.Quote(s[:max]) + "..."
-	}
-	return strconv.Quote(s)
-}
+func quote(s string) string { return wire.Quote(s) }
 
 // CallerAZ returns the caller's availability zone used to order replicas:
 // the WithAZ value, else the zone detected (once) with azdetect; "" when

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -14,12 +13,13 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/joingroup"
 	"github.com/segmentio/kafka-go/protocol/syncgroup"
-	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/embedded"
+
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
 // joinAsStreamsMember joins group on the embedded broker with the member
@@ -107,7 +107,7 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		task := TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
+		task := wire.TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
 		if r.Active.HostInfo != app.hosts[app.activeOf(task)] || r.Standbys[0].HostInfo != app.hosts[app.standbyOf(task)] {
 			t.Fatalf("%s: route %+v, want active %s standby %s", key, r, app.hosts[app.activeOf(task)], app.hosts[app.standbyOf(task)])
 		}
@@ -175,7 +175,7 @@ func TestClusterSourceStreamsProtocolEmbeddedBroker(t *testing.T) {
 		t.Fatalf("group %+v", g)
 	}
 	key := []byte("k1")
-	task := TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
+	task := wire.TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
 	if r, err := s.Snapshot().Route("plain", key); err != nil || r.Active.HostInfo != app.hosts[app.activeOf(task)] {
 		t.Fatalf("route %+v, %v; want active %s", r, err, app.hosts[app.activeOf(task)])
 	}
@@ -190,54 +190,6 @@ func TestClusterSourceStreamsProtocolEmbeddedBroker(t *testing.T) {
 	defer mu.Unlock()
 	if len(asked) != 2 || !slices.Equal(asked[0], []string{app.appID}) {
 		t.Errorf("asked for %v", asked)
-	}
-}
-
-// nopeMechanism is a SASL mechanism no broker offers.
-type nopeMechanism struct{}
-
-func (nopeMechanism) Name() string { return "NOPE" }
-func (nopeMechanism) Start(context.Context) (sasl.StateMachine, []byte, error) {
-	return nil, nil, errors.New("not reached")
-}
-
-// TestOwnConnectionAuthenticates dials the source's own connection with
-// the transport's SASL mechanism against the embedded broker, which answers
-// a request only once the connection is authenticated.
-func TestOwnConnectionAuthenticates(t *testing.T) {
-	c := embedded.StartT(t, embedded.KfakeOptions(kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "secret")))
-	addr := c.Addrs()[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	dial := func(m sasl.Mechanism) (net.Conn, error) {
-		k := &kafkaGoCluster{client: &kafka.Client{Transport: &kafka.Transport{SASL: m}}}
-		return k.dial(ctx, addr)
-	}
-	conn, err := dial(plain.Mechanism{Username: "admin", Password: "secret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := request(conn, "iq-test", 1, kmsg.NewPtrMetadataRequest())
-	conn.Close()
-	if err != nil || len(resp.(*kmsg.MetadataResponse).Brokers) != 1 {
-		t.Fatalf("metadata after authenticating: %+v, %v", resp, err)
-	}
-	for _, c := range []struct {
-		mech sasl.Mechanism
-		want string
-	}{
-		// The embedded broker closes the connection where Kafka answers
-		// SASL_AUTHENTICATION_FAILED first.
-		{plain.Mechanism{Username: "admin", Password: "wrong"}, "SASL authenticate with " + addr + ": EOF"},
-		{nopeMechanism{}, "SASL handshake with " + addr + ": mechanism NOPE refused (UNSUPPORTED_SASL_MECHANISM; the broker offers PLAIN"},
-	} {
-		conn, err := dial(c.mech)
-		if err == nil {
-			conn.Close()
-		}
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want %q", c.mech.Name(), err, c.want)
-		}
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
 // buildStreams reads a group on the streams rebalance protocol (KIP-1071)
@@ -31,7 +33,7 @@ func buildStreams(g *kmsg.StreamsGroupDescribeResponseGroup, cfg buildConfig) (*
 		if g.ErrorMessage != nil {
 			msg = *g.ErrorMessage
 		}
-		return nil, fmt.Errorf("iq: group %s: StreamsGroupDescribe: %s: %s", group, errorName(g.ErrorCode), msg)
+		return nil, fmt.Errorf("iq: group %s: StreamsGroupDescribe: %s: %s", group, wire.ErrorName(g.ErrorCode), msg)
 	case len(g.Members) == 0:
 		return nil, fmt.Errorf("iq: group %s: state %s with 0 members: is the application running? (%w)", group, quote(g.State), ErrGroupNotFound)
 	case g.Topology == nil || len(g.Topology.Subtopologies) == 0:
@@ -42,7 +44,7 @@ func buildStreams(g *kmsg.StreamsGroupDescribeResponseGroup, cfg buildConfig) (*
 			StoreSubtopology: map[string]string{}},
 		subtopologies: map[string][]string{},
 		taskCount:     map[string]int{},
-		offsetSums:    map[HostInfo]map[TaskID]int64{},
+		offsetSums:    map[HostInfo]map[wire.TaskID]int64{},
 		changelogs:    map[string]string{},
 	}
 	counts := maps.Clone(cfg.topics)
@@ -105,7 +107,9 @@ func buildStreams(g *kmsg.StreamsGroupDescribeResponseGroup, cfg buildConfig) (*
 	}
 
 	members := slices.Clone(g.Members)
-	slices.SortFunc(members, func(a, b kmsg.StreamsGroupDescribeResponseGroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
+	slices.SortFunc(members, func(a, b kmsg.StreamsGroupDescribeResponseGroupMember) int {
+		return cmp.Compare(a.MemberID, b.MemberID)
+	})
 	byHost := map[HostInfo]*Instance{}
 	var order []HostInfo
 	for _, m := range members {

@@ -1,11 +1,41 @@
-package iq
+// Package wire holds what the cluster source reads off the wire and kmsg
+// does not decode: Kafka Streams' assignment and subscription user data
+// (AssignmentInfo, SubscriptionInfo, versions 1 to StreamsProtocolLatest)
+// and the consumer protocol's Subscription and Assignment that carry them,
+// with decoders that bound every length and count by the bytes at hand
+// and name the field and byte offset of what they refuse; and the
+// source's own connection to a broker (Dial, Request), for the requests
+// kafka-go's protocol layer does not know, encoded and decoded by kmsg.
+//
+// It is internal to package iq: its types and protocol versions may change
+// with any release.
+package wire
 
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
+
+// Quote returns s quoted and truncated to 64 bytes, for error messages
+// about outside input.
+func Quote(s string) string {
+	const max = 64
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// truncate returns s cut to n bytes, saying how many more there were.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..." + strconv.Itoa(len(s)-n) + " more bytes"
+}
 
 // wireReader reads the big-endian encodings Kafka and Kafka Streams use in
 // group metadata. The first failure sticks: later reads return zero values,
