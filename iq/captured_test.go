@@ -7,6 +7,7 @@ import (
 
 	"github.com/segmentio/kafka-go/protocol/describegroups"
 
+	"github.com/azkafka/azkafka/iq/internal/group"
 	"github.com/azkafka/azkafka/iq/internal/wire"
 	"github.com/azkafka/azkafka/iq/internal/wire/wiretest"
 )
@@ -34,15 +35,15 @@ func TestBuildClassicCapturedKafkaStreams431(t *testing.T) {
 		app + "-counts-changelog": 6, app + "-rekeyed-changelog": 5, app + "-joined-changelog": 8, app + "-leftcount-changelog": 8}
 	g := &describegroups.ResponseGroup{GroupID: app, GroupState: "Stable", ProtocolType: "consumer", ProtocolData: "stream",
 		Members: []describegroups.ResponseGroupMember{{MemberID: "m", MemberMetadata: meta, MemberAssignment: asg}}}
-	v, err := buildClassic(g, buildConfig{appID: app, topics: topics, azTag: "az"})
+	v, err := group.Classic(g, group.Config{AppID: app, Topics: topics, AZTag: "az"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.info.StoreSubtopology["counts"] != "0" || v.info.StoreSubtopology["rekeyed"] != "1" ||
-		!strings.Contains(v.md.UnmappedStores["leftcount"], "left: 4") {
-		t.Errorf("stores: %v, unmapped %v", v.info.StoreSubtopology, v.md.UnmappedStores)
+	if v.Info.StoreSubtopology["counts"] != "0" || v.Info.StoreSubtopology["rekeyed"] != "1" ||
+		!strings.Contains(v.Routing.UnmappedStores["leftcount"], "left: 4") {
+		t.Errorf("stores: %v, unmapped %v", v.Info.StoreSubtopology, v.Routing.UnmappedStores)
 	}
-	snap, err := NewSnapshot(v.md)
+	snap, err := NewSnapshot(groupMetadata(v.Routing))
 	if err != nil {
 		t.Fatal(err)
 	}

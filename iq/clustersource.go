@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/iq/internal/group"
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
 // EnvAZTag names the client tag (Kafka Streams' client.tag.<key>) that
@@ -81,7 +83,7 @@ type clusterAPI interface {
 	describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error)
 	describeStreamsGroup(ctx context.Context, group string) (*kmsg.StreamsGroupDescribeResponseGroup, error)
 	topics(ctx context.Context) (map[string]int, error)
-	endOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error)
+	endOffsets(ctx context.Context, tps []wire.TopicPartition) (map[wire.TopicPartition]int64, error)
 }
 
 // ClusterSource is a Source that reads a Kafka Streams application's
@@ -122,9 +124,9 @@ type ClusterSource struct {
 	logger  *slog.Logger
 	api     clusterAPI
 
-	snap  atomic.Pointer[Snapshot]
-	group atomic.Pointer[GroupInfo]
-	poll  *poller
+	snap atomic.Pointer[Snapshot]
+	info atomic.Pointer[GroupInfo]
+	poll *poller
 }
 
 // NewClusterSource returns a source that reads the group of the Kafka
@@ -217,7 +219,7 @@ func (s *ClusterSource) noteRefusal(e *frameguard.Error) { s.refused.Store(e) }
 func (s *ClusterSource) Snapshot() *Snapshot { return s.snap.Load() }
 
 // Group returns what the last good poll read from the group, or nil.
-func (s *ClusterSource) Group() *GroupInfo { return s.group.Load() }
+func (s *ClusterSource) Group() *GroupInfo { return s.info.Load() }
 
 // LastPoll returns the time of the last successful poll (zero before the
 // first) and the error of the last poll (nil if it succeeded).
@@ -257,8 +259,8 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("iq: group %s: Metadata: %w", quote(s.appID), err)
 	}
-	cfg := buildConfig{appID: s.appID, topics: topics, storeTopics: s.storeTopics, azTag: s.azTag}
-	v, err := buildClassic(g, cfg)
+	cfg := group.Config{AppID: s.appID, Topics: topics, StoreTopics: s.storeTopics, AZTag: s.azTag}
+	v, err := group.Classic(g, cfg)
 	if errors.Is(err, ErrGroupNotFound) {
 		// A group on the streams protocol is invisible to DescribeGroups.
 		sg, serr := s.api.describeStreamsGroup(ctx, s.appID)
@@ -266,7 +268,7 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 		case serr != nil:
 			err = fmt.Errorf("%w; as a streams-protocol group: %v", err, serr)
 		case sg.ErrorCode != kerr.GroupIDNotFound.Code: // the classic answer stands
-			v, err = buildStreams(sg, cfg)
+			v, err = group.Streams(sg, cfg)
 		}
 	}
 	if err != nil {
@@ -274,23 +276,24 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 	}
 	// On the streams protocol the group holds no offsets of its members
 	// (task offsets are empty on 4.3): lags stay unknown.
-	if s.lagBounds && v.info.Protocol == "classic" {
-		if targets := v.lagTargets(topics); len(targets) > 0 {
+	if s.lagBounds && v.Info.Protocol == "classic" {
+		if targets := v.LagTargets(topics); len(targets) > 0 {
 			ends, err := s.api.endOffsets(ctx, targets)
 			if err != nil {
 				// Routing does not need lags: keep it, with unknown lags.
 				s.logger.Warn("iq: changelog end offsets unknown; standby lags unknown this poll", "group", s.appID, "error", err)
 			}
-			v.applyLagBounds(topics, ends)
+			v.ApplyLagBounds(topics, ends)
 		}
 	}
-	snap, err := NewSnapshot(v.md)
+	snap, err := NewSnapshot(groupMetadata(v.Routing))
 	if err != nil {
 		return fmt.Errorf("iq: group %s: %w", quote(s.appID), err)
 	}
 	s.snap.Store(snap)
-	s.group.Store(&v.info)
-	for store, why := range v.md.UnmappedStores {
+	info := groupInfo(v.Info)
+	s.info.Store(&info)
+	for store, why := range v.Routing.UnmappedStores {
 		s.logger.Debug("iq: store not routable from the group", "group", s.appID, "store", store, "reason", why)
 	}
 	return nil
@@ -334,7 +337,7 @@ func (k *kafkaGoCluster) topics(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
-func (k *kafkaGoCluster) endOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+func (k *kafkaGoCluster) endOffsets(ctx context.Context, tps []wire.TopicPartition) (map[wire.TopicPartition]int64, error) {
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for _, tp := range tps {
 		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafka.LastOffsetOf(tp.Partition))
@@ -343,7 +346,7 @@ func (k *kafkaGoCluster) endOffsets(ctx context.Context, tps []TopicPartition) (
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[TopicPartition]int64, len(tps))
+	out := make(map[wire.TopicPartition]int64, len(tps))
 	var errs []error
 	for t, ps := range resp.Topics {
 		for _, p := range ps {
@@ -351,7 +354,7 @@ func (k *kafkaGoCluster) endOffsets(ctx context.Context, tps []TopicPartition) (
 				errs = append(errs, fmt.Errorf("%s-%d: %w", t, p.Partition, p.Error))
 				continue
 			}
-			out[TopicPartition{t, p.Partition}] = p.LastOffset
+			out[wire.TopicPartition{Topic: t, Partition: p.Partition}] = p.LastOffset
 		}
 	}
 	return out, errors.Join(errs...)

@@ -31,7 +31,7 @@ func joinAsStreamsMember(t testing.TB, client *kafka.Client, group string, metad
 	defer cancel()
 	req := &joingroup.Request{
 		GroupID: group, SessionTimeoutMS: 30000, RebalanceTimeoutMS: 30000, ProtocolType: "consumer",
-		Protocols: []joingroup.RequestProtocol{{Name: streamsAssignor, Metadata: metadata}},
+		Protocols: []joingroup.RequestProtocol{{Name: "stream", Metadata: metadata}},
 	}
 	var jr *joingroup.Response
 	for range 3 {
@@ -50,7 +50,7 @@ func joinAsStreamsMember(t testing.TB, client *kafka.Client, group string, metad
 	}
 	m, err := client.Transport.RoundTrip(ctx, client.Addr, &syncgroup.Request{
 		GroupID: group, GenerationID: jr.GenerationID, MemberID: jr.MemberID,
-		ProtocolType: "consumer", ProtocolName: streamsAssignor,
+		ProtocolType: "consumer", ProtocolName: "stream", // Kafka Streams' assignor
 		Assignments: []syncgroup.RequestAssignment{{MemberID: jr.MemberID, Assignment: assignment}},
 	})
 	if err != nil {

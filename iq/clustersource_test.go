@@ -1,6 +1,7 @@
 package iq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol/describegroups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/iq/internal/group"
 	"github.com/azkafka/azkafka/iq/internal/wire"
 	"github.com/azkafka/azkafka/iq/internal/wire/wiretest"
 )
@@ -141,7 +143,9 @@ func (a *streamsApp) group() *describegroups.ResponseGroup {
 				pairs = append(pairs, pair{tp, t})
 			}
 		}
-		slices.SortFunc(pairs, func(x, y pair) int { return compareTP(TopicPartition(x.tp), TopicPartition(y.tp)) })
+		slices.SortFunc(pairs, func(x, y pair) int {
+			return cmp.Or(strings.Compare(x.tp.Topic, y.tp.Topic), cmp.Compare(x.tp.Partition, y.tp.Partition))
+		})
 		mine := *ai
 		mine.ActiveTasks = nil
 		var parts []wire.TopicPartition
@@ -168,9 +172,9 @@ type fakeCluster struct {
 	mu     sync.Mutex
 	group  *describegroups.ResponseGroup
 	counts map[string]int
-	ends   map[TopicPartition]int64
+	ends   map[wire.TopicPartition]int64
 	err    error
-	asked  []TopicPartition
+	asked  []wire.TopicPartition
 	// streams is the group StreamsGroupDescribe returns; nil: not found.
 	streams *kmsg.StreamsGroupDescribeResponseGroup
 }
@@ -203,11 +207,11 @@ func (f *fakeCluster) topics(ctx context.Context) (map[string]int, error) {
 	return maps.Clone(f.counts), nil
 }
 
-func (f *fakeCluster) endOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+func (f *fakeCluster) endOffsets(ctx context.Context, tps []wire.TopicPartition) (map[wire.TopicPartition]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, tps...)
-	out := map[TopicPartition]int64{}
+	out := map[wire.TopicPartition]int64{}
 	for _, tp := range tps {
 		out[tp] = f.ends[tp]
 	}
@@ -222,10 +226,10 @@ func (f *fakeCluster) set(g *describegroups.ResponseGroup, err error) {
 
 func newTestClusterSource(t *testing.T, app *streamsApp, opts ...Option) (*ClusterSource, *fakeCluster) {
 	t.Helper()
-	fc := &fakeCluster{group: app.group(), counts: app.topics, ends: map[TopicPartition]int64{}}
+	fc := &fakeCluster{group: app.group(), counts: app.topics, ends: map[wire.TopicPartition]int64{}}
 	for topic, n := range app.topics {
 		for p := range n {
-			fc.ends[TopicPartition{topic, p}] = 1000 + int64(p)
+			fc.ends[wire.TopicPartition{Topic: topic, Partition: p}] = 1000 + int64(p)
 		}
 	}
 	opts = append([]Option{WithLogger(quietLogger()), option{"withAPI", forCluster, func(c *config) { c.api = fc }}}, opts...)
@@ -477,12 +481,12 @@ func FuzzBuildClassic(f *testing.F) {
 	f.Fuzz(func(t *testing.T, meta, asg []byte) {
 		g := app.group()
 		g.Members[0].MemberMetadata, g.Members[0].MemberAssignment = meta, asg
-		v, err := buildClassic(g, buildConfig{appID: "app", topics: app.topics, azTag: "az"})
+		v, err := group.Classic(g, group.Config{AppID: "app", Topics: app.topics, AZTag: "az"})
 		if err != nil {
 			return
 		}
-		v.applyLagBounds(app.topics, map[TopicPartition]int64{})
-		if snap, err := NewSnapshot(v.md); err == nil {
+		v.ApplyLagBounds(app.topics, map[wire.TopicPartition]int64{})
+		if snap, err := NewSnapshot(groupMetadata(v.Routing)); err == nil {
 			_, _ = snap.Route("plain", []byte("k"))
 		}
 	})

@@ -19,6 +19,12 @@ var ErrNotAvailable = errors.New("iq: routing metadata not available")
 // (Java's queryMetadataForKey returns null for it). Test with errors.Is.
 var ErrUnknownStore = errors.New("iq: unknown store")
 
+// ErrStoreTopicsUnknown reports a store known to exist whose source topics
+// could not be determined (Metadata.UnmappedStores): Route on it returns
+// an error wrapping it that gives the reason and the way out, for a
+// ClusterSource WithStoreTopics. Test with errors.Is.
+var ErrStoreTopicsUnknown = errors.New("iq: source topics of the store unknown")
+
 // HostInfo identifies a Kafka Streams instance by its application.server
 // setting (Java's HostInfo).
 type HostInfo struct {

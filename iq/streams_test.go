@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol/describegroups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/iq/internal/group"
 	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
@@ -195,11 +196,11 @@ func FuzzDecodeStreamsGroupDescribe(f *testing.F) {
 			return
 		}
 		for i := range resp.Groups {
-			v, err := buildStreams(&resp.Groups[i], buildConfig{appID: "app", topics: app.topics, azTag: "az"})
+			v, err := group.Streams(&resp.Groups[i], group.Config{AppID: "app", Topics: app.topics, AZTag: "az"})
 			if err != nil {
 				continue
 			}
-			if snap, err := NewSnapshot(v.md); err == nil {
+			if snap, err := NewSnapshot(groupMetadata(v.Routing)); err == nil {
 				_, _ = snap.Route("plain", []byte("k"))
 			}
 		}
