@@ -198,10 +198,10 @@ func (c *Client) AllowStandby() bool { return c.allowStandby }
 // MaxLag returns the largest lag, in offsets, of a queried replica.
 func (c *Client) MaxLag() int64 { return c.maxLag }
 
-// Route returns where key lives in store (see Snapshot.RouteWith), using
-// the client's partitioner. It does not allocate unless it fails.
+// Route returns where key lives in store (see Snapshot.Route), using the
+// client's partitioner (WithPartitioner). It does not allocate unless it fails.
 func (c *Client) Route(store string, key []byte) (Route, error) {
-	return c.src.Snapshot().RouteWith(store, key, c.partitioner)
+	return c.src.Snapshot().routeWith(store, key, c.partitioner)
 }
 
 // quote returns s quoted and truncated to 64 bytes, for error messages.

@@ -50,7 +50,7 @@ func WithPeerDiscovery(on bool) Option {
 // HTTPSource is a Source that polls the metadata endpoint of a Kafka
 // Streams application. Each poll fetches the seed URLs and (with peer
 // discovery) every known instance concurrently, validates each document and
-// merges them (MergeDocuments): the instance list comes from the first
+// merges them: the instance list comes from the first
 // document in state RUNNING, seeds before discovered instances (else from
 // the first document received), each instance's zone and lags from its own
 // document. When a whole poll fails
@@ -168,7 +168,7 @@ func (s *HTTPSource) refresh(ctx context.Context) error {
 	if primary == nil {
 		err = fmt.Errorf("iq: metadata poll: no instance answered: %w", errors.Join(errs...))
 	} else {
-		snap, serr := NewSnapshot(MergeDocuments(primary, docs))
+		snap, serr := NewSnapshot(mergeDocuments(primary, docs))
 		if serr != nil {
 			err = fmt.Errorf("iq: metadata from %s:%d: %w", primary.Self.Host, primary.Self.Port, serr)
 		} else {
