@@ -53,16 +53,16 @@
 //
 // Errors of the constructors, of polls and of Query start with "iq:";
 // those of Route and Candidates name the store and end with the "iq:"
-// error they wrap. Callers can match these with errors.Is: ErrNotAvailable (no metadata yet, or no active
-// instance for the key; ErrNoReplica, no replica the policy allows, is
-// also ErrNotAvailable), ErrUnknownStore, ErrStoreTopicsUnknown, and, in
-// the error of a ClusterSource poll, ErrGroupNotFound, ErrNotStreamsGroup,
-// ErrRebalancing and ErrUnsupportedVersion. A query function returns
-// ErrNotActive for a host that is not active for the key. With errors.As:
-// *QueryError (every error of Query; errors.Is and errors.As see through
-// it to each attempt's error) and *StatusError (an HTTP status a query
-// function or an HTTPSource poll met). A response the SDK's frame guard
-// refused matches sdk.ErrBadResponse. Configuration errors (constructors'
-// errors) are not meant to be matched: they name the option or variable
-// and its value.
+// error they wrap. Callers can match these with errors.Is:
+// ErrNotAvailable (no metadata yet, or no active instance for the key;
+// ErrNoReplica, no replica the policy allows, is also ErrNotAvailable),
+// ErrUnknownStore, ErrStoreTopicsUnknown, and, in the error of a
+// ClusterSource poll, ErrGroupNotFound, ErrNotStreamsGroup, ErrRebalancing
+// and ErrUnsupportedVersion. A query function returns ErrNotActive for a
+// host that is not active for the key. With errors.As: *QueryError (every
+// error of Query; errors.Is and errors.As see through it to each attempt's
+// error) and *StatusError (an HTTP status a query function or an
+// HTTPSource poll met). Configuration errors (those of the constructors)
+// are not meant to be matched: they name the option or the variable and
+// its value.
 package iq

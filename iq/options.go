@@ -155,8 +155,9 @@ func WithLogger(l *slog.Logger) Option {
 // variables the constructors read (EnvAllowStandby and EnvMaxLag for
 // NewClient; EnvAZTag and AZKAFKA_MAX_RESPONSE_BYTES for
 // NewClusterSource; none for NewHTTPSource): tests and programs that keep
-// their settings elsewhere pass their own. A variable lookup reports set
-// but blank is an error. Taken by every constructor.
+// their settings elsewhere pass their own. A variable the lookup reports
+// as set but blank (empty or spaces) is an error. Taken by every
+// constructor.
 func WithLookupEnv(lookup func(string) (string, bool)) Option {
 	return option{"WithLookupEnv", forAll, func(c *config) { c.lookupEnv = lookup }}
 }
