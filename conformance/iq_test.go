@@ -275,7 +275,7 @@ func TestIQRoutesLikeKafkaStreams(t *testing.T) {
 
 	quiet := slog.New(slog.DiscardHandler)
 	src, err := iq.NewHTTPSource([]string{app.url(0, iqMetaPath)}, iq.WithPollInterval(250*time.Millisecond),
-		iq.WithPollTimeout(time.Second), iq.WithHTTPLogger(quiet))
+		iq.WithPollTimeout(time.Second), iq.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,7 +795,7 @@ func TestIQClusterSource(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 
 	httpSrc, err := iq.NewHTTPSource([]string{app.url(0, iqMetaPath)}, iq.WithPollInterval(250*time.Millisecond),
-		iq.WithPollTimeout(time.Second), iq.WithHTTPLogger(quiet))
+		iq.WithPollTimeout(time.Second), iq.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -833,7 +833,7 @@ func TestIQClusterSource(t *testing.T) {
 		}
 	})
 
-	plain, err := iq.NewClusterSource(addrs, app.appID, iq.WithClusterLogger(quiet))
+	plain, err := iq.NewClusterSource(addrs, app.appID, iq.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -853,7 +853,7 @@ func TestIQClusterSource(t *testing.T) {
 		t.Logf("group %s: protocol %s, state %s, %d members, store subtopologies %v", g.ApplicationID, g.Protocol, g.State, len(g.Members), g.StoreSubtopology)
 	})
 
-	cluster, err := iq.NewClusterSource(addrs, app.appID, iq.WithClusterLogger(quiet), iq.WithPollInterval(250*time.Millisecond),
+	cluster, err := iq.NewClusterSource(addrs, app.appID, iq.WithLogger(quiet), iq.WithPollInterval(250*time.Millisecond),
 		iq.WithStoreTopics("joined", app.left(), app.right()), iq.WithStoreTopics("leftcount", app.left()))
 	if err != nil {
 		t.Fatal(err)
@@ -866,7 +866,8 @@ func TestIQClusterSource(t *testing.T) {
 	})
 	t.Run("capture a member's bytes", func(t *testing.T) {
 		// The bytes of one member as DescribeGroups returns them, for
-		// iq/testdata: the decoders' tests read what Kafka Streams wrote.
+		// iq/internal/wire/wiretest: the decoders' tests read what Kafka
+		// Streams wrote.
 		tr := &kafka.Transport{}
 		defer tr.CloseIdleConnections()
 		m, err := tr.RoundTrip(ctx, kafka.TCP(addrs...), &describegroups.Request{Groups: []string{app.appID}})
@@ -1121,7 +1122,7 @@ func TestIQClusterSourceStreamsProtocol(t *testing.T) {
 	app, keys, _ := startIQApp(t, ctx, addrs, "streams")
 	quiet := slog.New(slog.DiscardHandler)
 
-	plain, err := iq.NewClusterSource(addrs, app.appID, iq.WithClusterLogger(quiet))
+	plain, err := iq.NewClusterSource(addrs, app.appID, iq.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1140,7 +1141,7 @@ func TestIQClusterSourceStreamsProtocol(t *testing.T) {
 			t.Errorf("store %s: %v; want ErrStoreTopicsUnknown", st.name, err)
 		}
 	}
-	cluster, err := iq.NewClusterSource(addrs, app.appID, iq.WithClusterLogger(quiet),
+	cluster, err := iq.NewClusterSource(addrs, app.appID, iq.WithLogger(quiet),
 		iq.WithStoreTopics("joined", app.left(), app.right()), iq.WithStoreTopics("leftcount", app.left()))
 	if err != nil {
 		t.Fatal(err)

@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
-// Environment variables read by NewClient. Options passed to NewClient win
-// over them.
+// Environment variables read by NewClient (through WithLookupEnv's
+// lookup, os.LookupEnv by default). Options passed to NewClient win over
+// them; a variable that is set but blank is an error.
 const (
 	// EnvAllowStandby enables serving from standby replicas (and from an
 	// active copy that is still restoring): "true" or "false" (strconv.ParseBool).
@@ -37,89 +37,67 @@ const (
 
 // Source supplies the current routing metadata. Snapshot returns nil while
 // no metadata is known. Implementations must be safe for concurrent use.
-// *Snapshot (fixed metadata) and *HTTPSource (polled) implement it.
+// *Snapshot (fixed metadata), *HTTPSource, *ClusterSource and
+// *CombinedSource implement it.
 type Source interface {
 	Snapshot() *Snapshot
 }
 
-// Option configures a Client.
-type Option func(*clientConfig)
-
-type clientConfig struct {
-	allowStandby    *bool
-	maxLag          *int64
-	az              *string
-	azDetect        func(context.Context) (azdetect.Result, error)
-	partitioner     Partitioner
-	intN            func(n int) int
-	maxAttempts     int
-	attemptTimeout  time.Duration
-	retriable       func(error) bool
-	logger          *slog.Logger
-	lookupEnv       func(string) (string, bool)
-	azDetectTimeout time.Duration
-}
-
 // WithAllowStandby turns serving from standby replicas, and from an active
-// copy still restoring, on or off. Default: off, or EnvAllowStandby.
+// copy still restoring, on or off. Default: off, or EnvAllowStandby. Taken
+// by NewClient.
 func WithAllowStandby(allow bool) Option {
-	return func(c *clientConfig) { c.allowStandby = &allow }
+	return option{"WithAllowStandby", forClient, func(c *config) { c.allowStandby = &allow }}
 }
 
 // WithMaxLag sets the largest lag, in offsets, of a replica that may be
-// queried when standby serving is allowed. Default: 10,000, or EnvMaxLag.
+// queried when standby serving is allowed; it must not be negative.
+// Default: DefaultMaxLag (10,000), or EnvMaxLag. Taken by NewClient.
 func WithMaxLag(offsets int64) Option {
-	return func(c *clientConfig) { c.maxLag = &offsets }
+	return option{"WithMaxLag", forClient, func(c *config) { c.maxLag = &offsets }}
 }
 
 // WithAZ sets the caller's availability zone, used to prefer replicas in
 // the same zone when standby serving is allowed. An empty zone means no
 // preference. Default: the zone azdetect.Detect finds, asked once, on the
 // first query that needs it, and only when standby serving is allowed.
+// Taken by NewClient.
 func WithAZ(az string) Option {
-	return func(c *clientConfig) { c.az = &az }
+	return option{"WithAZ", forClient, func(c *config) { c.az = &az }}
 }
 
 // WithPartitioner sets the partitioner for keys, for applications whose
-// Java code uses a custom StreamPartitioner. Default: Kafka's murmur2.
+// Java code uses a custom StreamPartitioner. Default: Kafka's murmur2
+// (Partition). Taken by NewClient.
 func WithPartitioner(p Partitioner) Option {
-	return func(c *clientConfig) { c.partitioner = p }
+	return option{"WithPartitioner", forClient, func(c *config) { c.partitioner = p }}
 }
 
 // WithRandom sets the source of randomness used to shuffle equally good
 // replicas: intN(n) returns a number in [0, n). It must be safe for
-// concurrent use. Default: math/rand/v2.IntN.
+// concurrent use. Default: math/rand/v2.IntN. Taken by NewClient.
 func WithRandom(intN func(n int) int) Option {
-	return func(c *clientConfig) { c.intN = intN }
+	return option{"WithRandom", forClient, func(c *config) { c.intN = intN }}
 }
 
-// WithMaxAttempts bounds how many replicas Query tries for one key.
-// Default: 3.
+// WithMaxAttempts bounds how many replicas Query tries for one key; it
+// must be at least 1. Default: DefaultMaxAttempts (3). Taken by NewClient.
 func WithMaxAttempts(n int) Option {
-	return func(c *clientConfig) { c.maxAttempts = n }
+	return option{"WithMaxAttempts", forClient, func(c *config) { c.maxAttempts = n }}
 }
 
 // WithAttemptTimeout bounds each attempt of Query; the context passed to the
-// query function carries it. Zero means no per-attempt bound. Default: 2s.
+// query function carries it. Zero means no per-attempt bound. Default:
+// DefaultAttemptTimeout (2s). Taken by NewClient.
 func WithAttemptTimeout(d time.Duration) Option {
-	return func(c *clientConfig) { c.attemptTimeout = d }
+	return option{"WithAttemptTimeout", forClient, func(c *config) { c.attemptTimeout = d }}
 }
 
 // WithRetriable replaces the function that decides whether Query moves on
-// to the next replica after an error. Default: IsRetriable.
+// to the next replica after an error. Default: IsRetriable. Taken by
+// NewClient.
 func WithRetriable(f func(error) bool) Option {
-	return func(c *clientConfig) { c.retriable = f }
-}
-
-// WithLogger sets the logger. Default: slog.Default().
-func WithLogger(l *slog.Logger) Option {
-	return func(c *clientConfig) { c.logger = l }
-}
-
-// WithLookupEnv replaces os.LookupEnv for reading EnvAllowStandby and
-// EnvMaxLag (tests pass a map).
-func WithLookupEnv(lookup func(string) (string, bool)) Option {
-	return func(c *clientConfig) { c.lookupEnv = lookup }
+	return option{"WithRetriable", forClient, func(c *config) { c.retriable = f }}
 }
 
 // Client routes interactive queries for one Kafka Streams application. It
@@ -143,21 +121,20 @@ type Client struct {
 
 // NewClient returns a Client that reads metadata from src. Settings come
 // from opts, then from the environment (EnvAllowStandby, EnvMaxLag), then
-// from the defaults. A malformed environment variable is an error that
-// names it and quotes its value.
+// from the defaults. A malformed or blank environment variable is an error
+// that names it and quotes its value; so is an option NewClient does not
+// take.
 func NewClient(src Source, opts ...Option) (*Client, error) {
 	if src == nil {
 		return nil, fmt.Errorf("iq: NewClient: nil Source")
 	}
-	cfg := clientConfig{
-		lookupEnv:       os.LookupEnv,
-		maxAttempts:     DefaultMaxAttempts,
-		attemptTimeout:  DefaultAttemptTimeout,
-		azDetect:        azdetect.Detect,
-		azDetectTimeout: 2 * time.Second,
-	}
-	for _, o := range opts {
-		o(&cfg)
+	cfg := newConfig()
+	cfg.maxAttempts = DefaultMaxAttempts
+	cfg.attemptTimeout = DefaultAttemptTimeout
+	cfg.azDetect = azdetect.Detect
+	cfg.azDetectTimeout = 2 * time.Second
+	if err := cfg.apply(forClient, opts); err != nil {
+		return nil, err
 	}
 	c := &Client{
 		src:             src,
@@ -173,8 +150,10 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 	}
 	if cfg.allowStandby != nil {
 		c.allowStandby = *cfg.allowStandby
-	} else if v, ok := cfg.lookupEnv(EnvAllowStandby); ok && strings.TrimSpace(v) != "" {
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
+	} else if v, ok, err := cfg.env(EnvAllowStandby); err != nil {
+		return nil, err
+	} else if ok {
+		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return nil, fmt.Errorf("iq: %s=%s: not a boolean (want true or false)", EnvAllowStandby, quote(v))
 		}
@@ -182,8 +161,10 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 	}
 	if cfg.maxLag != nil {
 		c.maxLag = *cfg.maxLag
-	} else if v, ok := cfg.lookupEnv(EnvMaxLag); ok && strings.TrimSpace(v) != "" {
-		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	} else if v, ok, err := cfg.env(EnvMaxLag); err != nil {
+		return nil, err
+	} else if ok {
+		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return nil, fmt.Errorf("iq: %s=%s: not a non-negative integer", EnvMaxLag, quote(v))
 		}
@@ -208,9 +189,6 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 	if c.retriable == nil {
 		c.retriable = IsRetriable
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
 	return c, nil
 }
 
@@ -220,20 +198,14 @@ func (c *Client) AllowStandby() bool { return c.allowStandby }
 // MaxLag returns the largest lag, in offsets, of a queried replica.
 func (c *Client) MaxLag() int64 { return c.maxLag }
 
-// Route returns where key lives in store (see Snapshot.RouteWith), using
-// the client's partitioner. It does not allocate unless it fails.
+// Route returns where key lives in store (see Snapshot.Route), using the
+// client's partitioner (WithPartitioner). It does not allocate unless it fails.
 func (c *Client) Route(store string, key []byte) (Route, error) {
-	return c.src.Snapshot().RouteWith(store, key, c.partitioner)
+	return c.src.Snapshot().routeWith(store, key, c.partitioner)
 }
 
 // quote returns s quoted and truncated to 64 bytes, for error messages.
-func quote(s string) string {
-	const max = 64
-	if len(s) > max {
-		return strconv.Quote(s[:max]) + "..."
-	}
-	return strconv.Quote(s)
-}
+func quote(s string) string { return wire.Quote(s) }
 
 // CallerAZ returns the caller's availability zone used to order replicas:
 // the WithAZ value, else the zone detected (once) with azdetect; "" when

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,13 +14,19 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/describegroups"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/iq/internal/group"
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
 // EnvAZTag names the client tag (Kafka Streams' client.tag.<key>) that
 // gives an instance's availability zone when its members set no
-// client.rack. Default: DefaultAZTag.
+// client.rack; read by NewClusterSource (through WithLookupEnv's lookup)
+// unless WithAZTag is given. Set but blank is an error. Default:
+// DefaultAZTag.
 const EnvAZTag = "AZKAFKA_IQ_AZ_TAG"
 
 // DefaultAZTag is the client tag read for an instance's zone: "az", as in
@@ -31,23 +36,16 @@ const DefaultAZTag = "az"
 // DefaultClusterPollTimeout bounds one poll of a ClusterSource: 10s.
 const DefaultClusterPollTimeout = 10 * time.Second
 
-// ClusterOption configures a ClusterSource. WithPollInterval and
-// WithPollTimeout are ClusterOptions too.
-type ClusterOption interface{ applyCluster(*ClusterSource) }
-
-type clusterOption func(*ClusterSource)
-
-func (o clusterOption) applyCluster(s *ClusterSource) { o(s) }
-
 // WithTransport sets the kafka-go transport the source talks to the
 // brokers with: pass sdk.NewTransport(&kafka.Transport{TLS: ..., SASL:
 // ...}) for TLS, SASL and the SDK's client ID. Default: a kafka.Transport
 // with client ID "azkafka-iq", closed by Close. The default and the SDK's
 // Transports read through the SDK's frame guard (see "Misbehaving brokers"
 // in package sdk; its limit is $AZKAFKA_MAX_RESPONSE_BYTES); a
-// kafka.Transport of another origin is used as it is.
-func WithTransport(rt kafka.RoundTripper) ClusterOption {
-	return clusterOption(func(s *ClusterSource) { s.transport = rt })
+// kafka.Transport of another origin is used as it is. Taken by
+// NewClusterSource.
+func WithTransport(rt kafka.RoundTripper) Option {
+	return option{"WithTransport", forCluster, func(c *config) { c.transport = rt }}
 }
 
 // WithStoreTopics names the source topics of store: those upstream of the
@@ -55,40 +53,37 @@ func WithTransport(rt kafka.RoundTripper) ClusterOption {
 // repartition topics by their full name (<application.id>-...-repartition).
 // It overrides what the source finds in the group, and is needed when the
 // group cannot tell (a subtopology whose source topics have different
-// partition counts; see ErrStoreTopicsUnknown). May be given once per store.
-func WithStoreTopics(store string, topics ...string) ClusterOption {
+// partition counts; see ErrStoreTopicsUnknown). May be given once per
+// store. Taken by NewClusterSource.
+func WithStoreTopics(store string, topics ...string) Option {
 	topics = slices.Clone(topics)
-	return clusterOption(func(s *ClusterSource) {
-		if s.storeTopics == nil {
-			s.storeTopics = map[string][]string{}
+	return option{"WithStoreTopics", forCluster, func(c *config) {
+		if c.storeTopics == nil {
+			c.storeTopics = map[string][]string{}
 		}
-		s.storeTopics[store] = topics
-	})
+		c.storeTopics[store] = topics
+	}}
 }
 
 // WithAZTag sets the client tag that gives an instance's zone when it sets
-// no client.rack. Default: EnvAZTag, else "az".
-func WithAZTag(key string) ClusterOption {
-	return clusterOption(func(s *ClusterSource) { s.azTag = key })
+// no client.rack. Default: EnvAZTag, else DefaultAZTag ("az"). Taken by
+// NewClusterSource.
+func WithAZTag(key string) Option {
+	return option{"WithAZTag", forCluster, func(c *config) { c.azTag = &key }}
 }
 
 // WithLagBounds turns the standby lag bounds on or off; they cost one
-// ListOffsets round per poll. Default: on.
-func WithLagBounds(on bool) ClusterOption {
-	return clusterOption(func(s *ClusterSource) { s.lagBounds = on })
-}
-
-// WithClusterLogger sets the logger. Default: slog.Default().
-func WithClusterLogger(l *slog.Logger) ClusterOption {
-	return clusterOption(func(s *ClusterSource) { s.logger = l })
+// ListOffsets round per poll. Default: on. Taken by NewClusterSource.
+func WithLagBounds(on bool) Option {
+	return option{"WithLagBounds", forCluster, func(c *config) { c.lagBounds = on }}
 }
 
 // clusterAPI is what a ClusterSource asks the cluster.
 type clusterAPI interface {
 	describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error)
-	describeStreamsGroup(ctx context.Context, group string) (*StreamsGroup, error)
+	describeStreamsGroup(ctx context.Context, group string) (*kmsg.StreamsGroupDescribeResponseGroup, error)
 	topics(ctx context.Context) (map[string]int, error)
-	endOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error)
+	endOffsets(ctx context.Context, tps []wire.TopicPartition) (map[wire.TopicPartition]int64, error)
 }
 
 // ClusterSource is a Source that reads a Kafka Streams application's
@@ -129,15 +124,19 @@ type ClusterSource struct {
 	logger  *slog.Logger
 	api     clusterAPI
 
-	snap  atomic.Pointer[Snapshot]
-	group atomic.Pointer[GroupInfo]
-	poll  *poller
+	snap atomic.Pointer[Snapshot]
+	info atomic.Pointer[GroupInfo]
+	poll *poller
 }
 
 // NewClusterSource returns a source that reads the group of the Kafka
 // Streams application applicationID from the cluster at brokers
-// (host:port, at least one). It does not poll until Start or Refresh.
-func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOption) (*ClusterSource, error) {
+// (host:port, at least one). It does not poll until Start or Refresh. It
+// reads EnvAZTag and AZKAFKA_MAX_RESPONSE_BYTES (the frame guard's limit,
+// as the SDK reads it) through WithLookupEnv's lookup; a malformed or
+// blank variable is an error that names it, and so is an option
+// NewClusterSource does not take.
+func NewClusterSource(brokers []string, applicationID string, opts ...Option) (*ClusterSource, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("iq: NewClusterSource: no broker address")
 	}
@@ -149,20 +148,29 @@ func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOpt
 	if applicationID == "" {
 		return nil, errors.New("iq: NewClusterSource: empty application.id")
 	}
+	cfg := newConfig()
+	cfg.interval, cfg.timeout, cfg.lagBounds = DefaultPollInterval, DefaultClusterPollTimeout, true
+	if err := cfg.apply(forCluster, opts); err != nil {
+		return nil, err
+	}
 	s := &ClusterSource{
-		appID:     applicationID,
-		brokers:   slices.Clone(brokers),
-		interval:  DefaultPollInterval,
-		timeout:   DefaultClusterPollTimeout,
-		azTag:     DefaultAZTag,
-		lagBounds: true,
-		logger:    slog.Default(),
+		appID:       applicationID,
+		brokers:     slices.Clone(brokers),
+		interval:    cfg.interval,
+		timeout:     cfg.timeout,
+		transport:   cfg.transport,
+		storeTopics: cfg.storeTopics,
+		azTag:       DefaultAZTag,
+		lagBounds:   cfg.lagBounds,
+		logger:      cfg.logger,
+		api:         cfg.api,
 	}
-	if v, ok := os.LookupEnv(EnvAZTag); ok && strings.TrimSpace(v) != "" {
-		s.azTag = strings.TrimSpace(v)
-	}
-	for _, o := range opts {
-		o.applyCluster(s)
+	if cfg.azTag != nil {
+		s.azTag = *cfg.azTag
+	} else if v, ok, err := cfg.env(EnvAZTag); err != nil {
+		return nil, err
+	} else if ok {
+		s.azTag = v
 	}
 	if s.interval <= 0 || s.timeout <= 0 {
 		return nil, fmt.Errorf("iq: NewClusterSource: interval %s and timeout %s must be positive", max(s.interval, 0), max(s.timeout, 0))
@@ -172,11 +180,10 @@ func NewClusterSource(brokers []string, applicationID string, opts ...ClusterOpt
 			return nil, fmt.Errorf("iq: WithStoreTopics(%s, %s): want a store name and at least one topic name", quote(store), quote(strings.Join(topics, ",")))
 		}
 	}
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
-	if v, ok := os.LookupEnv(frameguard.LimitVar); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+	if v, ok, err := cfg.env(frameguard.LimitVar); err != nil {
+		return nil, err
+	} else if ok {
+		n, err := strconv.Atoi(v)
 		if err != nil || n < 64<<10 {
 			return nil, fmt.Errorf("iq: NewClusterSource: %s=%s: want an integer of at least 65536", frameguard.LimitVar, quote(v))
 		}
@@ -212,7 +219,7 @@ func (s *ClusterSource) noteRefusal(e *frameguard.Error) { s.refused.Store(e) }
 func (s *ClusterSource) Snapshot() *Snapshot { return s.snap.Load() }
 
 // Group returns what the last good poll read from the group, or nil.
-func (s *ClusterSource) Group() *GroupInfo { return s.group.Load() }
+func (s *ClusterSource) Group() *GroupInfo { return s.info.Load() }
 
 // LastPoll returns the time of the last successful poll (zero before the
 // first) and the error of the last poll (nil if it succeeded).
@@ -252,16 +259,16 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("iq: group %s: Metadata: %w", quote(s.appID), err)
 	}
-	cfg := buildConfig{appID: s.appID, topics: topics, storeTopics: s.storeTopics, azTag: s.azTag}
-	v, err := buildClassic(g, cfg)
+	cfg := group.Config{AppID: s.appID, Topics: topics, StoreTopics: s.storeTopics, AZTag: s.azTag}
+	v, err := group.Classic(g, cfg)
 	if errors.Is(err, ErrGroupNotFound) {
 		// A group on the streams protocol is invisible to DescribeGroups.
 		sg, serr := s.api.describeStreamsGroup(ctx, s.appID)
 		switch {
 		case serr != nil:
 			err = fmt.Errorf("%w; as a streams-protocol group: %v", err, serr)
-		case sg.ErrorCode != 69: // GROUP_ID_NOT_FOUND: the classic answer stands
-			v, err = buildStreams(sg, cfg)
+		case sg.ErrorCode != kerr.GroupIDNotFound.Code: // the classic answer stands
+			v, err = group.Streams(sg, cfg)
 		}
 	}
 	if err != nil {
@@ -269,23 +276,24 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 	}
 	// On the streams protocol the group holds no offsets of its members
 	// (task offsets are empty on 4.3): lags stay unknown.
-	if s.lagBounds && v.info.Protocol == "classic" {
-		if targets := v.lagTargets(topics); len(targets) > 0 {
+	if s.lagBounds && v.Info.Protocol == "classic" {
+		if targets := v.LagTargets(topics); len(targets) > 0 {
 			ends, err := s.api.endOffsets(ctx, targets)
 			if err != nil {
 				// Routing does not need lags: keep it, with unknown lags.
 				s.logger.Warn("iq: changelog end offsets unknown; standby lags unknown this poll", "group", s.appID, "error", err)
 			}
-			v.applyLagBounds(topics, ends)
+			v.ApplyLagBounds(topics, ends)
 		}
 	}
-	snap, err := NewSnapshot(v.md)
+	snap, err := NewSnapshot(groupMetadata(v.Routing))
 	if err != nil {
 		return fmt.Errorf("iq: group %s: %w", quote(s.appID), err)
 	}
 	s.snap.Store(snap)
-	s.group.Store(&v.info)
-	for store, why := range v.md.UnmappedStores {
+	info := groupInfo(v.Info)
+	s.info.Store(&info)
+	for store, why := range v.Routing.UnmappedStores {
 		s.logger.Debug("iq: store not routable from the group", "group", s.appID, "store", store, "reason", why)
 	}
 	return nil
@@ -329,7 +337,7 @@ func (k *kafkaGoCluster) topics(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
-func (k *kafkaGoCluster) endOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+func (k *kafkaGoCluster) endOffsets(ctx context.Context, tps []wire.TopicPartition) (map[wire.TopicPartition]int64, error) {
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for _, tp := range tps {
 		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafka.LastOffsetOf(tp.Partition))
@@ -338,7 +346,7 @@ func (k *kafkaGoCluster) endOffsets(ctx context.Context, tps []TopicPartition) (
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[TopicPartition]int64, len(tps))
+	out := make(map[wire.TopicPartition]int64, len(tps))
 	var errs []error
 	for t, ps := range resp.Topics {
 		for _, p := range ps {
@@ -346,8 +354,50 @@ func (k *kafkaGoCluster) endOffsets(ctx context.Context, tps []TopicPartition) (
 				errs = append(errs, fmt.Errorf("%s-%d: %w", t, p.Partition, p.Error))
 				continue
 			}
-			out[TopicPartition{t, p.Partition}] = p.LastOffset
+			out[wire.TopicPartition{Topic: t, Partition: p.Partition}] = p.LastOffset
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// describeStreamsGroup finds the group's coordinator with kafka-go and
+// asks it on a connection of the source's own (see package wire: kafka-go
+// does not know StreamsGroupDescribe).
+func (k *kafkaGoCluster) describeStreamsGroup(ctx context.Context, group string) (*kmsg.StreamsGroupDescribeResponseGroup, error) {
+	fc, err := k.client.FindCoordinator(ctx, &kafka.FindCoordinatorRequest{Key: group, KeyType: kafka.CoordinatorKeyTypeConsumer})
+	if err != nil {
+		return nil, fmt.Errorf("FindCoordinator: %w", err)
+	}
+	if fc.Error != nil {
+		return nil, fmt.Errorf("FindCoordinator: %w", fc.Error)
+	}
+	if fc.Coordinator == nil {
+		return nil, errors.New("FindCoordinator: no coordinator")
+	}
+	addr := net.JoinHostPort(fc.Coordinator.Host, strconv.Itoa(fc.Coordinator.Port))
+	conn, err := wire.Dial(ctx, k.transport(), addr, k.clientID(), k.maxResponse)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	return wire.DescribeStreamsGroup(conn, addr, k.clientID(), group)
+}
+
+// transport returns the source's kafka.Transport, nil for another
+// RoundTripper: the own connection is then plain TCP.
+func (k *kafkaGoCluster) transport() *kafka.Transport {
+	t, _ := k.client.Transport.(*kafka.Transport)
+	return t
+}
+
+func (k *kafkaGoCluster) clientID() string {
+	if t := k.transport(); t != nil && t.ClientID != "" {
+		return t.ClientID
+	}
+	return "azkafka-iq"
 }

@@ -4,14 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/joingroup"
 	"github.com/segmentio/kafka-go/protocol/syncgroup"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/embedded"
+
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
 // joinAsStreamsMember joins group on the embedded broker with the member
@@ -23,7 +31,7 @@ func joinAsStreamsMember(t testing.TB, client *kafka.Client, group string, metad
 	defer cancel()
 	req := &joingroup.Request{
 		GroupID: group, SessionTimeoutMS: 30000, RebalanceTimeoutMS: 30000, ProtocolType: "consumer",
-		Protocols: []joingroup.RequestProtocol{{Name: streamsAssignor, Metadata: metadata}},
+		Protocols: []joingroup.RequestProtocol{{Name: "stream", Metadata: metadata}},
 	}
 	var jr *joingroup.Response
 	for range 3 {
@@ -42,7 +50,7 @@ func joinAsStreamsMember(t testing.TB, client *kafka.Client, group string, metad
 	}
 	m, err := client.Transport.RoundTrip(ctx, client.Addr, &syncgroup.Request{
 		GroupID: group, GenerationID: jr.GenerationID, MemberID: jr.MemberID,
-		ProtocolType: "consumer", ProtocolName: streamsAssignor,
+		ProtocolType: "consumer", ProtocolName: "stream", // Kafka Streams' assignor
 		Assignments: []syncgroup.RequestAssignment{{MemberID: jr.MemberID, Assignment: assignment}},
 	})
 	if err != nil {
@@ -67,7 +75,7 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(c.Addrs()...), Transport: tr}
 
-	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithClusterLogger(quietLogger()))
+	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +107,7 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		task := TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
+		task := wire.TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
 		if r.Active.HostInfo != app.hosts[app.activeOf(task)] || r.Standbys[0].HostInfo != app.hosts[app.standbyOf(task)] {
 			t.Fatalf("%s: route %+v, want active %s standby %s", key, r, app.hosts[app.activeOf(task)], app.hosts[app.standbyOf(task)])
 		}
@@ -117,6 +125,71 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 	}
 	if g := s.Group(); g.State != "Stable" || len(g.Members) != 1 || g.Members[0].AZ != "az-a" {
 		t.Errorf("group info %+v", g)
+	}
+}
+
+// TestClusterSourceStreamsProtocolEmbeddedBroker runs the streams-protocol
+// path end to end against the embedded broker with SASL/PLAIN:
+// FindCoordinator through kafka-go, then the source's own connection,
+// authenticated with the transport's mechanism, carrying
+// StreamsGroupDescribe, which the broker answers through a control
+// function (it does not implement the streams protocol).
+func TestClusterSourceStreamsProtocolEmbeddedBroker(t *testing.T) {
+	app := newStreamsApp()
+	opts := []embedded.Option{embedded.KfakeOptions(kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "secret"))}
+	for topic, n := range app.topics {
+		opts = append(opts, embedded.Topic(topic, n))
+	}
+	c := embedded.StartT(t, opts...)
+	var mu sync.Mutex
+	var asked [][]string
+	answer := func(fail bool) {
+		c.Kfake().ControlKey(int16(kmsg.StreamsGroupDescribe), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+			req := kreq.(*kmsg.StreamsGroupDescribeRequest)
+			mu.Lock()
+			asked = append(asked, req.Groups)
+			mu.Unlock()
+			if fail {
+				return nil, errors.New("unknown API key"), true
+			}
+			resp := req.ResponseKind().(*kmsg.StreamsGroupDescribeResponse)
+			resp.Groups = []kmsg.StreamsGroupDescribeResponseGroup{*app.streamsGroup()}
+			return resp, nil, true
+		})
+	}
+	tr := &kafka.Transport{SASL: plain.Mechanism{Username: "admin", Password: "secret"}, ClientID: "iq-test"}
+	defer tr.CloseIdleConnections()
+	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithLogger(quietLogger()),
+		WithStoreTopics("leftcount", "left"), WithLookupEnv(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+
+	answer(false)
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Group(); g.Protocol != "streams" || len(g.Members) != 3 || g.StoreSubtopology["plain"] != "1" {
+		t.Fatalf("group %+v", g)
+	}
+	key := []byte("k1")
+	task := wire.TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
+	if r, err := s.Snapshot().Route("plain", key); err != nil || r.Active.HostInfo != app.hosts[app.activeOf(task)] {
+		t.Fatalf("route %+v, %v; want active %s", r, err, app.hosts[app.activeOf(task)])
+	}
+
+	// A broker that closes the connection on the request does not know it.
+	answer(true)
+	err = s.Refresh(ctx)
+	if err == nil || !strings.Contains(err.Error(), "does not support the streams rebalance protocol") || !errors.Is(err, ErrGroupNotFound) {
+		t.Fatalf("refused: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 || !slices.Equal(asked[0], []string{app.appID}) {
+		t.Errorf("asked for %v", asked)
 	}
 }
 
@@ -139,7 +212,7 @@ func BenchmarkClusterSourcePoll(b *testing.B) {
 	client := &kafka.Client{Addr: kafka.TCP(c.Addrs()...), Transport: tr}
 	g := app.group()
 	joinAsStreamsMember(b, client, app.appID, g.Members[0].MemberMetadata, g.Members[0].MemberAssignment)
-	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithClusterLogger(quietLogger()))
+	s, err := NewClusterSource(c.Addrs(), app.appID, WithTransport(tr), WithLogger(quietLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}

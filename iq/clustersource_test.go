@@ -1,6 +1,7 @@
 package iq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,11 @@ import (
 	"testing"
 
 	"github.com/segmentio/kafka-go/protocol/describegroups"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/iq/internal/group"
+	"github.com/azkafka/azkafka/iq/internal/wire"
+	"github.com/azkafka/azkafka/iq/internal/wire/wiretest"
 )
 
 // streamsApp lays out a Kafka Streams application the way its assignor
@@ -23,10 +29,10 @@ type streamsApp struct {
 	appID     string
 	hosts     []HostInfo
 	racks     []string
-	tags      [][]ClientTag
+	tags      [][]wire.ClientTag
 	subs      map[int32][]string
 	topics    map[string]int
-	offsetSum func(host int, t TaskID) (int64, bool)
+	offsetSum func(host int, t wire.TaskID) (int64, bool)
 }
 
 func newStreamsApp() *streamsApp {
@@ -34,7 +40,7 @@ func newStreamsApp() *streamsApp {
 		appID: "app",
 		hosts: []HostInfo{{"10.0.0.1", 7070}, {"10.0.0.2", 7070}, {"10.0.0.3", 7070}},
 		racks: []string{"az-a", "", ""},
-		tags:  [][]ClientTag{nil, {{"az", "az-b"}}, nil},
+		tags:  [][]wire.ClientTag{nil, {{Key: "az", Value: "az-b"}}, nil},
 		subs: map[int32][]string{
 			0: {"left", "right"},
 			1: {"in"},
@@ -47,40 +53,42 @@ func newStreamsApp() *streamsApp {
 			"app-rekeyed-changelog": 5, "other": 3,
 		},
 	}
-	app.offsetSum = func(host int, t TaskID) (int64, bool) {
+	app.offsetSum = func(host int, t wire.TaskID) (int64, bool) {
 		if host == app.activeOf(t) {
-			return LatestOffset, true
+			return wire.LatestOffset, true
 		}
 		return 100 * int64(t.Partition), true
 	}
 	return app
 }
 
-func (a *streamsApp) tasks() []TaskID {
-	var out []TaskID
+func (a *streamsApp) tasks() []wire.TaskID {
+	var out []wire.TaskID
 	for s := int32(0); s < int32(len(a.subs)); s++ {
 		n := 0
 		for _, t := range a.subs[s] {
 			n = max(n, a.topics[t])
 		}
 		for p := range n {
-			out = append(out, TaskID{Subtopology: s, Partition: int32(p)})
+			out = append(out, wire.TaskID{Subtopology: s, Partition: int32(p)})
 		}
 	}
 	return out
 }
 
-func (a *streamsApp) activeOf(t TaskID) int  { return int(t.Subtopology+t.Partition) % len(a.hosts) }
-func (a *streamsApp) standbyOf(t TaskID) int { return (a.activeOf(t) + 1) % len(a.hosts) }
+func (a *streamsApp) activeOf(t wire.TaskID) int {
+	return int(t.Subtopology+t.Partition) % len(a.hosts)
+}
+func (a *streamsApp) standbyOf(t wire.TaskID) int { return (a.activeOf(t) + 1) % len(a.hosts) }
 
 // stateless reports the subtopologies without stores.
 func (a *streamsApp) stateless(s int32) bool { return s == 2 }
 
-func (a *streamsApp) taskPartitions(t TaskID) []TopicPartition {
-	var out []TopicPartition
+func (a *streamsApp) taskPartitions(t wire.TaskID) []wire.TopicPartition {
+	var out []wire.TopicPartition
 	for _, topic := range a.subs[t.Subtopology] {
 		if int(t.Partition) < a.topics[topic] {
-			out = append(out, TopicPartition{topic, int(t.Partition)})
+			out = append(out, wire.TopicPartition{Topic: topic, Partition: int(t.Partition)})
 		}
 	}
 	return out
@@ -89,11 +97,11 @@ func (a *streamsApp) taskPartitions(t TaskID) []TopicPartition {
 // group returns the group as DescribeGroups describes it when Stable: one
 // member per instance.
 func (a *streamsApp) group() *describegroups.ResponseGroup {
-	ai := &AssignmentInfo{Version: 11, LatestSupportedVersion: 11}
-	active := make([][]TaskID, len(a.hosts))
-	standby := make([][]StandbyTask, len(a.hosts))
+	ai := &wire.AssignmentInfo{Version: 11, LatestSupportedVersion: 11}
+	active := make([][]wire.TaskID, len(a.hosts))
+	standby := make([][]wire.StandbyTask, len(a.hosts))
 	for i, h := range a.hosts {
-		hp, sp := HostPartitions{Host: h}, HostPartitions{Host: h}
+		hp, sp := wire.HostPartitions{Host: wire.HostInfo(h)}, wire.HostPartitions{Host: wire.HostInfo(h)}
 		for _, t := range a.tasks() {
 			if a.activeOf(t) == i {
 				hp.Partitions = append(hp.Partitions, a.taskPartitions(t)...)
@@ -101,7 +109,7 @@ func (a *streamsApp) group() *describegroups.ResponseGroup {
 			}
 			if a.standbyOf(t) == i && !a.stateless(t.Subtopology) {
 				sp.Partitions = append(sp.Partitions, a.taskPartitions(t)...)
-				standby[i] = append(standby[i], StandbyTask{t, a.taskPartitions(t)})
+				standby[i] = append(standby[i], wire.StandbyTask{Task: t, Partitions: a.taskPartitions(t)})
 			}
 		}
 		ai.PartitionsByHost = append(ai.PartitionsByHost, hp)
@@ -113,21 +121,21 @@ func (a *streamsApp) group() *describegroups.ResponseGroup {
 		allTopics = append(allTopics, ts...)
 	}
 	for i, h := range a.hosts {
-		si := &SubscriptionInfo{Version: 11, LatestSupportedVersion: 11, UserEndpoint: h.String(), ClientTags: a.tags[i]}
+		si := &wire.SubscriptionInfo{Version: 11, LatestSupportedVersion: 11, UserEndpoint: h.String(), ClientTags: a.tags[i]}
 		si.ProcessID[0] = byte(i + 1)
 		for _, t := range a.tasks() {
 			if a.stateless(t.Subtopology) {
 				continue
 			}
 			if off, ok := a.offsetSum(i, t); ok {
-				si.TaskOffsetSums = append(si.TaskOffsetSums, TaskOffsetSum{t, off})
+				si.TaskOffsetSums = append(si.TaskOffsetSums, wire.TaskOffsetSum{Task: t, OffsetSum: off})
 			}
 		}
-		sub := &ConsumerSubscription{Version: 3, Topics: allTopics, UserData: encodeSubscriptionInfo(si), RackID: a.racks[i]}
+		sub := &wire.ConsumerSubscription{Version: 3, Topics: allTopics, UserData: wiretest.EncodeSubscriptionInfo(si), RackID: a.racks[i]}
 		// Assigned partitions in topic, partition order, paired with tasks.
 		type pair struct {
-			tp TopicPartition
-			t  TaskID
+			tp wire.TopicPartition
+			t  wire.TaskID
 		}
 		var pairs []pair
 		for _, t := range active[i] {
@@ -135,10 +143,12 @@ func (a *streamsApp) group() *describegroups.ResponseGroup {
 				pairs = append(pairs, pair{tp, t})
 			}
 		}
-		slices.SortFunc(pairs, func(x, y pair) int { return compareTP(x.tp, y.tp) })
+		slices.SortFunc(pairs, func(x, y pair) int {
+			return cmp.Or(strings.Compare(x.tp.Topic, y.tp.Topic), cmp.Compare(x.tp.Partition, y.tp.Partition))
+		})
 		mine := *ai
 		mine.ActiveTasks = nil
-		var parts []TopicPartition
+		var parts []wire.TopicPartition
 		for _, p := range pairs {
 			mine.ActiveTasks = append(mine.ActiveTasks, p.t)
 			parts = append(parts, p.tp)
@@ -147,12 +157,12 @@ func (a *streamsApp) group() *describegroups.ResponseGroup {
 		// The wire groups partitions by topic; shuffle the order the
 		// broker returns them in, as the decoder must sort them itself.
 		slices.Reverse(parts)
-		asg := &ConsumerAssignment{Version: 3, Partitions: parts, UserData: encodeAssignmentInfo(&mine)}
+		asg := &wire.ConsumerAssignment{Version: 3, Partitions: parts, UserData: wiretest.EncodeAssignmentInfo(&mine)}
 		g.Members = append(g.Members, describegroups.ResponseGroupMember{
 			MemberID:         fmt.Sprintf("app-%d-StreamThread-1-consumer-%d", i, i),
 			ClientID:         fmt.Sprintf("app-%d-StreamThread-1-consumer", i),
-			MemberMetadata:   encodeConsumerSubscription(sub),
-			MemberAssignment: encodeConsumerAssignment(asg),
+			MemberMetadata:   wiretest.EncodeConsumerSubscription(sub),
+			MemberAssignment: wiretest.EncodeConsumerAssignment(asg),
 		})
 	}
 	return g
@@ -162,11 +172,11 @@ type fakeCluster struct {
 	mu     sync.Mutex
 	group  *describegroups.ResponseGroup
 	counts map[string]int
-	ends   map[TopicPartition]int64
+	ends   map[wire.TopicPartition]int64
 	err    error
-	asked  []TopicPartition
+	asked  []wire.TopicPartition
 	// streams is the group StreamsGroupDescribe returns; nil: not found.
-	streams *StreamsGroup
+	streams *kmsg.StreamsGroupDescribeResponseGroup
 }
 
 func (f *fakeCluster) describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error) {
@@ -179,11 +189,13 @@ func (f *fakeCluster) describeGroup(ctx context.Context, group string) (*describ
 	return &g, nil
 }
 
-func (f *fakeCluster) describeStreamsGroup(ctx context.Context, group string) (*StreamsGroup, error) {
+func (f *fakeCluster) describeStreamsGroup(ctx context.Context, group string) (*kmsg.StreamsGroupDescribeResponseGroup, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.streams == nil {
-		return &StreamsGroup{GroupID: group, ErrorCode: 69}, nil
+		g := kmsg.NewStreamsGroupDescribeResponseGroup()
+		g.Group, g.ErrorCode = group, 69
+		return &g, nil
 	}
 	g := *f.streams
 	return &g, nil
@@ -195,11 +207,11 @@ func (f *fakeCluster) topics(ctx context.Context) (map[string]int, error) {
 	return maps.Clone(f.counts), nil
 }
 
-func (f *fakeCluster) endOffsets(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+func (f *fakeCluster) endOffsets(ctx context.Context, tps []wire.TopicPartition) (map[wire.TopicPartition]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, tps...)
-	out := map[TopicPartition]int64{}
+	out := map[wire.TopicPartition]int64{}
 	for _, tp := range tps {
 		out[tp] = f.ends[tp]
 	}
@@ -212,15 +224,15 @@ func (f *fakeCluster) set(g *describegroups.ResponseGroup, err error) {
 	f.group, f.err = g, err
 }
 
-func newTestClusterSource(t *testing.T, app *streamsApp, opts ...ClusterOption) (*ClusterSource, *fakeCluster) {
+func newTestClusterSource(t *testing.T, app *streamsApp, opts ...Option) (*ClusterSource, *fakeCluster) {
 	t.Helper()
-	fc := &fakeCluster{group: app.group(), counts: app.topics, ends: map[TopicPartition]int64{}}
+	fc := &fakeCluster{group: app.group(), counts: app.topics, ends: map[wire.TopicPartition]int64{}}
 	for topic, n := range app.topics {
 		for p := range n {
-			fc.ends[TopicPartition{topic, p}] = 1000 + int64(p)
+			fc.ends[wire.TopicPartition{Topic: topic, Partition: p}] = 1000 + int64(p)
 		}
 	}
-	opts = append([]ClusterOption{WithClusterLogger(quietLogger()), clusterOption(func(s *ClusterSource) { s.api = fc })}, opts...)
+	opts = append([]Option{WithLogger(quietLogger()), option{"withAPI", forCluster, func(c *config) { c.api = fc }}}, opts...)
 	s, err := NewClusterSource([]string{"127.0.0.1:9092"}, app.appID, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +265,7 @@ func TestClusterSourceRoutes(t *testing.T) {
 				t.Fatalf("%s %s: %v", c.store, key, err)
 			}
 			p := Partition(key, c.width)
-			task := TaskID{Subtopology: c.sub, Partition: int32(p)}
+			task := wire.TaskID{Subtopology: c.sub, Partition: int32(p)}
 			if r.Partition != p || r.Active.HostInfo != app.hosts[app.activeOf(task)] {
 				t.Fatalf("%s %s: got partition %d active %s, want %d %s", c.store, key, r.Partition, r.Active.HostInfo, p, app.hosts[app.activeOf(task)])
 			}
@@ -293,7 +305,7 @@ func TestClusterSourceAZ(t *testing.T) {
 		t.Errorf("AZ from rack, else tag az, else unknown: got %v, want %v", got, want)
 	}
 	t.Setenv(EnvAZTag, "zone")
-	app.tags[2] = []ClientTag{{"zone", "az-c"}}
+	app.tags[2] = []wire.ClientTag{{Key: "zone", Value: "az-c"}}
 	s2, _ := newTestClusterSource(t, app)
 	if err := s2.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -340,7 +352,7 @@ func TestClusterSourceLagBound(t *testing.T) {
 	}
 	// A standby that reported no offset sum has no local state: the bound
 	// is the whole changelog.
-	app.offsetSum = func(int, TaskID) (int64, bool) { return 0, false }
+	app.offsetSum = func(int, wire.TaskID) (int64, bool) { return 0, false }
 	fc.set(app.group(), nil)
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -364,22 +376,22 @@ func TestClusterSourceBadInput(t *testing.T) {
 		mod(&g.Members[1])
 		return g
 	}
-	withAI := func(mod func(ai *AssignmentInfo)) *describegroups.ResponseGroup {
+	withAI := func(mod func(ai *wire.AssignmentInfo)) *describegroups.ResponseGroup {
 		return member(func(m *describegroups.ResponseGroupMember) {
-			asg, _ := DecodeConsumerAssignment(m.MemberAssignment)
-			ai, _ := DecodeAssignmentInfo(asg.UserData)
+			asg, _ := wire.DecodeConsumerAssignment(m.MemberAssignment)
+			ai, _ := wire.DecodeAssignmentInfo(asg.UserData)
 			mod(ai)
-			asg.UserData = encodeAssignmentInfo(ai)
-			m.MemberAssignment = encodeConsumerAssignment(asg)
+			asg.UserData = wiretest.EncodeAssignmentInfo(ai)
+			m.MemberAssignment = wiretest.EncodeConsumerAssignment(asg)
 		})
 	}
-	withSI := func(mod func(si *SubscriptionInfo)) *describegroups.ResponseGroup {
+	withSI := func(mod func(si *wire.SubscriptionInfo)) *describegroups.ResponseGroup {
 		return member(func(m *describegroups.ResponseGroupMember) {
-			sub, _ := DecodeConsumerSubscription(m.MemberMetadata)
-			si, _ := DecodeSubscriptionInfo(sub.UserData)
+			sub, _ := wire.DecodeConsumerSubscription(m.MemberMetadata)
+			si, _ := wire.DecodeSubscriptionInfo(sub.UserData)
 			mod(si)
-			sub.UserData = encodeSubscriptionInfo(si)
-			m.MemberMetadata = encodeConsumerSubscription(sub)
+			sub.UserData = wiretest.EncodeSubscriptionInfo(si)
+			m.MemberMetadata = wiretest.EncodeConsumerSubscription(sub)
 		})
 	}
 	m1 := `member "app-1-StreamThread-1-consumer-1"`
@@ -403,13 +415,13 @@ func TestClusterSourceBadInput(t *testing.T) {
 		}(), nil, ErrRebalancing, []string{`group "app": state "PreparingRebalance"`, "keeping the last good routing"}},
 		{"connect group", func() *describegroups.ResponseGroup { g := app.group(); g.ProtocolType = "connect"; return g }(), nil, ErrNotStreamsGroup, []string{`protocol type "connect"`}},
 		{"plain consumer group", func() *describegroups.ResponseGroup { g := app.group(); g.ProtocolData = "range"; return g }(), nil, ErrNotStreamsGroup, []string{`assignor "range"`}},
-		{"AssignmentInfo v12", withAI(func(ai *AssignmentInfo) { ai.Version = 12 }), nil, ErrUnsupportedVersion, []string{m1, "AssignmentInfo: field version: AssignmentInfo version 12"}},
-		{"SubscriptionInfo v12", withSI(func(si *SubscriptionInfo) { si.Version = 12 }), nil, ErrUnsupportedVersion, []string{m1, "SubscriptionInfo: field version: SubscriptionInfo version 12"}},
+		{"AssignmentInfo v12", withAI(func(ai *wire.AssignmentInfo) { ai.Version = 12 }), nil, ErrUnsupportedVersion, []string{m1, "AssignmentInfo: field version: AssignmentInfo version 12"}},
+		{"SubscriptionInfo v12", withSI(func(si *wire.SubscriptionInfo) { si.Version = 12 }), nil, ErrUnsupportedVersion, []string{m1, "SubscriptionInfo: field version: SubscriptionInfo version 12"}},
 		{"garbage metadata", member(func(m *describegroups.ResponseGroupMember) { m.MemberMetadata = []byte{0, 3, 0, 0} }), nil, nil, []string{m1, "member metadata: field subscription.topics at byte 2"}},
 		{"garbage assignment", member(func(m *describegroups.ResponseGroupMember) { m.MemberAssignment = m.MemberAssignment[:20] }), nil, nil, []string{m1, "member assignment: field"}},
-		{"bad endpoint", withSI(func(si *SubscriptionInfo) { si.UserEndpoint = "nohost" }), nil, nil, []string{m1, `field userEndPoint: "nohost": not host:port`}},
-		{"assignor error", withAI(func(ai *AssignmentInfo) { ai.ErrorCode = 1 }), nil, nil, []string{m1, "field errorCode: 1"}},
-		{"tasks and partitions differ", withAI(func(ai *AssignmentInfo) { ai.ActiveTasks = ai.ActiveTasks[1:] }), nil, nil, []string{m1, "field activeTasks"}},
+		{"bad endpoint", withSI(func(si *wire.SubscriptionInfo) { si.UserEndpoint = "nohost" }), nil, nil, []string{m1, `field userEndPoint: "nohost": not host:port`}},
+		{"assignor error", withAI(func(ai *wire.AssignmentInfo) { ai.ErrorCode = 1 }), nil, nil, []string{m1, "field errorCode: 1"}},
+		{"tasks and partitions differ", withAI(func(ai *wire.AssignmentInfo) { ai.ActiveTasks = ai.ActiveTasks[1:] }), nil, nil, []string{m1, "field activeTasks"}},
 	}
 	for _, c := range cases {
 		fc.set(c.g, c.err)
@@ -443,14 +455,14 @@ func TestClusterSourceOptions(t *testing.T) {
 	for _, c := range []struct {
 		brokers []string
 		app     string
-		opts    []ClusterOption
+		opts    []Option
 		want    string
 	}{
 		{nil, "app", nil, "no broker address"},
 		{[]string{"nohost"}, "app", nil, `broker "nohost": want host:port`},
 		{[]string{"h:9092"}, "", nil, "empty application.id"},
-		{[]string{"h:9092"}, "app", []ClusterOption{WithPollInterval(0)}, "interval 0s"},
-		{[]string{"h:9092"}, "app", []ClusterOption{WithStoreTopics("s")}, `WithStoreTopics("s", "")`},
+		{[]string{"h:9092"}, "app", []Option{WithPollInterval(0)}, "interval 0s"},
+		{[]string{"h:9092"}, "app", []Option{WithStoreTopics("s")}, `WithStoreTopics("s", "")`},
 	} {
 		_, err := NewClusterSource(c.brokers, c.app, c.opts...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -469,12 +481,12 @@ func FuzzBuildClassic(f *testing.F) {
 	f.Fuzz(func(t *testing.T, meta, asg []byte) {
 		g := app.group()
 		g.Members[0].MemberMetadata, g.Members[0].MemberAssignment = meta, asg
-		v, err := buildClassic(g, buildConfig{appID: "app", topics: app.topics, azTag: "az"})
+		v, err := group.Classic(g, group.Config{AppID: "app", Topics: app.topics, AZTag: "az"})
 		if err != nil {
 			return
 		}
-		v.applyLagBounds(app.topics, map[TopicPartition]int64{})
-		if snap, err := NewSnapshot(v.md); err == nil {
+		v.ApplyLagBounds(app.topics, map[wire.TopicPartition]int64{})
+		if snap, err := NewSnapshot(groupMetadata(v.Routing)); err == nil {
 			_, _ = snap.Route("plain", []byte("k"))
 		}
 	})

@@ -23,7 +23,7 @@
 // application's key serde produces (AppendStringKey, AppendInt32Key and
 // AppendInt64Key match Kafka's built-in serializers). An application with a
 // custom StreamPartitioner supplies the same logic with WithPartitioner.
-// Route returns what queryMetadataForKey returns (see Snapshot.RouteWith;
+// Route returns what queryMetadataForKey returns (see Snapshot.Route;
 // the partition is computed on the store's source topic with the most
 // partitions, the first such topic on a tie, and when two instances claim
 // a partition the last in host, port order wins, as in Java),
@@ -69,7 +69,7 @@
 // sums of its tasks at join time). ClusterSource polls that (DescribeGroups,
 // Metadata for partition counts, ListOffsets for changelog end offsets)
 // through kafka-go's protocol layer and builds the same model as the HTTP
-// source. Versions 1 to StreamsProtocolLatest of AssignmentInfo and
+// source. Versions 1 to 11 (Kafka Streams 4.3) of AssignmentInfo and
 // SubscriptionInfo are decoded; a newer one is ErrUnsupportedVersion.
 //
 // Stores and their source topics: a store is found by its changelog topic,
@@ -184,4 +184,34 @@
 // 10000 offsets) for the Client, AZKAFKA_IQ_AZ_TAG (default "az") for the
 // ClusterSource; options win. A malformed variable is an error naming it,
 // e.g. iq: AZKAFKA_IQ_MAX_LAG="abc": not a non-negative integer.
+//
+// # Configuration
+//
+// NewClient, NewClusterSource and NewHTTPSource take one Option type; each
+// option's doc says which constructors take it, and the others refuse it
+// with an error naming it. WithLogger and WithLookupEnv are taken by all
+// three. The environment is read through WithLookupEnv's lookup
+// (os.LookupEnv by default): AZKAFKA_IQ_ALLOW_STANDBY (EnvAllowStandby,
+// default false) and AZKAFKA_IQ_MAX_LAG (EnvMaxLag, default 10000 offsets)
+// by NewClient; AZKAFKA_IQ_AZ_TAG (EnvAZTag, default "az") and the SDK's
+// AZKAFKA_MAX_RESPONSE_BYTES by NewClusterSource. Options win over the
+// environment; a variable that is set but blank or malformed is an error
+// naming it, e.g. "iq: AZKAFKA_IQ_MAX_LAG is set but blank".
+//
+// # Errors
+//
+// Errors of the constructors, of polls and of Query start with "iq:";
+// those of Route and Candidates name the store and end with the "iq:"
+// error they wrap. Callers can match these with errors.Is:
+// ErrNotAvailable (no metadata yet, or no active instance for the key;
+// ErrNoReplica, no replica the policy allows, is also ErrNotAvailable),
+// ErrUnknownStore, ErrStoreTopicsUnknown, and, in the error of a
+// ClusterSource poll, ErrGroupNotFound, ErrNotStreamsGroup, ErrRebalancing
+// and ErrUnsupportedVersion. A query function returns ErrNotActive for a
+// host that is not active for the key. With errors.As: *QueryError (every
+// error of Query; errors.Is and errors.As see through it to each attempt's
+// error) and *StatusError (an HTTP status a query function or an
+// HTTPSource poll met). Configuration errors (those of the constructors)
+// are not meant to be matched: they name the option or the variable and
+// its value.
 package iq

@@ -204,12 +204,12 @@ func (d *Document) lags() map[string]map[int]Lag {
 	return out
 }
 
-// MergeDocuments builds Metadata from the documents of several instances of
+// mergeDocuments builds Metadata from the documents of several instances of
 // one application: stores, topics and the instance list come from primary
 // (one instance's view of all); each instance's AZ and lags come from that
 // instance's own document among docs. Instances without a document have
 // unknown AZ and lags.
-func MergeDocuments(primary *Document, docs []*Document) Metadata {
+func mergeDocuments(primary *Document, docs []*Document) Metadata {
 	own := make(map[HostInfo]*Document, len(docs))
 	for _, d := range docs {
 		own[HostInfo{d.Self.Host, d.Self.Port}] = d

@@ -21,7 +21,7 @@ func TestParseDocumentAndMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := NewSnapshot(MergeDocuments(d, []*Document{d}))
+	snap, err := NewSnapshot(mergeDocuments(d, []*Document{d}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func FuzzParseDocument(f *testing.F) {
 			}
 			return
 		}
-		snap, err := NewSnapshot(MergeDocuments(d, []*Document{d}))
+		snap, err := NewSnapshot(mergeDocuments(d, []*Document{d}))
 		if err != nil {
 			return // e.g. an instance listed twice after merge is reported, not a panic
 		}

@@ -136,3 +136,24 @@ func ExampleNewCombinedSource() {
 	fmt.Println(r.Active.HostInfo, r.Standbys[0].HostInfo, r.Standbys[0].AZ, r.Standbys[0].Lag.Lag, r.Standbys[0].LagKnown)
 	// Output: 10.0.0.2:7070 10.0.0.1:7070 us-east-1a 50000 true
 }
+
+// Settings from a map instead of the process environment; an option a
+// constructor does not take, or a blank variable, is an error naming it.
+func ExampleWithLookupEnv() {
+	env := map[string]string{"AZKAFKA_IQ_ALLOW_STANDBY": "true", "AZKAFKA_IQ_MAX_LAG": "500"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	snap, _ := iq.NewSnapshot(exampleMetadata())
+	client, err := iq.NewClient(snap, iq.WithLookupEnv(lookup), iq.WithAZ("us-east-1a"))
+	fmt.Println(client.AllowStandby(), client.MaxLag(), err)
+
+	_, err = iq.NewClient(snap, iq.WithLookupEnv(lookup), iq.WithStoreTopics("counts", "orders"))
+	fmt.Println(err)
+
+	env["AZKAFKA_IQ_MAX_LAG"] = " "
+	_, err = iq.NewClient(snap, iq.WithLookupEnv(lookup))
+	fmt.Println(err)
+	// Output:
+	// true 500 <nil>
+	// iq: NewClient: WithStoreTopics is an option of NewClusterSource only
+	// iq: AZKAFKA_IQ_MAX_LAG is set but blank
+}

@@ -24,83 +24,33 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 )
 
-// HTTPOption configures an HTTPSource. WithPollInterval and WithPollTimeout
-// configure a ClusterSource as well.
-type HTTPOption interface{ applyHTTP(*HTTPSource) }
-
-type httpOption func(*HTTPSource)
-
-func (o httpOption) applyHTTP(s *HTTPSource) { o(s) }
-
-// PollOption configures the polling of an HTTPSource or a ClusterSource.
-type PollOption struct {
-	interval, timeout time.Duration
-}
-
-func (o PollOption) applyHTTP(s *HTTPSource) {
-	if o.interval != 0 {
-		s.interval = o.interval
-	}
-	if o.timeout != 0 {
-		s.timeout = o.timeout
-	}
-}
-
-func (o PollOption) applyCluster(s *ClusterSource) {
-	if o.interval != 0 {
-		s.interval = o.interval
-	}
-	if o.timeout != 0 {
-		s.timeout = o.timeout
-	}
-}
-
-// WithPollInterval sets the time between polls. Default: 5s.
-func WithPollInterval(d time.Duration) PollOption {
-	if d == 0 {
-		d = -1 // zero is rejected by the constructors, not taken as unset
-	}
-	return PollOption{interval: d}
-}
-
-// WithPollTimeout bounds one poll: the request to one instance
-// (HTTPSource) or the requests of one poll (ClusterSource). Default: 2s
-// (HTTPSource), 10s (ClusterSource).
-func WithPollTimeout(d time.Duration) PollOption {
-	if d == 0 {
-		d = -1
-	}
-	return PollOption{timeout: d}
-}
-
 // WithMaxBodyBytes caps the size of a document; a larger one is an error.
-// Default: 1 MiB.
-func WithMaxBodyBytes(n int64) HTTPOption { return httpOption(func(s *HTTPSource) { s.maxBody = n }) }
+// It must be positive. Default: DefaultMaxBodyBytes (1 MiB). Taken by
+// NewHTTPSource.
+func WithMaxBodyBytes(n int64) Option {
+	return option{"WithMaxBodyBytes", forHTTP, func(c *config) { c.maxBody = n }}
+}
 
-// WithHTTPClient sets the HTTP client. Default: a client with no timeout of
-// its own (WithPollTimeout bounds each request).
-func WithHTTPClient(c *http.Client) HTTPOption {
-	return httpOption(func(s *HTTPSource) { s.client = c })
+// WithHTTPClient sets the HTTP client; it must not be nil. Default: a
+// client with no timeout of its own (WithPollTimeout bounds each request),
+// whose idle connections Close closes. Taken by NewHTTPSource.
+func WithHTTPClient(hc *http.Client) Option {
+	return option{"WithHTTPClient", forHTTP, func(c *config) { c.httpClient = hc }}
 }
 
 // WithPeerDiscovery turns polling of the other instances on or off. When on,
 // each poll also fetches the document of every instance listed in the last
 // good metadata, at the seed URL's scheme and path with the instance's
 // application.server as host:port, because lags and zones are known only
-// by each instance itself. Default: on.
-func WithPeerDiscovery(on bool) HTTPOption {
-	return httpOption(func(s *HTTPSource) { s.discover = on })
-}
-
-// WithHTTPLogger sets the logger. Default: slog.Default().
-func WithHTTPLogger(l *slog.Logger) HTTPOption {
-	return httpOption(func(s *HTTPSource) { s.logger = l })
+// by each instance itself. Default: on. Taken by NewHTTPSource.
+func WithPeerDiscovery(on bool) Option {
+	return option{"WithPeerDiscovery", forHTTP, func(c *config) { c.discover = on }}
 }
 
 // HTTPSource is a Source that polls the metadata endpoint of a Kafka
 // Streams application. Each poll fetches the seed URLs and (with peer
 // discovery) every known instance concurrently, validates each document and
-// merges them (MergeDocuments): the instance list comes from the first
+// merges them: the instance list comes from the first
 // document in state RUNNING, seeds before discovered instances (else from
 // the first document received), each instance's zone and lags from its own
 // document. When a whole poll fails
@@ -121,18 +71,15 @@ type HTTPSource struct {
 
 // NewHTTPSource returns a source that polls the given metadata URLs (at
 // least one, http or https). It does not poll until Start or Refresh.
-func NewHTTPSource(urls []string, opts ...HTTPOption) (*HTTPSource, error) {
+func NewHTTPSource(urls []string, opts ...Option) (*HTTPSource, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("iq: NewHTTPSource: no metadata URL")
 	}
-	s := &HTTPSource{
-		interval: DefaultPollInterval,
-		timeout:  DefaultPollTimeout,
-		maxBody:  DefaultMaxBodyBytes,
-		client:   &http.Client{},
-		discover: true,
-		logger:   slog.Default(),
-	}
+	defaultClient := &http.Client{}
+	cfg := newConfig()
+	cfg.interval, cfg.timeout = DefaultPollInterval, DefaultPollTimeout
+	cfg.maxBody, cfg.httpClient, cfg.discover = DefaultMaxBodyBytes, defaultClient, true
+	s := &HTTPSource{}
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -140,10 +87,11 @@ func NewHTTPSource(urls []string, opts ...HTTPOption) (*HTTPSource, error) {
 		}
 		s.seeds = append(s.seeds, u)
 	}
-	defaultClient := s.client
-	for _, o := range opts {
-		o.applyHTTP(s)
+	if err := cfg.apply(forHTTP, opts); err != nil {
+		return nil, err
 	}
+	s.interval, s.timeout, s.maxBody = cfg.interval, cfg.timeout, cfg.maxBody
+	s.client, s.discover, s.logger = cfg.httpClient, cfg.discover, cfg.logger
 	s.ownClient = s.client == defaultClient
 	if s.client == nil {
 		return nil, errors.New("iq: NewHTTPSource: nil HTTP client")
@@ -220,7 +168,7 @@ func (s *HTTPSource) refresh(ctx context.Context) error {
 	if primary == nil {
 		err = fmt.Errorf("iq: metadata poll: no instance answered: %w", errors.Join(errs...))
 	} else {
-		snap, serr := NewSnapshot(MergeDocuments(primary, docs))
+		snap, serr := NewSnapshot(mergeDocuments(primary, docs))
 		if serr != nil {
 			err = fmt.Errorf("iq: metadata from %s:%d: %w", primary.Self.Host, primary.Self.Port, serr)
 		} else {

@@ -115,7 +115,7 @@ func standbyLags(t *testing.T, s *Snapshot, n int) []int64 {
 
 func TestHTTPSourceDiscoversPeersForLags(t *testing.T) {
 	app := newFakeApp(t, 3)
-	src, err := NewHTTPSource([]string{app.url(0)}, WithHTTPLogger(quietLogger()))
+	src, err := NewHTTPSource([]string{app.url(0)}, WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestHTTPSourceDiscoversPeersForLags(t *testing.T) {
 
 func TestHTTPSourceWithoutDiscoveryPollsSeedsOnly(t *testing.T) {
 	app := newFakeApp(t, 3)
-	src, _ := NewHTTPSource([]string{app.url(1)}, WithPeerDiscovery(false), WithHTTPLogger(quietLogger()))
+	src, _ := NewHTTPSource([]string{app.url(1)}, WithPeerDiscovery(false), WithLogger(quietLogger()))
 	defer src.Close()
 	for range 2 {
 		if err := src.Refresh(context.Background()); err != nil {
@@ -170,7 +170,7 @@ func TestHTTPSourcePrefersRunningSeed(t *testing.T) {
 		return fmt.Sprintf(`{"version":1,"self":{"host":%q,"port":%d},"state":"REBALANCING","stores":{"counts":["in"]},"topics":{"in":2},"instances":[]}`,
 			app.hosts[0].Host, app.hosts[0].Port)
 	}
-	src, _ := NewHTTPSource([]string{app.url(0), app.url(1)}, WithHTTPLogger(quietLogger()))
+	src, _ := NewHTTPSource([]string{app.url(0), app.url(1)}, WithLogger(quietLogger()))
 	defer src.Close()
 	if err := src.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestHTTPSourceKeepsLastGoodMetadata(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			app := newFakeApp(t, 1)
-			src, _ := NewHTTPSource([]string{app.url(0)}, WithMaxBodyBytes(1024), WithHTTPLogger(quietLogger()))
+			src, _ := NewHTTPSource([]string{app.url(0)}, WithMaxBodyBytes(1024), WithLogger(quietLogger()))
 			defer src.Close()
 			if err := src.Refresh(context.Background()); err != nil {
 				t.Fatal(err)
@@ -237,7 +237,7 @@ func TestHTTPSourceHangingInstanceIsBounded(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(block)
-	src, _ := NewHTTPSource([]string{srv.URL + "/m"}, WithPollTimeout(100*time.Millisecond), WithHTTPLogger(quietLogger()))
+	src, _ := NewHTTPSource([]string{srv.URL + "/m"}, WithPollTimeout(100*time.Millisecond), WithLogger(quietLogger()))
 	defer src.Close()
 	start := time.Now()
 	err := src.Refresh(context.Background())
@@ -258,7 +258,7 @@ func TestHTTPSourceStartCloseNoLeak(t *testing.T) {
 	tr := &http.Transport{}
 	var started atomic.Int64
 	client := &http.Client{Transport: countingTransport{tr, &started}}
-	src, err := NewHTTPSource([]string{app.url(0)}, WithPollInterval(10*time.Millisecond), WithHTTPLogger(quietLogger()),
+	src, err := NewHTTPSource([]string{app.url(0)}, WithPollInterval(10*time.Millisecond), WithLogger(quietLogger()),
 		WithHTTPClient(client))
 	if err != nil {
 		t.Fatal(err)
@@ -299,13 +299,13 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestNewHTTPSourceErrors(t *testing.T) {
 	tests := []struct {
 		urls []string
-		opts []HTTPOption
+		opts []Option
 		want string
 	}{
 		{nil, nil, "no metadata URL"},
 		{[]string{"ftp://h/x"}, nil, `metadata URL "ftp://h/x"`},
 		{[]string{"http:///path"}, nil, `metadata URL "http:///path"`},
-		{[]string{"http://h:1/m"}, []HTTPOption{WithPollInterval(0)}, "must be positive"},
+		{[]string{"http://h:1/m"}, []Option{WithPollInterval(0)}, "must be positive"},
 	}
 	for _, tt := range tests {
 		if _, err := NewHTTPSource(tt.urls, tt.opts...); err == nil || !strings.Contains(err.Error(), tt.want) {

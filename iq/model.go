@@ -19,6 +19,12 @@ var ErrNotAvailable = errors.New("iq: routing metadata not available")
 // (Java's queryMetadataForKey returns null for it). Test with errors.Is.
 var ErrUnknownStore = errors.New("iq: unknown store")
 
+// ErrStoreTopicsUnknown reports a store known to exist whose source topics
+// could not be determined (Metadata.UnmappedStores): Route on it returns
+// an error wrapping it that gives the reason and the way out, for a
+// ClusterSource WithStoreTopics. Test with errors.Is.
+var ErrStoreTopicsUnknown = errors.New("iq: source topics of the store unknown")
+
 // HostInfo identifies a Kafka Streams instance by its application.server
 // setting (Java's HostInfo).
 type HostInfo struct {
@@ -130,13 +136,16 @@ type storeIndex struct {
 	routes []Route
 }
 
-// MaxIndexedPartitions bounds the sum over stores of the partition count of
+// maxIndexedPartitions bounds the sum over stores of the partition count of
 // each store's widest source topic, so that metadata from outside cannot
-// make NewSnapshot allocate without bound: 1,048,576.
-const MaxIndexedPartitions = 1 << 20
+// make NewSnapshot allocate without bound.
+const maxIndexedPartitions = 1 << 20
 
 // NewSnapshot validates md and indexes it for Route. md is copied; later
-// changes to it do not affect the snapshot.
+// changes to it do not affect the snapshot. The stores may have 1,048,576
+// partitions in all (the partition count of each store's widest source
+// topic, summed): metadata from outside cannot make it allocate without
+// bound.
 func NewSnapshot(md Metadata) (*Snapshot, error) {
 	md = cloneMetadata(md)
 	seen := make(map[HostInfo]bool, len(md.Instances))
@@ -171,8 +180,8 @@ func NewSnapshot(md Metadata) (*Snapshot, error) {
 		for _, t := range topics {
 			most = max(most, md.TopicPartitions[t])
 		}
-		if total += most; total > MaxIndexedPartitions {
-			return nil, fmt.Errorf("iq: metadata: stores have more than %d partitions in all (at store %q)", MaxIndexedPartitions, store)
+		if total += most; total > maxIndexedPartitions {
+			return nil, fmt.Errorf("iq: metadata: stores have more than %d partitions in all (at store %q)", maxIndexedPartitions, store)
 		}
 	}
 	s := &Snapshot{md: md, stores: make(map[string]*storeIndex, len(md.StoreSourceTopics))}
@@ -235,22 +244,22 @@ func (s *Snapshot) Metadata() Metadata { return cloneMetadata(s.md) }
 func (s *Snapshot) Snapshot() *Snapshot { return s }
 
 // Route returns where key, serialized as the application's key serde does
-// (see AppendStringKey), lives in store, using Kafka's default partitioner.
-// See RouteWith.
+// (see AppendStringKey), lives in store, using Kafka's default partitioner
+// (Client.Route uses the client's, WithPartitioner). The result equals
+// Java's KafkaStreams.queryMetadataForKey: the partition is computed
+// against the store's source topic with the most partitions; the active
+// host is the instance whose active partitions include that partition of
+// any source topic of the store; the standbys likewise. When no instance is
+// active for the partition, the Route is still returned (partition and
+// standbys filled, Active nil) together with an error wrapping
+// ErrNotAvailable. A nil receiver reports ErrNotAvailable. It does not
+// allocate unless it returns an error.
 func (s *Snapshot) Route(store string, key []byte) (Route, error) {
-	return s.RouteWith(store, key, nil)
+	return s.routeWith(store, key, nil)
 }
 
-// RouteWith is Route with a custom partitioner; nil means Kafka's default
-// (murmur2). The result equals Java's KafkaStreams.queryMetadataForKey: the
-// partition is computed against the store's source topic with the most
-// partitions; the active host is the instance whose active partitions
-// include that partition of any source topic of the store; the standbys
-// likewise. When no instance is active for the partition, the Route is
-// still returned (partition and standbys filled, Active nil) together with
-// an error wrapping ErrNotAvailable. A nil receiver reports ErrNotAvailable.
-// It does not allocate unless it returns an error.
-func (s *Snapshot) RouteWith(store string, key []byte, p Partitioner) (Route, error) {
+// routeWith is Route with partitioner p; nil means Kafka's default.
+func (s *Snapshot) routeWith(store string, key []byte, p Partitioner) (Route, error) {
 	if s == nil {
 		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: no metadata loaded yet: %w", store, ErrNotAvailable)
 	}

@@ -131,11 +131,15 @@ func TestRouteWithCustomPartitioner(t *testing.T) {
 	var gotTopic string
 	var gotN int
 	p := PartitionerFunc(func(topic string, key []byte, n int) int { gotTopic, gotN = topic, n; return int(key[0] - '0') })
-	r, err := s.RouteWith("counts", []byte("2"), p)
+	c, err := NewClient(s, WithPartitioner(p), WithLookupEnv(noEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Route("counts", []byte("2"))
 	if err != nil || r.Partition != 2 || r.Active.Host != "c" || gotTopic != "in" || gotN != 3 {
 		t.Fatalf("route = %+v, %v; partitioner saw %q/%d", r, err, gotTopic, gotN)
 	}
-	if _, err := s.RouteWith("counts", []byte("7"), p); err == nil {
+	if _, err := c.Route("counts", []byte("7")); err == nil {
 		t.Fatal("out-of-range partition accepted")
 	}
 }

@@ -5,14 +5,9 @@ import "encoding/binary"
 // murmur2Seed is the seed of Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2).
 const murmur2Seed = 0x9747b28c
 
-// Murmur2 returns Kafka's 32-bit murmur2 hash of data, bit for bit the value
-// of Java's org.apache.kafka.common.utils.Utils.murmur2. It does not allocate.
-func Murmur2(data []byte) int32 { return murmur2(data) }
-
-// Murmur2String is Murmur2 of the UTF-8 bytes of s, without converting s to
-// a byte slice (no allocation).
-func Murmur2String(s string) int32 { return murmur2(s) }
-
+// murmur2 returns Kafka's 32-bit murmur2 hash of data, bit for bit the value
+// of Java's org.apache.kafka.common.utils.Utils.murmur2, of a byte slice or
+// of a string's UTF-8 bytes alike. It does not allocate.
 func murmur2[T []byte | string](data T) int32 {
 	const (
 		m = 0x5bd1e995
@@ -81,15 +76,6 @@ type PartitionerFunc func(topic string, key []byte, numPartitions int) int
 // Partition calls f.
 func (f PartitionerFunc) Partition(topic string, key []byte, numPartitions int) int {
 	return f(topic, key, numPartitions)
-}
-
-// Murmur2Partitioner is Kafka's default partitioner for keyed records
-// (Partition). Its zero value is ready to use.
-type Murmur2Partitioner struct{}
-
-// Partition returns Partition(key, numPartitions).
-func (Murmur2Partitioner) Partition(_ string, key []byte, numPartitions int) int {
-	return Partition(key, numPartitions)
 }
 
 // Key serializers: iq routes serialized keys, so a key must be encoded the

@@ -22,11 +22,11 @@ func TestMurmur2KnownValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
-			if got := Murmur2([]byte(tt.key)); got != tt.murmur2 {
-				t.Errorf("Murmur2(%q) = %d, want %d", tt.key, got, tt.murmur2)
+			if got := murmur2([]byte(tt.key)); got != tt.murmur2 {
+				t.Errorf("murmur2(%q) = %d, want %d", tt.key, got, tt.murmur2)
 			}
-			if got := Murmur2String(tt.key); got != tt.murmur2 {
-				t.Errorf("Murmur2String(%q) = %d, want %d", tt.key, got, tt.murmur2)
+			if got := murmur2(tt.key); got != tt.murmur2 {
+				t.Errorf("murmur2 of the string %q = %d, want %d", tt.key, got, tt.murmur2)
 			}
 			if got := Partition([]byte(tt.key), 3); got != tt.part3 {
 				t.Errorf("Partition(%q, 3) = %d, want %d", tt.key, got, tt.part3)
@@ -121,12 +121,8 @@ func TestKeySerializersMatchJava(t *testing.T) {
 	}
 }
 
-func TestPartitionerFuncAndDefault(t *testing.T) {
-	var p Partitioner = Murmur2Partitioner{}
-	if got := p.Partition("t", []byte("KH07"), 3); got != 2 {
-		t.Errorf("Murmur2Partitioner = %d, want 2", got)
-	}
-	p = PartitionerFunc(func(topic string, key []byte, n int) int { return len(topic) % n })
+func TestPartitionerFunc(t *testing.T) {
+	var p Partitioner = PartitionerFunc(func(topic string, key []byte, n int) int { return len(topic) % n })
 	if got := p.Partition("abcd", nil, 3); got != 1 {
 		t.Errorf("PartitionerFunc = %d, want 1", got)
 	}

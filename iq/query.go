@@ -29,6 +29,8 @@ type StatusError struct {
 	Body string
 }
 
+// Error returns "HTTP <code> <status text>", with the body prefix after a
+// colon when there is one.
 func (e *StatusError) Error() string {
 	if e.Body == "" {
 		return fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
@@ -174,6 +176,9 @@ type QueryError struct {
 	Err error
 }
 
+// Error names the store, key and partition and, for each attempt, the
+// replica's role and host and its error, then the stop reason when it is
+// not the last attempt's error.
 func (e *QueryError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "iq: query store %q key %s partition %d failed", e.Store, e.Key, e.Partition)

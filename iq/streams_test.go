@@ -2,15 +2,16 @@ package iq
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/segmentio/kafka-go/protocol/describegroups"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/iq/internal/group"
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
 // streamsSubtopologies lays out the streamsApp's topology as the streams
@@ -90,8 +91,8 @@ func (a *streamsApp) streamsGroup() *kmsg.StreamsGroupDescribeResponseGroup {
 	return &g
 }
 
-// streamsResponse encodes groups as a StreamsGroupDescribe v0 response body
-// with franz-go's kmsg, an encoder independent of ours.
+// streamsResponse encodes groups as a StreamsGroupDescribe v0 response
+// body.
 func streamsResponse(groups ...kmsg.StreamsGroupDescribeResponseGroup) []byte {
 	resp := kmsg.NewStreamsGroupDescribeResponse()
 	resp.Version = 0
@@ -99,66 +100,10 @@ func streamsResponse(groups ...kmsg.StreamsGroupDescribeResponseGroup) []byte {
 	return resp.AppendTo(nil)
 }
 
-func TestDecodeStreamsGroupDescribe(t *testing.T) {
-	app := newStreamsApp()
-	groups, err := DecodeStreamsGroupDescribe(streamsResponse(*app.streamsGroup()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(groups) != 1 {
-		t.Fatalf("%d groups", len(groups))
-	}
-	g := groups[0]
-	if g.GroupID != "app" || g.GroupState != "Stable" || len(g.Subtopologies) != 4 || len(g.Members) != 3 {
-		t.Fatalf("group %+v", g)
-	}
-	if st := g.Subtopologies[3]; st.ID != "3" || len(st.SourceTopics) != 0 ||
-		!reflect.DeepEqual(st.RepartitionSourceTopics, []StreamsTopicInfo{{"app-rekey-repartition", 5}}) ||
-		!reflect.DeepEqual(st.StateChangelogTopics, []StreamsTopicInfo{{"app-rekeyed-changelog", 5}}) {
-		t.Errorf("subtopology 3: %+v", st)
-	}
-	m := g.Members[1]
-	if m.MemberID != "member-1" || m.ProcessID != "process-1" || m.Endpoint != app.hosts[1] || m.RackID != "" ||
-		!reflect.DeepEqual(m.ClientTags, []ClientTag{{"az", "az-b"}}) || len(m.Active) == 0 || len(m.Standby) == 0 ||
-		!reflect.DeepEqual(m.Warmup, []StreamsTasks{{"1", []int32{1}}}) {
-		t.Errorf("member 1: %+v", m)
-	}
-	// Errors name the field.
-	b := streamsResponse(*app.streamsGroup())
-	for _, cut := range []int{3, 10, len(b) / 2, len(b) - 1} {
-		if _, err := DecodeStreamsGroupDescribe(b[:cut]); err == nil || !strings.Contains(err.Error(), "field ") {
-			t.Errorf("cut at %d: %v", cut, err)
-		}
-	}
-}
-
-func TestStreamsGroupDescribeRequest(t *testing.T) {
-	b := appendStreamsGroupDescribeRequest(nil, 7, "cid", "app")
-	if int(binary.BigEndian.Uint32(b)) != len(b)-4 {
-		t.Fatalf("size %d for %d bytes", binary.BigEndian.Uint32(b), len(b)-4)
-	}
-	r := &wireReader{b: b[4:]}
-	if k, v, c := r.int16(""), r.int16(""), r.int32(""); k != 89 || v != 0 || c != 7 {
-		t.Fatalf("header %d %d %d", k, v, c)
-	}
-	if id, _ := r.string16("", false); id != "cid" {
-		t.Fatalf("client id %q", id)
-	}
-	r.taggedFields("header")
-	req := kmsg.NewStreamsGroupDescribeRequest()
-	req.Version = 0
-	if err := req.ReadFrom(b[4+r.off:]); err != nil || !reflect.DeepEqual(req.Groups, []string{"app"}) || req.IncludeAuthorizedOperations {
-		t.Fatalf("kmsg reads %+v, %v", req, err)
-	}
-}
-
 func TestClusterSourceStreamsProtocol(t *testing.T) {
 	app := newStreamsApp()
 	s, fc := newTestClusterSource(t, app, WithStoreTopics("leftcount", "left"))
-	groups, err := DecodeStreamsGroupDescribe(streamsResponse(*app.streamsGroup()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups := []kmsg.StreamsGroupDescribeResponseGroup{*app.streamsGroup()}
 	fc.set(&describeGroupDead, nil)
 	fc.streams = &groups[0]
 	if err := s.Refresh(context.Background()); err != nil {
@@ -179,7 +124,7 @@ func TestClusterSourceStreamsProtocol(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: %v", c.store, key, err)
 			}
-			task := TaskID{Subtopology: c.sub, Partition: int32(Partition(key, c.width))}
+			task := wire.TaskID{Subtopology: c.sub, Partition: int32(Partition(key, c.width))}
 			if r.Partition != int(task.Partition) || r.Active.HostInfo != app.hosts[app.activeOf(task)] ||
 				len(r.Standbys) != 1 || r.Standbys[0].HostInfo != app.hosts[app.standbyOf(task)] || r.Standbys[0].LagKnown {
 				t.Fatalf("%s %s: %+v, want partition %d active %s standby %s, lag unknown", c.store, key, r, task.Partition,
@@ -206,17 +151,22 @@ func TestClusterSourceStreamsProtocol(t *testing.T) {
 	// Bad input keeps the last good routing.
 	good := s.Snapshot()
 	for _, c := range []struct {
-		mod  func(g *StreamsGroup)
+		mod  func(g *kmsg.StreamsGroupDescribeResponseGroup)
 		want string
 	}{
-		{func(g *StreamsGroup) { g.ErrorCode = 69 }, `state "Dead" with 0 members`}, // not found: the classic answer stands
-		{func(g *StreamsGroup) { g.ErrorCode = 30; g.ErrorMessage = "denied" }, "GROUP_AUTHORIZATION_FAILED: denied"},
-		{func(g *StreamsGroup) { g.Members = nil }, `state "Stable" with 0 members`},
-		{func(g *StreamsGroup) { g.Subtopologies = nil }, "no topology yet"},
-		{func(g *StreamsGroup) { g.Members[0].Active = []StreamsTasks{{"9", []int32{0}}} }, `member "member-0": field assignment.activeTasks: subtopology "9" is not in the topology`},
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) { g.ErrorCode = 69 }, `state "Dead" with 0 members`}, // not found: the classic answer stands
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) {
+			g.ErrorCode = 30
+			g.ErrorMessage = kmsg.StringPtr("denied")
+		}, "GROUP_AUTHORIZATION_FAILED: denied"},
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) { g.Members = nil }, `state "Stable" with 0 members`},
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) { g.Topology = nil }, "no topology yet"},
+		{func(g *kmsg.StreamsGroupDescribeResponseGroup) {
+			g.Members[0].Assignment.ActiveTasks = []kmsg.TaskIDs{{SubtopologyID: "9", Partitions: []int32{0}}}
+		}, `member "member-0": field assignment.activeTasks: subtopology "9" is not in the topology`},
 	} {
 		g := groups[0]
-		g.Members = append([]StreamsMember(nil), g.Members...)
+		g.Members = append([]kmsg.StreamsGroupDescribeResponseGroupMember(nil), g.Members...)
 		c.mod(&g)
 		fc.mu.Lock()
 		fc.streams = &g
@@ -233,20 +183,24 @@ func TestClusterSourceStreamsProtocol(t *testing.T) {
 
 var describeGroupDead = describeGroupsDead()
 
+// FuzzDecodeStreamsGroupDescribe feeds arbitrary StreamsGroupDescribe
+// response bodies to kmsg's decoder and what decodes to the group reader:
+// it must fail cleanly or produce a valid snapshot.
 func FuzzDecodeStreamsGroupDescribe(f *testing.F) {
 	app := newStreamsApp()
 	f.Add(streamsResponse(*app.streamsGroup()))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		groups, err := DecodeStreamsGroupDescribe(b)
-		if err != nil {
+		resp := kmsg.NewPtrStreamsGroupDescribeResponse()
+		resp.Version = 0
+		if err := resp.ReadFrom(b); err != nil {
 			return
 		}
-		for i := range groups {
-			v, err := buildStreams(&groups[i], buildConfig{appID: "app", topics: app.topics, azTag: "az"})
+		for i := range resp.Groups {
+			v, err := group.Streams(&resp.Groups[i], group.Config{AppID: "app", Topics: app.topics, AZTag: "az"})
 			if err != nil {
 				continue
 			}
-			if snap, err := NewSnapshot(v.md); err == nil {
+			if snap, err := NewSnapshot(groupMetadata(v.Routing)); err == nil {
 				_, _ = snap.Route("plain", []byte("k"))
 			}
 		}

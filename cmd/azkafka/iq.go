@@ -196,7 +196,7 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 	}
 	var httpSrc bool
 	if *metaURL != "" {
-		s, err := iq.NewHTTPSource([]string{*metaURL}, iq.WithPollTimeout(*timeout), iq.WithHTTPLogger(quiet))
+		s, err := iq.NewHTTPSource([]string{*metaURL}, iq.WithLookupEnv(iqLookupEnv), iq.WithPollTimeout(*timeout), iq.WithLogger(quiet))
 		if err != nil {
 			return usageErr("%v", err)
 		}

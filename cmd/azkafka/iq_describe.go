@@ -52,7 +52,7 @@ func (c *clusterFlags) source(timeout time.Duration, logger *slog.Logger) (*iq.C
 			brokers = append(brokers, b)
 		}
 	}
-	opts := []iq.ClusterOption{iq.WithPollTimeout(timeout), iq.WithClusterLogger(logger)}
+	opts := []iq.Option{iq.WithLookupEnv(iqLookupEnv), iq.WithPollTimeout(timeout), iq.WithLogger(logger)}
 	base, err := c.sec.transport()
 	if err != nil {
 		return nil, err

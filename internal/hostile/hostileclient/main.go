@@ -93,7 +93,7 @@ var clients = map[string]client{
 		return kafkaGoClient(ctx, addr, tr)
 	},
 	"iq.ClusterSource": func(ctx context.Context, addr string, cfg *tls.Config, log *errLog) call {
-		opts := []iq.ClusterOption{iq.WithClusterLogger(slog.New(log))}
+		opts := []iq.Option{iq.WithLogger(slog.New(log))}
 		if cfg != nil {
 			tr, err := sdk.NewTransport(&kafka.Transport{TLS: cfg, DialTimeout: 2 * time.Second}, hermetic(log)...)
 			if err != nil {

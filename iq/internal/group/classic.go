@@ -1,4 +1,4 @@
-package iq
+package group
 
 import (
 	"cmp"
@@ -10,10 +10,11 @@ import (
 	"strings"
 
 	"github.com/segmentio/kafka-go/protocol/describegroups"
+
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
-// Errors of the cluster source; test with errors.Is. Each is wrapped in an
-// error that names the group and, where it applies, the member and field.
+// Errors of a group that cannot be read; package iq exports them.
 var (
 	// ErrGroupNotFound: the group does not exist, is empty, or is not a
 	// group of the protocol asked.
@@ -24,99 +25,133 @@ var (
 	// ErrRebalancing: the group is rebalancing; its member metadata is
 	// not available until it is Stable again.
 	ErrRebalancing = errors.New("iq: group is rebalancing")
-	// ErrStoreTopicsUnknown: the store exists but which source topics feed
-	// it cannot be told from the group; name them with WithStoreTopics.
-	ErrStoreTopicsUnknown = errors.New("iq: source topics of the store unknown")
 )
 
 // streamsAssignor is the name of Kafka Streams' partition assignor, the
 // protocol of a Streams application's classic group.
 const streamsAssignor = "stream"
 
-// GroupMember is one member of a Kafka Streams group (one stream thread in
-// the classic protocol, one instance in the streams protocol).
-type GroupMember struct {
+// Member is one member of a Kafka Streams group (one stream thread in the
+// classic protocol, one instance in the streams protocol): iq.GroupMember.
+type Member struct {
 	MemberID  string
 	ClientID  string
 	ProcessID string
 	// Endpoint is the instance's application.server; zero when not set.
-	Endpoint HostInfo
+	Endpoint wire.HostInfo
 	// RackID is the member's client.rack; empty when not set.
 	RackID string
-	// AZ is the zone the source gives the instance: RackID, else the
-	// client tag named by WithAZTag; empty when unknown.
+	// AZ is RackID, else the client tag Config.AZTag; empty when unknown.
 	AZ string
 	// ClientTags are the instance's client.tag.* settings.
-	ClientTags []ClientTag
+	ClientTags []wire.ClientTag
 }
 
-// GroupInfo is what a cluster source read from the group on its last good
-// poll, besides the routing metadata.
-type GroupInfo struct {
+// Info is what a poll read from the group besides the routing:
+// iq.GroupInfo.
+type Info struct {
 	ApplicationID string
 	// Protocol is "classic" or "streams".
 	Protocol string
 	// State is the group state the broker reports, e.g. "Stable".
 	State   string
-	Members []GroupMember
+	Members []Member
 	// StoreSubtopology maps each store mapped from the group to its
-	// subtopology; stores given by WithStoreTopics are included when their
-	// topics belong to one subtopology.
+	// subtopology; stores given by Config.StoreTopics are included when
+	// their topics belong to one subtopology.
 	StoreSubtopology map[string]string
 }
 
-// groupView is one poll's reading of a group, before end offsets are known.
-type groupView struct {
-	info GroupInfo
-	md   Metadata
+// Routing is the routing read from a group, in the shape of iq.Metadata.
+type Routing struct {
+	// StoreSourceTopics maps each store to its source topics.
+	StoreSourceTopics map[string][]string
+	// TopicPartitions maps each of those topics to its partition count.
+	TopicPartitions map[string]int
+	// Instances lists the instances that set application.server.
+	Instances []Instance
+	// UnmappedStores names the stores whose source topics the group does
+	// not tell, with the reason and the way out.
+	UnmappedStores map[string]string
+}
+
+// Instance is one Kafka Streams instance: iq.Instance.
+type Instance struct {
+	wire.HostInfo
+	// AZ is the zone of the instance's members; empty when unknown.
+	AZ                                  string
+	ActiveStores, StandbyStores         []string
+	ActivePartitions, StandbyPartitions []wire.TopicPartition
+	// Lags are the standby lag bounds ApplyLagBounds sets, by store, then
+	// partition; nil until then.
+	Lags map[string]map[int]Lag
+}
+
+// Lag is a standby's lag bound (Bound is always true): iq.Lag.
+type Lag struct {
+	Current, End, Lag int64
+	Bound             bool
+}
+
+// View is one poll's reading of a group, before end offsets are known.
+type View struct {
+	Info    Info
+	Routing Routing
 	// subtopologies maps a subtopology to its source topics.
 	subtopologies map[string][]string
 	// taskCount is a subtopology's number of tasks (its widest source topic).
 	taskCount map[string]int
 	// offsetSums maps an instance, then a task, to the lowest offset sum its
 	// members reported when they joined.
-	offsetSums map[HostInfo]map[TaskID]int64
+	offsetSums map[wire.HostInfo]map[wire.TaskID]int64
 	// changelogs maps each store with a changelog topic to that topic.
 	changelogs map[string]string
 }
 
-// buildConfig is what turning a group into Metadata needs besides the group.
-type buildConfig struct {
-	appID string
-	// topics maps every topic of the cluster to its partition count.
-	topics      map[string]int
-	storeTopics map[string][]string
-	azTag       string
+// Config is what turning a group into routing needs besides the group.
+type Config struct {
+	// AppID is the application.id, the group's name.
+	AppID string
+	// Topics maps every topic of the cluster to its partition count.
+	Topics map[string]int
+	// StoreTopics are the source topics given per store (iq.WithStoreTopics).
+	StoreTopics map[string][]string
+	// AZTag is the client tag that gives an instance's zone when it sets no
+	// client.rack.
+	AZTag string
 }
 
-// buildClassic reads a classic group described by DescribeGroups. It fails
-// on anything it cannot read: the last good routing is then kept.
-func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView, error) {
-	group := quote(cfg.appID)
+// Classic reads a classic group described by DescribeGroups: each
+// member's subscription and assignment, whose Kafka Streams user data
+// (SubscriptionInfo, AssignmentInfo) carry the whole application's routing.
+// It fails, with an error naming the group, the member and the field, on
+// anything it cannot read.
+func Classic(g *describegroups.ResponseGroup, cfg Config) (*View, error) {
+	group := wire.Quote(cfg.AppID)
 	if g.ErrorCode != 0 {
 		return nil, fmt.Errorf("iq: group %s: DescribeGroups error code %d", group, g.ErrorCode)
 	}
 	if g.GroupState == "Dead" || len(g.Members) == 0 {
-		return nil, fmt.Errorf("iq: group %s: state %s with %d members: is the application.id right and the application running? (%w)", group, quote(g.GroupState), len(g.Members), ErrGroupNotFound)
+		return nil, fmt.Errorf("iq: group %s: state %s with %d members: is the application.id right and the application running? (%w)", group, wire.Quote(g.GroupState), len(g.Members), ErrGroupNotFound)
 	}
 	if g.ProtocolType != "consumer" {
-		return nil, fmt.Errorf("iq: group %s: protocol type %s, want \"consumer\": %w", group, quote(g.ProtocolType), ErrNotStreamsGroup)
+		return nil, fmt.Errorf("iq: group %s: protocol type %s, want \"consumer\": %w", group, wire.Quote(g.ProtocolType), ErrNotStreamsGroup)
 	}
 	if g.GroupState != "Stable" {
-		return nil, fmt.Errorf("iq: group %s: state %s: member metadata is known only when Stable; keeping the last good routing (%w)", group, quote(g.GroupState), ErrRebalancing)
+		return nil, fmt.Errorf("iq: group %s: state %s: member metadata is known only when Stable; keeping the last good routing (%w)", group, wire.Quote(g.GroupState), ErrRebalancing)
 	}
 	if g.ProtocolData != streamsAssignor {
-		return nil, fmt.Errorf("iq: group %s: assignor %s, want %q (Kafka Streams): %w", group, quote(g.ProtocolData), streamsAssignor, ErrNotStreamsGroup)
+		return nil, fmt.Errorf("iq: group %s: assignor %s, want %q (Kafka Streams): %w", group, wire.Quote(g.ProtocolData), streamsAssignor, ErrNotStreamsGroup)
 	}
 	members := slices.Clone(g.Members)
 	slices.SortFunc(members, func(a, b describegroups.ResponseGroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
 
-	v := &groupView{
-		info: GroupInfo{ApplicationID: cfg.appID, Protocol: "classic", State: g.GroupState,
+	v := &View{
+		Info: Info{ApplicationID: cfg.AppID, Protocol: "classic", State: g.GroupState,
 			StoreSubtopology: map[string]string{}},
 		subtopologies: map[string][]string{},
 		taskCount:     map[string]int{},
-		offsetSums:    map[HostInfo]map[TaskID]int64{},
+		offsetSums:    map[wire.HostInfo]map[wire.TaskID]int64{},
 	}
 	topicSub := map[string]string{}
 	// stateful collects the subtopologies known to hold state: those with
@@ -125,7 +160,7 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 	addTopic := func(m, field, topic string, sub int32) error {
 		s := subtopologyName(sub)
 		if old, ok := topicSub[topic]; ok && old != s {
-			return fmt.Errorf("iq: group %s member %s: field %s: topic %s in subtopologies %s and %s", group, quote(m), field, quote(topic), old, s)
+			return fmt.Errorf("iq: group %s member %s: field %s: topic %s in subtopologies %s and %s", group, wire.Quote(m), field, wire.Quote(topic), old, s)
 		}
 		if _, ok := topicSub[topic]; !ok {
 			topicSub[topic] = s
@@ -133,22 +168,22 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 		}
 		return nil
 	}
-	var routing *AssignmentInfo
+	var routing *wire.AssignmentInfo
 	for _, m := range members {
-		mid := quote(m.MemberID)
-		sub, err := DecodeConsumerSubscription(m.MemberMetadata)
+		mid := wire.Quote(m.MemberID)
+		sub, err := wire.DecodeConsumerSubscription(m.MemberMetadata)
 		if err != nil {
 			return nil, fmt.Errorf("iq: group %s member %s: member metadata: %w", group, mid, err)
 		}
-		si, err := DecodeSubscriptionInfo(sub.UserData)
+		si, err := wire.DecodeSubscriptionInfo(sub.UserData)
 		if err != nil {
 			return nil, fmt.Errorf("iq: group %s member %s: SubscriptionInfo: %w", group, mid, err)
 		}
-		asg, err := DecodeConsumerAssignment(m.MemberAssignment)
+		asg, err := wire.DecodeConsumerAssignment(m.MemberAssignment)
 		if err != nil {
 			return nil, fmt.Errorf("iq: group %s member %s: member assignment: %w", group, mid, err)
 		}
-		ai, err := DecodeAssignmentInfo(asg.UserData)
+		ai, err := wire.DecodeAssignmentInfo(asg.UserData)
 		if err != nil {
 			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo: %w", group, mid, err)
 		}
@@ -156,7 +191,7 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo field errorCode: %d: the assignor failed (Kafka Streams shuts down on it)", group, mid, ai.ErrorCode)
 		}
 		if ai.Version < 2 {
-			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo version %d has no partitionsByHost: %w", group, mid, ai.Version, ErrUnsupportedVersion)
+			return nil, fmt.Errorf("iq: group %s member %s: AssignmentInfo version %d has no partitionsByHost: %w", group, mid, ai.Version, wire.ErrUnsupportedVersion)
 		}
 		if routing == nil || ai.Version > routing.Version {
 			routing = ai
@@ -181,18 +216,21 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 				}
 			}
 		}
-		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: si.ProcessIDString(),
-			RackID: sub.RackID, ClientTags: si.ClientTags}
+		gm := Member{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: si.ProcessIDString(),
+			RackID: sub.RackID}
+		for _, t := range si.ClientTags {
+			gm.ClientTags = append(gm.ClientTags, wire.ClientTag(t))
+		}
 		if si.UserEndpoint != "" {
 			h, err := si.Endpoint()
 			if err != nil {
 				return nil, fmt.Errorf("iq: group %s member %s: SubscriptionInfo %w", group, mid, err)
 			}
 			gm.Endpoint = h
-			sums := v.offsetSums[h]
+			sums := v.offsetSums[gm.Endpoint]
 			if sums == nil {
-				sums = map[TaskID]int64{}
-				v.offsetSums[h] = sums
+				sums = map[wire.TaskID]int64{}
+				v.offsetSums[gm.Endpoint] = sums
 			}
 			for _, ts := range si.TaskOffsetSums {
 				if old, ok := sums[ts.Task]; !ok || ts.OffsetSum < old {
@@ -202,9 +240,9 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 		}
 		gm.AZ = gm.RackID
 		if gm.AZ == "" {
-			gm.AZ, _ = si.Tag(cfg.azTag)
+			gm.AZ, _ = si.Tag(cfg.AZTag)
 		}
-		v.info.Members = append(v.info.Members, gm)
+		v.Info.Members = append(v.Info.Members, gm)
 	}
 	if len(routing.PartitionsByHost) == 0 && len(routing.StandbyPartitionsByHost) == 0 {
 		return nil, fmt.Errorf("iq: group %s: no member sets application.server: interactive queries need it on every instance", group)
@@ -212,7 +250,7 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 	for s, topics := range v.subtopologies {
 		sort.Strings(topics)
 		for _, t := range topics {
-			v.taskCount[s] = max(v.taskCount[s], cfg.topics[t])
+			v.taskCount[s] = max(v.taskCount[s], cfg.Topics[t])
 		}
 	}
 	for _, sums := range v.offsetSums {
@@ -220,13 +258,13 @@ func buildClassic(g *describegroups.ResponseGroup, cfg buildConfig) (*groupView,
 			stateful[subtopologyName(t.Subtopology)] = true
 		}
 	}
-	v.md = Metadata{StoreSourceTopics: map[string][]string{}, TopicPartitions: map[string]int{}, UnmappedStores: map[string]string{}}
+	v.Routing = Routing{StoreSourceTopics: map[string][]string{}, TopicPartitions: map[string]int{}, UnmappedStores: map[string]string{}}
 	v.mapStores(cfg, topicSub, stateful)
 	v.addInstances(routing)
 	return v, nil
 }
 
-func compareTP(a, b TopicPartition) int {
+func compareTP(a, b wire.TopicPartition) int {
 	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 		return c
 	}
@@ -266,18 +304,18 @@ func storeOfChangelog(appID, topic string) (string, bool) {
 // instances. Otherwise the group cannot tell which of them feed the store
 // (Kafka Streams routes on those upstream of the store's processors), and
 // the store is left unmapped with the way out in its reason.
-func (v *groupView) mapStores(cfg buildConfig, topicSub map[string]string, stateful map[string]bool) {
-	v.changelogs = changelogStores(cfg.appID, cfg.topics)
+func (v *View) mapStores(cfg Config, topicSub map[string]string, stateful map[string]bool) {
+	v.changelogs = changelogStores(cfg.AppID, cfg.Topics)
 	subs := make([]string, 0, len(v.subtopologies))
 	for s := range v.subtopologies {
 		subs = append(subs, s)
 	}
 	sort.Strings(subs)
 	for store, changelog := range v.changelogs {
-		if _, ok := cfg.storeTopics[store]; ok {
+		if _, ok := cfg.StoreTopics[store]; ok {
 			continue
 		}
-		n := cfg.topics[changelog]
+		n := cfg.Topics[changelog]
 		var cands, statefulCands []string
 		for _, s := range subs {
 			if v.taskCount[s] == n {
@@ -293,26 +331,26 @@ func (v *groupView) mapStores(cfg buildConfig, topicSub map[string]string, state
 		way := fmt.Sprintf("name them with iq.WithStoreTopics(%q, topics...) or use the HTTP source", store)
 		switch {
 		case len(cands) == 0:
-			v.md.UnmappedStores[store] = fmt.Sprintf("no subtopology has %d tasks like changelog %s; %s", n, quote(changelog), way)
+			v.Routing.UnmappedStores[store] = fmt.Sprintf("no subtopology has %d tasks like changelog %s; %s", n, wire.Quote(changelog), way)
 			continue
 		case len(cands) > 1:
-			v.md.UnmappedStores[store] = fmt.Sprintf("subtopologies %s all have %d tasks like changelog %s; %s", strings.Join(cands, ", "), n, quote(changelog), way)
+			v.Routing.UnmappedStores[store] = fmt.Sprintf("subtopologies %s all have %d tasks like changelog %s; %s", strings.Join(cands, ", "), n, wire.Quote(changelog), way)
 			continue
 		}
 		topics := v.subtopologies[cands[0]]
-		if uneven(topics, cfg.topics) {
-			v.md.UnmappedStores[store] = fmt.Sprintf("subtopology %s reads topics of different partition counts (%s), and the group does not say which feed the store; %s", cands[0], describeCounts(topics, cfg.topics), way)
+		if uneven(topics, cfg.Topics) {
+			v.Routing.UnmappedStores[store] = fmt.Sprintf("subtopology %s reads topics of different partition counts (%s), and the group does not say which feed the store; %s", cands[0], describeCounts(topics, cfg.Topics), way)
 			continue
 		}
-		v.md.StoreSourceTopics[store] = slices.Clone(topics)
-		v.info.StoreSubtopology[store] = cands[0]
+		v.Routing.StoreSourceTopics[store] = slices.Clone(topics)
+		v.Info.StoreSubtopology[store] = cands[0]
 	}
-	for store, topics := range cfg.storeTopics {
+	for store, topics := range cfg.StoreTopics {
 		var missing []string
 		sub := ""
 		for i, t := range topics {
-			if _, ok := cfg.topics[t]; !ok {
-				missing = append(missing, quote(t))
+			if _, ok := cfg.Topics[t]; !ok {
+				missing = append(missing, wire.Quote(t))
 			}
 			if i == 0 {
 				sub = topicSub[t]
@@ -321,17 +359,17 @@ func (v *groupView) mapStores(cfg buildConfig, topicSub map[string]string, state
 			}
 		}
 		if len(missing) > 0 {
-			v.md.UnmappedStores[store] = fmt.Sprintf("WithStoreTopics names topics the cluster does not have: %s", strings.Join(missing, ", "))
+			v.Routing.UnmappedStores[store] = fmt.Sprintf("WithStoreTopics names topics the cluster does not have: %s", strings.Join(missing, ", "))
 			continue
 		}
-		v.md.StoreSourceTopics[store] = slices.Clone(topics)
+		v.Routing.StoreSourceTopics[store] = slices.Clone(topics)
 		if sub != "" {
-			v.info.StoreSubtopology[store] = sub
+			v.Info.StoreSubtopology[store] = sub
 		}
 	}
-	for _, topics := range v.md.StoreSourceTopics {
+	for _, topics := range v.Routing.StoreSourceTopics {
 		for _, t := range topics {
-			v.md.TopicPartitions[t] = cfg.topics[t]
+			v.Routing.TopicPartitions[t] = cfg.Topics[t]
 		}
 	}
 }
@@ -357,15 +395,15 @@ func describeCounts(topics []string, counts map[string]int) string {
 // StreamsMetadataState does from partitionsByHost and
 // standbyPartitionsByHost: an instance hosts a store when one of the
 // store's source topics is among its partitions.
-func (v *groupView) addInstances(ai *AssignmentInfo) {
-	byHost := map[HostInfo]*Instance{}
-	var order []HostInfo
-	get := func(h HostInfo) *Instance {
+func (v *View) addInstances(ai *wire.AssignmentInfo) {
+	byHost := map[wire.HostInfo]*Instance{}
+	var order []wire.HostInfo
+	get := func(h wire.HostInfo) *Instance {
 		if in := byHost[h]; in != nil {
 			return in
 		}
 		in := &Instance{HostInfo: h}
-		for _, m := range v.info.Members {
+		for _, m := range v.Info.Members {
 			if m.Endpoint == h && m.AZ != "" {
 				in.AZ = m.AZ
 				break
@@ -387,13 +425,13 @@ func (v *groupView) addInstances(ai *AssignmentInfo) {
 		in := byHost[h]
 		slices.SortFunc(in.ActivePartitions, compareTP)
 		slices.SortFunc(in.StandbyPartitions, compareTP)
-		in.ActiveStores = storesOn(v.md.StoreSourceTopics, in.ActivePartitions)
-		in.StandbyStores = storesOn(v.md.StoreSourceTopics, in.StandbyPartitions)
-		v.md.Instances = append(v.md.Instances, *in)
+		in.ActiveStores = storesOn(v.Routing.StoreSourceTopics, in.ActivePartitions)
+		in.StandbyStores = storesOn(v.Routing.StoreSourceTopics, in.StandbyPartitions)
+		v.Routing.Instances = append(v.Routing.Instances, *in)
 	}
 }
 
-func storesOn(storeTopics map[string][]string, tps []TopicPartition) []string {
+func storesOn(storeTopics map[string][]string, tps []wire.TopicPartition) []string {
 	var out []string
 	for store, topics := range storeTopics {
 		for _, tp := range tps {
@@ -411,19 +449,19 @@ func storesOn(storeTopics map[string][]string, tps []TopicPartition) []string {
 // lag of the standbys: for each standby partition of a store whose
 // subtopology is known, every changelog of that task count at that
 // partition.
-func (v *groupView) lagTargets(topics map[string]int) []TopicPartition {
-	seen := map[TopicPartition]bool{}
-	var out []TopicPartition
-	for _, in := range v.md.Instances {
+func (v *View) LagTargets(topics map[string]int) []wire.TopicPartition {
+	seen := map[wire.TopicPartition]bool{}
+	var out []wire.TopicPartition
+	for _, in := range v.Routing.Instances {
 		for _, store := range in.StandbyStores {
-			sub, ok := v.info.StoreSubtopology[store]
+			sub, ok := v.Info.StoreSubtopology[store]
 			if !ok {
 				continue
 			}
 			for _, tp := range v.taskChangelogs(sub, topics) {
 				for _, sp := range in.StandbyPartitions {
-					if slices.Contains(v.md.StoreSourceTopics[store], sp.Topic) {
-						c := TopicPartition{tp, sp.Partition}
+					if slices.Contains(v.Routing.StoreSourceTopics[store], sp.Topic) {
+						c := wire.TopicPartition{Topic: tp, Partition: sp.Partition}
 						if !seen[c] {
 							seen[c] = true
 							out = append(out, c)
@@ -440,7 +478,7 @@ func (v *groupView) lagTargets(topics map[string]int) []TopicPartition {
 // taskChangelogs returns the changelog topics that may belong to the tasks
 // of subtopology sub: all those with its task count. Summing more
 // changelogs than the task has only raises the bound.
-func (v *groupView) taskChangelogs(sub string, topics map[string]int) []string {
+func (v *View) taskChangelogs(sub string, topics map[string]int) []string {
 	var out []string
 	for _, c := range v.changelogs {
 		if topics[c] == v.taskCount[sub] {
@@ -457,31 +495,31 @@ func (v *groupView) taskChangelogs(sub string, topics map[string]int) []string {
 // most this as long as the standby keeps its state, because its position
 // only moves forward. ends maps changelog partitions to end offsets; a
 // standby whose changelog end offsets are not all known keeps an unknown lag.
-func (v *groupView) applyLagBounds(topics map[string]int, ends map[TopicPartition]int64) {
-	for i := range v.md.Instances {
-		in := &v.md.Instances[i]
+func (v *View) ApplyLagBounds(topics map[string]int, ends map[wire.TopicPartition]int64) {
+	for i := range v.Routing.Instances {
+		in := &v.Routing.Instances[i]
 		for _, store := range in.StandbyStores {
-			sub, ok := v.info.StoreSubtopology[store]
+			sub, ok := v.Info.StoreSubtopology[store]
 			if !ok {
 				continue
 			}
 			subID, _ := strconv.Atoi(sub) // classic subtopologies are numbers
 			changelogs := v.taskChangelogs(sub, topics)
 			for _, sp := range in.StandbyPartitions {
-				if !slices.Contains(v.md.StoreSourceTopics[store], sp.Topic) {
+				if !slices.Contains(v.Routing.StoreSourceTopics[store], sp.Topic) {
 					continue
 				}
 				var end int64
 				known := len(changelogs) > 0
 				for _, c := range changelogs {
-					e, ok := ends[TopicPartition{c, sp.Partition}]
+					e, ok := ends[wire.TopicPartition{Topic: c, Partition: sp.Partition}]
 					known = known && ok
 					end += e
 				}
 				if !known {
 					continue
 				}
-				cur := v.offsetSums[in.HostInfo][TaskID{Subtopology: int32(subID), Partition: int32(sp.Partition)}]
+				cur := v.offsetSums[in.HostInfo][wire.TaskID{Subtopology: int32(subID), Partition: int32(sp.Partition)}]
 				if cur < 0 { // LatestOffset: it ran the task active when it joined
 					cur = 0
 				}

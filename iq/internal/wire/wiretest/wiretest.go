@@ -1,10 +1,42 @@
-package iq
+// Package wiretest encodes what package wire decodes, as Kafka Streams and
+// the consumer protocol write it, so that decoder and group tests do not
+// depend on captured bytes alone; and it holds bytes captured from Kafka
+// Streams 4.3.1. It is imported by tests only.
+package wiretest
 
 import (
+	_ "embed"
 	"encoding/binary"
+	"encoding/hex"
 	"sort"
+	"strings"
+	"testing"
 	"unicode/utf16"
+
+	"github.com/azkafka/azkafka/iq/internal/wire"
 )
+
+//go:embed streams-4.3.1-classic-member.txt
+var captured string
+
+// CapturedMember returns the member metadata and assignment of one member
+// of a Kafka Streams 4.3.1 application (see the header of
+// streams-4.3.1-classic-member.txt).
+func CapturedMember(t testing.TB) (metadata, assignment []byte) {
+	t.Helper()
+	var err error
+	for _, l := range strings.Split(captured, "\n") {
+		if v, ok := strings.CutPrefix(l, "metadata "); ok {
+			metadata, err = hex.DecodeString(v)
+		} else if v, ok := strings.CutPrefix(l, "assignment "); ok {
+			assignment, err = hex.DecodeString(v)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return metadata, assignment
+}
 
 // wireWriter builds the bytes Kafka Streams and the consumer protocol
 // write, so that decoder tests do not depend on captured bytes alone.
@@ -44,7 +76,7 @@ func (w *wireWriter) javaUTF(s string) {
 	w.b = append(w.b, enc...)
 }
 
-func (w *wireWriter) taskID(t TaskID, version int32) {
+func (w *wireWriter) taskID(t wire.TaskID, version int32) {
 	w.i32(t.Subtopology)
 	w.i32(t.Partition)
 	if version >= 10 {
@@ -56,8 +88,8 @@ func (w *wireWriter) taskID(t TaskID, version int32) {
 	}
 }
 
-// encodeAssignmentInfo writes a as AssignmentInfo.encode does for a.Version.
-func encodeAssignmentInfo(a *AssignmentInfo) []byte {
+// EncodeAssignmentInfo writes a as AssignmentInfo.encode does for a.Version.
+func EncodeAssignmentInfo(a *wire.AssignmentInfo) []byte {
 	w := &wireWriter{}
 	v := a.Version
 	w.i32(v)
@@ -91,7 +123,7 @@ func encodeAssignmentInfo(a *AssignmentInfo) []byte {
 			}
 		}
 	default:
-		maps := [][]HostPartitions{a.PartitionsByHost}
+		maps := [][]wire.HostPartitions{a.PartitionsByHost}
 		if v >= 6 {
 			maps = append(maps, a.StandbyPartitionsByHost)
 		}
@@ -137,10 +169,10 @@ func encodeAssignmentInfo(a *AssignmentInfo) []byte {
 	return w.b
 }
 
-// encodeSubscriptionInfo writes s as SubscriptionInfoData does for
+// EncodeSubscriptionInfo writes s as SubscriptionInfoData does for
 // s.Version. For versions 7 to 9 consecutive offset sums of one
 // subtopology are grouped, as Java groups them.
-func encodeSubscriptionInfo(s *SubscriptionInfo) []byte {
+func EncodeSubscriptionInfo(s *wire.SubscriptionInfo) []byte {
 	w := &wireWriter{}
 	v := s.Version
 	w.i32(v)
@@ -149,7 +181,7 @@ func encodeSubscriptionInfo(s *SubscriptionInfo) []byte {
 	}
 	w.b = append(w.b, s.ProcessID[:]...)
 	if v <= 6 {
-		for _, ts := range [][]TaskID{s.PrevTasks, s.StandbyTasks} {
+		for _, ts := range [][]wire.TaskID{s.PrevTasks, s.StandbyTasks} {
 			w.i32(int32(len(ts)))
 			for _, t := range ts {
 				w.i32(t.Subtopology)
@@ -174,12 +206,12 @@ func encodeSubscriptionInfo(s *SubscriptionInfo) []byte {
 				}
 			}
 		} else {
-			var groups [][]TaskOffsetSum
+			var groups [][]wire.TaskOffsetSum
 			for _, o := range s.TaskOffsetSums {
 				if n := len(groups); n > 0 && groups[n-1][0].Task.Subtopology == o.Task.Subtopology {
 					groups[n-1] = append(groups[n-1], o)
 				} else {
-					groups = append(groups, []TaskOffsetSum{o})
+					groups = append(groups, []wire.TaskOffsetSum{o})
 				}
 			}
 			w.i32(int32(len(groups)))
@@ -209,8 +241,8 @@ func encodeSubscriptionInfo(s *SubscriptionInfo) []byte {
 	return w.b
 }
 
-// encodeConsumerSubscription writes s as the consumer protocol does.
-func encodeConsumerSubscription(s *ConsumerSubscription) []byte {
+// EncodeConsumerSubscription writes s as the consumer protocol does.
+func EncodeConsumerSubscription(s *wire.ConsumerSubscription) []byte {
 	w := &wireWriter{}
 	w.i16(s.Version)
 	w.i32(int32(len(s.Topics)))
@@ -234,8 +266,8 @@ func encodeConsumerSubscription(s *ConsumerSubscription) []byte {
 	return w.b
 }
 
-// encodeConsumerAssignment writes a as the consumer protocol does.
-func encodeConsumerAssignment(a *ConsumerAssignment) []byte {
+// EncodeConsumerAssignment writes a as the consumer protocol does.
+func EncodeConsumerAssignment(a *wire.ConsumerAssignment) []byte {
 	w := &wireWriter{}
 	w.i16(a.Version)
 	writeTopicPartitionArray(w, a.Partitions)
@@ -244,7 +276,7 @@ func encodeConsumerAssignment(a *ConsumerAssignment) []byte {
 }
 
 // writeTopicPartitionArray groups consecutive partitions of one topic.
-func writeTopicPartitionArray(w *wireWriter, tps []TopicPartition) {
+func writeTopicPartitionArray(w *wireWriter, tps []wire.TopicPartition) {
 	var topics []string
 	parts := map[string][]int32{}
 	for _, tp := range tps {

@@ -1,4 +1,4 @@
-package iq
+package wire_test
 
 import (
 	"encoding/hex"
@@ -6,32 +6,35 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/azkafka/azkafka/iq/internal/wire"
+	"github.com/azkafka/azkafka/iq/internal/wire/wiretest"
 )
 
-func sampleAssignmentInfo(version int32) *AssignmentInfo {
-	a := &AssignmentInfo{
+func sampleAssignmentInfo(version int32) *wire.AssignmentInfo {
+	a := &wire.AssignmentInfo{
 		Version:                version,
 		LatestSupportedVersion: -1,
-		ActiveTasks:            []TaskID{{Subtopology: 0, Partition: 1}, {Subtopology: 1, Partition: 3}},
-		StandbyTasks: []StandbyTask{
-			{TaskID{Subtopology: 0, Partition: 2}, []TopicPartition{{"app-counts-changelog", 2}}},
+		ActiveTasks:            []wire.TaskID{{Subtopology: 0, Partition: 1}, {Subtopology: 1, Partition: 3}},
+		StandbyTasks: []wire.StandbyTask{
+			{wire.TaskID{Subtopology: 0, Partition: 2}, []wire.TopicPartition{{"app-counts-changelog", 2}}},
 		},
 	}
 	if version >= 2 {
-		a.PartitionsByHost = []HostPartitions{
-			{HostInfo{"10.0.0.1", 7070}, []TopicPartition{{"left", 1}, {"right", 5}, {"app-counts-changelog", 1}}},
-			{HostInfo{"höst-ü", 7071}, []TopicPartition{{"left", 0}}},
+		a.PartitionsByHost = []wire.HostPartitions{
+			{wire.HostInfo{"10.0.0.1", 7070}, []wire.TopicPartition{{"left", 1}, {"right", 5}, {"app-counts-changelog", 1}}},
+			{wire.HostInfo{"höst-ü", 7071}, []wire.TopicPartition{{"left", 0}}},
 		}
 	}
 	if version >= 3 {
-		a.LatestSupportedVersion = StreamsProtocolLatest
+		a.LatestSupportedVersion = wire.StreamsProtocolLatest
 	}
 	if version >= 4 {
 		a.ErrorCode = 0
 	}
 	if version >= 6 {
-		a.StandbyPartitionsByHost = []HostPartitions{
-			{HostInfo{"10.0.0.1", 7070}, []TopicPartition{{"left", 0}}},
+		a.StandbyPartitionsByHost = []wire.HostPartitions{
+			{wire.HostInfo{"10.0.0.1", 7070}, []wire.TopicPartition{{"left", 0}}},
 		}
 	}
 	if version >= 7 {
@@ -44,9 +47,9 @@ func sampleAssignmentInfo(version int32) *AssignmentInfo {
 }
 
 func TestDecodeAssignmentInfoAllVersions(t *testing.T) {
-	for v := int32(1); v <= StreamsProtocolLatest; v++ {
+	for v := int32(1); v <= wire.StreamsProtocolLatest; v++ {
 		want := sampleAssignmentInfo(v)
-		got, err := DecodeAssignmentInfo(encodeAssignmentInfo(want))
+		got, err := wire.DecodeAssignmentInfo(wiretest.EncodeAssignmentInfo(want))
 		if err != nil {
 			t.Fatalf("version %d: %v", v, err)
 		}
@@ -57,7 +60,7 @@ func TestDecodeAssignmentInfoAllVersions(t *testing.T) {
 }
 
 // normAI turns empty slices into nil so that DeepEqual compares content.
-func normAI(a *AssignmentInfo) AssignmentInfo {
+func normAI(a *wire.AssignmentInfo) wire.AssignmentInfo {
 	c := *a
 	if len(c.ActiveTasks) == 0 {
 		c.ActiveTasks = nil
@@ -91,16 +94,16 @@ func TestDecodeAssignmentInfoHandWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeAssignmentInfo(b)
+	got, err := wire.DecodeAssignmentInfo(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &AssignmentInfo{
+	want := &wire.AssignmentInfo{
 		Version: 11, LatestSupportedVersion: 11,
-		ActiveTasks:             []TaskID{{Subtopology: 0, Partition: 1}},
-		StandbyTasks:            []StandbyTask{},
-		PartitionsByHost:        []HostPartitions{{HostInfo{"h", 7}, []TopicPartition{{"in", 1}}}},
-		StandbyPartitionsByHost: []HostPartitions{},
+		ActiveTasks:             []wire.TaskID{{Subtopology: 0, Partition: 1}},
+		StandbyTasks:            []wire.StandbyTask{},
+		PartitionsByHost:        []wire.HostPartitions{{wire.HostInfo{"h", 7}, []wire.TopicPartition{{"in", 1}}}},
+		StandbyPartitionsByHost: []wire.HostPartitions{},
 		NextRebalanceMs:         5,
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -109,7 +112,7 @@ func TestDecodeAssignmentInfoHandWritten(t *testing.T) {
 }
 
 func TestDecodeAssignmentInfoErrors(t *testing.T) {
-	valid := encodeAssignmentInfo(sampleAssignmentInfo(11))
+	valid := wiretest.EncodeAssignmentInfo(sampleAssignmentInfo(11))
 	badIndex, _ := hex.DecodeString(strings.Replace(assignmentInfoV11Hex, "0001"+"68"+"00000007"+"00000001"+"00000000", "0001"+"68"+"00000007"+"00000001"+"00000009", 1))
 	cases := []struct {
 		name string
@@ -126,19 +129,19 @@ func TestDecodeAssignmentInfoErrors(t *testing.T) {
 		{"bad modified UTF-8", []byte{0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0xff, 0, 0, 0, 0, 0, 0, 0, 0}, "field partitionsByHost[].host.host at byte 16: not modified UTF-8"},
 	}
 	for _, c := range cases {
-		_, err := DecodeAssignmentInfo(c.in)
+		_, err := wire.DecodeAssignmentInfo(c.in)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want it to contain %q", c.name, err, c.want)
 		}
 	}
-	_, err := DecodeAssignmentInfo([]byte{0, 0, 0, 12})
-	if !errors.Is(err, ErrUnsupportedVersion) {
+	_, err := wire.DecodeAssignmentInfo([]byte{0, 0, 0, 12})
+	if !errors.Is(err, wire.ErrUnsupportedVersion) {
 		t.Errorf("version 12: %v is not ErrUnsupportedVersion", err)
 	}
 }
 
-func sampleSubscriptionInfo(version int32) *SubscriptionInfo {
-	s := &SubscriptionInfo{
+func sampleSubscriptionInfo(version int32) *wire.SubscriptionInfo {
+	s := &wire.SubscriptionInfo{
 		Version:                version,
 		LatestSupportedVersion: -1,
 		ProcessID:              [16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8},
@@ -147,16 +150,16 @@ func sampleSubscriptionInfo(version int32) *SubscriptionInfo {
 		s.UserEndpoint = "10.0.0.1:7070"
 	}
 	if version >= 3 {
-		s.LatestSupportedVersion = StreamsProtocolLatest
+		s.LatestSupportedVersion = wire.StreamsProtocolLatest
 	}
 	if version <= 6 {
-		s.PrevTasks = []TaskID{{Subtopology: 0, Partition: 1}}
-		s.StandbyTasks = []TaskID{{Subtopology: 0, Partition: 2}, {Subtopology: 1, Partition: 0}}
+		s.PrevTasks = []wire.TaskID{{Subtopology: 0, Partition: 1}}
+		s.StandbyTasks = []wire.TaskID{{Subtopology: 0, Partition: 2}, {Subtopology: 1, Partition: 0}}
 	} else {
-		s.TaskOffsetSums = []TaskOffsetSum{
-			{TaskID{Subtopology: 0, Partition: 1}, LatestOffset},
-			{TaskID{Subtopology: 0, Partition: 2}, 1234},
-			{TaskID{Subtopology: 1, Partition: 0}, 99},
+		s.TaskOffsetSums = []wire.TaskOffsetSum{
+			{wire.TaskID{Subtopology: 0, Partition: 1}, wire.LatestOffset},
+			{wire.TaskID{Subtopology: 0, Partition: 2}, 1234},
+			{wire.TaskID{Subtopology: 1, Partition: 0}, 99},
 		}
 	}
 	if version >= 10 {
@@ -169,15 +172,15 @@ func sampleSubscriptionInfo(version int32) *SubscriptionInfo {
 		s.ErrorCode = 0
 	}
 	if version >= 11 {
-		s.ClientTags = []ClientTag{{"az", "eu-west-1a"}, {"rack", "r1"}}
+		s.ClientTags = []wire.ClientTag{{"az", "eu-west-1a"}, {"rack", "r1"}}
 	}
 	return s
 }
 
 func TestDecodeSubscriptionInfoAllVersions(t *testing.T) {
-	for v := int32(1); v <= StreamsProtocolLatest; v++ {
+	for v := int32(1); v <= wire.StreamsProtocolLatest; v++ {
 		want := sampleSubscriptionInfo(v)
-		got, err := DecodeSubscriptionInfo(encodeSubscriptionInfo(want))
+		got, err := wire.DecodeSubscriptionInfo(wiretest.EncodeSubscriptionInfo(want))
 		if err != nil {
 			t.Fatalf("version %d: %v", v, err)
 		}
@@ -192,7 +195,7 @@ func TestDecodeSubscriptionInfoAllVersions(t *testing.T) {
 	if v, ok := s.Tag("az"); !ok || v != "eu-west-1a" {
 		t.Errorf("Tag(az) = %q, %v", v, ok)
 	}
-	if h, err := s.Endpoint(); err != nil || h != (HostInfo{"10.0.0.1", 7070}) {
+	if h, err := s.Endpoint(); err != nil || h != (wire.HostInfo{"10.0.0.1", 7070}) {
 		t.Errorf("Endpoint = %v, %v", h, err)
 	}
 }
@@ -208,17 +211,17 @@ const subscriptionInfoV11Hex = "0000000b" + "0000000b" + "000102030405060708090a
 
 func TestDecodeSubscriptionInfoHandWritten(t *testing.T) {
 	b, _ := hex.DecodeString(subscriptionInfoV11Hex)
-	got, err := DecodeSubscriptionInfo(b)
+	got, err := wire.DecodeSubscriptionInfo(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &SubscriptionInfo{
+	want := &wire.SubscriptionInfo{
 		Version: 11, LatestSupportedVersion: 11,
 		ProcessID:      [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 		UserEndpoint:   "h:1",
-		TaskOffsetSums: []TaskOffsetSum{{TaskID{Subtopology: 0, Partition: 3}, 42}},
+		TaskOffsetSums: []wire.TaskOffsetSum{{wire.TaskID{Subtopology: 0, Partition: 3}, 42}},
 		UniqueField:    1,
-		ClientTags:     []ClientTag{{"az", "b"}},
+		ClientTags:     []wire.ClientTag{{"az", "b"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
@@ -226,7 +229,7 @@ func TestDecodeSubscriptionInfoHandWritten(t *testing.T) {
 }
 
 func TestDecodeSubscriptionInfoErrors(t *testing.T) {
-	valid := encodeSubscriptionInfo(sampleSubscriptionInfo(11))
+	valid := wiretest.EncodeSubscriptionInfo(sampleSubscriptionInfo(11))
 	cases := []struct {
 		name string
 		in   []byte
@@ -240,14 +243,14 @@ func TestDecodeSubscriptionInfoErrors(t *testing.T) {
 		{"endpoint not UTF-8", append(append([]byte{0, 0, 0, 2}, make([]byte, 24)...), 0, 0, 0, 1, 0xff), "field userEndPoint: not UTF-8"},
 	}
 	for _, c := range cases {
-		_, err := DecodeSubscriptionInfo(c.in)
+		_, err := wire.DecodeSubscriptionInfo(c.in)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want it to contain %q", c.name, err, c.want)
 		}
 	}
 	for _, ep := range []string{"", "h", "h:0", "h:x", ":80", "h:65536"} {
-		s := &SubscriptionInfo{UserEndpoint: ep}
-		if _, err := s.Endpoint(); err == nil || !strings.Contains(err.Error(), "field userEndPoint: "+quote(ep)) {
+		s := &wire.SubscriptionInfo{UserEndpoint: ep}
+		if _, err := s.Endpoint(); err == nil || !strings.Contains(err.Error(), "field userEndPoint: "+wire.Quote(ep)) {
 			t.Errorf("endpoint %q: got %v", ep, err)
 		}
 	}
@@ -255,9 +258,9 @@ func TestDecodeSubscriptionInfoErrors(t *testing.T) {
 
 func TestDecodeConsumerProtocol(t *testing.T) {
 	for v := int16(0); v <= 4; v++ {
-		want := &ConsumerSubscription{Version: v, Topics: []string{"left", "right"}, UserData: []byte{1, 2, 3}, GenerationID: -1}
+		want := &wire.ConsumerSubscription{Version: v, Topics: []string{"left", "right"}, UserData: []byte{1, 2, 3}, GenerationID: -1}
 		if v >= 1 {
-			want.OwnedPartitions = []TopicPartition{{"left", 0}, {"left", 3}, {"right", 1}}
+			want.OwnedPartitions = []wire.TopicPartition{{"left", 0}, {"left", 3}, {"right", 1}}
 		}
 		if v >= 2 {
 			want.GenerationID = 17
@@ -265,25 +268,25 @@ func TestDecodeConsumerProtocol(t *testing.T) {
 		if v >= 3 {
 			want.RackID = "eu-west-1b"
 		}
-		b := encodeConsumerSubscription(want)
+		b := wiretest.EncodeConsumerSubscription(want)
 		if v == 4 {
 			b = append(b, 0xde, 0xad) // a field of a future version
 		}
-		got, err := DecodeConsumerSubscription(b)
+		got, err := wire.DecodeConsumerSubscription(b)
 		if err != nil {
 			t.Fatalf("subscription v%d: %v", v, err)
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("subscription v%d:\n got %+v\nwant %+v", v, got, want)
 		}
-		wa := &ConsumerAssignment{Version: v, Partitions: []TopicPartition{{"left", 1}, {"right", 2}, {"right", 6}}, UserData: []byte{9}}
-		ga, err := DecodeConsumerAssignment(encodeConsumerAssignment(wa))
+		wa := &wire.ConsumerAssignment{Version: v, Partitions: []wire.TopicPartition{{"left", 1}, {"right", 2}, {"right", 6}}, UserData: []byte{9}}
+		ga, err := wire.DecodeConsumerAssignment(wiretest.EncodeConsumerAssignment(wa))
 		if err != nil || !reflect.DeepEqual(ga, wa) {
 			t.Errorf("assignment v%d: got %+v, %v; want %+v", v, ga, err, wa)
 		}
 	}
 	// A null user data and a null rack.
-	s, err := DecodeConsumerSubscription(encodeConsumerSubscription(&ConsumerSubscription{Version: 3}))
+	s, err := wire.DecodeConsumerSubscription(wiretest.EncodeConsumerSubscription(&wire.ConsumerSubscription{Version: 3}))
 	if err != nil || s.UserData != nil || s.RackID != "" {
 		t.Errorf("nulls: %+v, %v", s, err)
 	}
@@ -300,9 +303,9 @@ func TestDecodeConsumerProtocol(t *testing.T) {
 	} {
 		var err error
 		if c.sub {
-			_, err = DecodeConsumerSubscription(c.in)
+			_, err = wire.DecodeConsumerSubscription(c.in)
 		} else {
-			_, err = DecodeConsumerAssignment(c.in)
+			_, err = wire.DecodeConsumerAssignment(c.in)
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("% x: got %v, want %q", c.in, err, c.want)
@@ -311,17 +314,17 @@ func TestDecodeConsumerProtocol(t *testing.T) {
 }
 
 func FuzzDecodeAssignmentInfo(f *testing.F) {
-	for v := int32(1); v <= StreamsProtocolLatest; v++ {
-		f.Add(encodeAssignmentInfo(sampleAssignmentInfo(v)))
+	for v := int32(1); v <= wire.StreamsProtocolLatest; v++ {
+		f.Add(wiretest.EncodeAssignmentInfo(sampleAssignmentInfo(v)))
 	}
 	b, _ := hex.DecodeString(assignmentInfoV11Hex)
 	f.Add(b)
-	_, asg := capturedMember(f, "streams-4.3.1-classic-member.txt")
-	if a, err := DecodeConsumerAssignment(asg); err == nil {
+	_, asg := wiretest.CapturedMember(f)
+	if a, err := wire.DecodeConsumerAssignment(asg); err == nil {
 		f.Add(a.UserData)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		a, err := DecodeAssignmentInfo(b)
+		a, err := wire.DecodeAssignmentInfo(b)
 		if err != nil {
 			if a != nil {
 				t.Fatal("value and error")
@@ -329,7 +332,7 @@ func FuzzDecodeAssignmentInfo(f *testing.F) {
 			return
 		}
 		// Whatever decodes re-encodes to something that decodes the same.
-		again, err := DecodeAssignmentInfo(encodeAssignmentInfo(a))
+		again, err := wire.DecodeAssignmentInfo(wiretest.EncodeAssignmentInfo(a))
 		if err != nil {
 			t.Fatalf("re-encoded: %v", err)
 		}
@@ -340,17 +343,17 @@ func FuzzDecodeAssignmentInfo(f *testing.F) {
 }
 
 func FuzzDecodeSubscriptionInfo(f *testing.F) {
-	for v := int32(1); v <= StreamsProtocolLatest; v++ {
-		f.Add(encodeSubscriptionInfo(sampleSubscriptionInfo(v)))
+	for v := int32(1); v <= wire.StreamsProtocolLatest; v++ {
+		f.Add(wiretest.EncodeSubscriptionInfo(sampleSubscriptionInfo(v)))
 	}
 	b, _ := hex.DecodeString(subscriptionInfoV11Hex)
 	f.Add(b)
-	meta, _ := capturedMember(f, "streams-4.3.1-classic-member.txt")
-	if s, err := DecodeConsumerSubscription(meta); err == nil {
+	meta, _ := wiretest.CapturedMember(f)
+	if s, err := wire.DecodeConsumerSubscription(meta); err == nil {
 		f.Add(s.UserData)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := DecodeSubscriptionInfo(b)
+		s, err := wire.DecodeSubscriptionInfo(b)
 		if err != nil {
 			if s != nil {
 				t.Fatal("value and error")
@@ -365,16 +368,16 @@ func FuzzDecodeSubscriptionInfo(f *testing.F) {
 }
 
 func FuzzDecodeConsumerProtocol(f *testing.F) {
-	f.Add(encodeConsumerSubscription(&ConsumerSubscription{Version: 3, Topics: []string{"a"}, UserData: []byte{1}, RackID: "r"}))
-	f.Add(encodeConsumerAssignment(&ConsumerAssignment{Version: 0, Partitions: []TopicPartition{{"a", 1}}, UserData: []byte{1}}))
-	meta, asg := capturedMember(f, "streams-4.3.1-classic-member.txt")
+	f.Add(wiretest.EncodeConsumerSubscription(&wire.ConsumerSubscription{Version: 3, Topics: []string{"a"}, UserData: []byte{1}, RackID: "r"}))
+	f.Add(wiretest.EncodeConsumerAssignment(&wire.ConsumerAssignment{Version: 0, Partitions: []wire.TopicPartition{{"a", 1}}, UserData: []byte{1}}))
+	meta, asg := wiretest.CapturedMember(f)
 	f.Add(meta)
 	f.Add(asg)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if s, err := DecodeConsumerSubscription(b); err == nil && len(s.UserData) > len(b) {
+		if s, err := wire.DecodeConsumerSubscription(b); err == nil && len(s.UserData) > len(b) {
 			t.Fatal("user data longer than the input")
 		}
-		if a, err := DecodeConsumerAssignment(b); err == nil && len(a.UserData) > len(b) {
+		if a, err := wire.DecodeConsumerAssignment(b); err == nil && len(a.UserData) > len(b) {
 			t.Fatal("user data longer than the input")
 		}
 	})

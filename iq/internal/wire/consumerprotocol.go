@@ -1,4 +1,4 @@
-package iq
+package wire
 
 import "fmt"
 

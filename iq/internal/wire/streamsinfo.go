@@ -1,4 +1,4 @@
-package iq
+package wire
 
 import (
 	"errors"
@@ -7,6 +7,21 @@ import (
 	"strconv"
 	"unicode/utf8"
 )
+
+// HostInfo is a Kafka Streams instance's application.server.
+type HostInfo struct {
+	Host string
+	Port int
+}
+
+// String returns host:port (brackets around an IPv6 host).
+func (h HostInfo) String() string { return net.JoinHostPort(h.Host, strconv.Itoa(h.Port)) }
+
+// TopicPartition names one partition of a topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int
+}
 
 // StreamsProtocolLatest is the newest version of Kafka Streams'
 // SubscriptionInfo and AssignmentInfo this package decodes: 11, the latest
@@ -294,11 +309,11 @@ func (s *SubscriptionInfo) Endpoint() (HostInfo, error) {
 func parseEndpoint(ep string) (HostInfo, error) {
 	host, ps, err := net.SplitHostPort(ep)
 	if err != nil {
-		return HostInfo{}, fmt.Errorf("field userEndPoint: %s: not host:port", quote(ep))
+		return HostInfo{}, fmt.Errorf("field userEndPoint: %s: not host:port", Quote(ep))
 	}
 	port, err := strconv.Atoi(ps)
 	if err != nil || port <= 0 || port > 65535 || host == "" {
-		return HostInfo{}, fmt.Errorf("field userEndPoint: %s: not host:port with a port in 1..65535", quote(ep))
+		return HostInfo{}, fmt.Errorf("field userEndPoint: %s: not host:port with a port in 1..65535", Quote(ep))
 	}
 	return HostInfo{host, port}, nil
 }

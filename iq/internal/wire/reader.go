@@ -1,11 +1,41 @@
-package iq
+// Package wire holds what the cluster source reads off the wire and kmsg
+// does not decode: Kafka Streams' assignment and subscription user data
+// (AssignmentInfo, SubscriptionInfo, versions 1 to StreamsProtocolLatest)
+// and the consumer protocol's Subscription and Assignment that carry them,
+// with decoders that bound every length and count by the bytes at hand
+// and name the field and byte offset of what they refuse; and the
+// source's own connection to a broker (Dial, Request), for the requests
+// kafka-go's protocol layer does not know, encoded and decoded by kmsg.
+//
+// It is internal to package iq: its types and protocol versions may change
+// with any release.
+package wire
 
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
+
+// Quote returns s quoted and truncated to 64 bytes, for error messages
+// about outside input.
+func Quote(s string) string {
+	const max = 64
+	if len(s) > max {
+		return strconv.Quote(s[:max]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// truncate returns s cut to n bytes, saying how many more there were.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..." + strconv.Itoa(len(s)-n) + " more bytes"
+}
 
 // wireReader reads the big-endian encodings Kafka and Kafka Streams use in
 // group metadata. The first failure sticks: later reads return zero values,
@@ -213,73 +243,4 @@ func decodeModifiedUTF8(b []byte) (string, bool) {
 		}
 	}
 	return string(utf16.Decode(units)), true
-}
-
-// uvarint reads an unsigned varint (flexible versions' lengths and tag
-// counts).
-func (r *wireReader) uvarint(field string) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b[r.off:])
-	if n <= 0 {
-		r.fail(field, "bad unsigned varint")
-		return 0
-	}
-	r.off += n
-	return v
-}
-
-// compactLen reads a compact length (N+1; 0 is null) and checks that n
-// elements of at least minSize bytes fit; -1 is null.
-func (r *wireReader) compactLen(field string, minSize int) int {
-	start := r.off
-	v := r.uvarint(field)
-	if r.err != nil {
-		return 0
-	}
-	if v == 0 {
-		return -1
-	}
-	n := v - 1
-	if n > uint64(len(r.b)-r.off) || int64(n)*int64(minSize) > int64(len(r.b)-r.off) {
-		r.off = start
-		r.fail(field, "length %d does not fit in the %d bytes left", n, len(r.b)-start)
-		return 0
-	}
-	return int(n)
-}
-
-// compactString reads a COMPACT_(NULLABLE_)STRING; null is "", true.
-func (r *wireReader) compactString(field string) (string, bool) {
-	start := r.off
-	n := r.compactLen(field, 1)
-	if n < 0 || r.err != nil {
-		return "", n < 0
-	}
-	b := r.take(field, n)
-	if !utf8.Valid(b) {
-		r.off = start
-		r.fail(field, "not UTF-8: %q", truncate(string(b), 64))
-		return "", false
-	}
-	return string(b), false
-}
-
-// taggedFields skips a tagged-field section (none are known here).
-func (r *wireReader) taggedFields(field string) {
-	n := r.uvarint(field + ".taggedFields")
-	if n > uint64(len(r.b)) {
-		r.fail(field+".taggedFields", "count %d does not fit", n)
-		return
-	}
-	for range n {
-		r.uvarint(field + ".taggedFields[].tag")
-		size := r.uvarint(field + ".taggedFields[].size")
-		if size > uint64(len(r.b)-r.off) {
-			r.fail(field+".taggedFields[].size", "size %d does not fit", size)
-			return
-		}
-		r.take(field+".taggedFields[]", int(size))
-	}
 }

@@ -1,0 +1,178 @@
+package iq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/azdetect"
+)
+
+// Option configures NewClient, NewClusterSource or NewHTTPSource. Each
+// option's documentation says which of them take it; the others refuse it
+// with an error naming the option and the constructors that take it, e.g.
+// "iq: NewHTTPSource: WithStoreTopics is an option of NewClusterSource
+// only". Options are applied in order: a later one wins over an earlier
+// one, and every option wins over the environment.
+type Option interface {
+	apply(c *config, to constructor) error
+}
+
+// constructor is a set of constructors an option applies to.
+type constructor uint8
+
+const (
+	forClient constructor = 1 << iota
+	forCluster
+	forHTTP
+
+	forSources = forCluster | forHTTP
+	forAll     = forClient | forSources
+)
+
+// String names the constructors, for errors: "NewClient",
+// "NewClusterSource and NewHTTPSource".
+func (c constructor) String() string {
+	var names []string
+	for _, n := range []struct {
+		c    constructor
+		name string
+	}{{forClient, "NewClient"}, {forCluster, "NewClusterSource"}, {forHTTP, "NewHTTPSource"}} {
+		if c&n.c != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, " and ")
+}
+
+// option is every Option: a name for errors, the constructors that take
+// it and what it sets.
+type option struct {
+	name string
+	to   constructor
+	set  func(*config)
+}
+
+func (o option) apply(c *config, to constructor) error {
+	if o.to&to == 0 {
+		only := ""
+		if o.to&(o.to-1) == 0 {
+			only = " only"
+		}
+		return fmt.Errorf("iq: %s: %s is an option of %s%s", to, o.name, o.to, only)
+	}
+	o.set(c)
+	return nil
+}
+
+// config holds what options set, for every constructor; each constructor
+// fills in its defaults first and reads the fields it uses.
+type config struct {
+	// Every constructor.
+	logger    *slog.Logger
+	lookupEnv func(string) (string, bool)
+
+	// NewClient.
+	allowStandby    *bool
+	maxLag          *int64
+	az              *string
+	partitioner     Partitioner
+	intN            func(n int) int
+	maxAttempts     int
+	attemptTimeout  time.Duration
+	retriable       func(error) bool
+	azDetect        func(context.Context) (azdetect.Result, error)
+	azDetectTimeout time.Duration
+
+	// NewClusterSource and NewHTTPSource.
+	interval, timeout time.Duration
+
+	// NewClusterSource.
+	transport   kafka.RoundTripper
+	storeTopics map[string][]string
+	azTag       *string
+	lagBounds   bool
+	api         clusterAPI
+
+	// NewHTTPSource.
+	maxBody    int64
+	httpClient *http.Client
+	discover   bool
+}
+
+// newConfig returns the settings every constructor shares, at their
+// defaults.
+func newConfig() config {
+	return config{logger: slog.Default(), lookupEnv: os.LookupEnv}
+}
+
+// apply applies opts for constructor to.
+func (c *config) apply(to constructor, opts []Option) error {
+	for i, o := range opts {
+		if o == nil {
+			return fmt.Errorf("iq: %s: option %d is nil", to, i)
+		}
+		if err := o.apply(c, to); err != nil {
+			return err
+		}
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.lookupEnv == nil {
+		c.lookupEnv = os.LookupEnv
+	}
+	return nil
+}
+
+// env reads the environment variable name through the configured lookup.
+// It returns the value with surrounding spaces removed, and whether the
+// variable is set; a variable that is set but blank is an error.
+func (c *config) env(name string) (string, bool, error) {
+	v, ok := c.lookupEnv(name)
+	if !ok {
+		return "", false, nil
+	}
+	if strings.TrimSpace(v) == "" {
+		return "", false, fmt.Errorf("iq: %s is set but blank", name)
+	}
+	return strings.TrimSpace(v), true, nil
+}
+
+// WithLogger sets the logger. Default: slog.Default(). Taken by every
+// constructor.
+func WithLogger(l *slog.Logger) Option {
+	return option{"WithLogger", forAll, func(c *config) { c.logger = l }}
+}
+
+// WithLookupEnv replaces os.LookupEnv as the source of the environment
+// variables the constructors read (EnvAllowStandby and EnvMaxLag for
+// NewClient; EnvAZTag and AZKAFKA_MAX_RESPONSE_BYTES for
+// NewClusterSource; none for NewHTTPSource): tests and programs that keep
+// their settings elsewhere pass their own. A variable the lookup reports
+// as set but blank (empty or spaces) is an error. Taken by every
+// constructor.
+func WithLookupEnv(lookup func(string) (string, bool)) Option {
+	return option{"WithLookupEnv", forAll, func(c *config) { c.lookupEnv = lookup }}
+}
+
+// WithPollInterval sets the time between polls. It must be positive.
+// Default: DefaultPollInterval (5s). Taken by NewClusterSource and
+// NewHTTPSource.
+func WithPollInterval(d time.Duration) Option {
+	return option{"WithPollInterval", forSources, func(c *config) { c.interval = d }}
+}
+
+// WithPollTimeout bounds one poll: the request to one instance
+// (HTTPSource) or the requests of one poll (ClusterSource). It must be
+// positive. Default: DefaultPollTimeout (2s) for NewHTTPSource,
+// DefaultClusterPollTimeout (10s) for NewClusterSource. Taken by both.
+func WithPollTimeout(d time.Duration) Option {
+	return option{"WithPollTimeout", forSources, func(c *config) { c.timeout = d }}
+}
