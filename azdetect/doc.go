@@ -12,6 +12,15 @@
 // The command azkafka detect [--json] shows what a process would detect,
 // with each provider's outcome.
 //
+// # Errors
+//
+// Errors of the package start with "azdetect:". Every error Detect and
+// Redetect return matches ErrNoAZ (errors.Is); a zone that fails Validate
+// matches ErrInvalidAZ; each provider's outcome in a Result's report
+// matches ErrNotConfigured, ErrNotThisCloud, ErrNoZone or ErrSuperseded
+// when it gave no zone. Configuration errors (ConfigFromEnv) name the
+// variable and quote its value.
+//
 // # Sources
 //
 // An explicit zone — Config.AZ (source "option"), or AZKAFKA_AZ, else

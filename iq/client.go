@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // them; a variable that is set but blank is an error.
 const (
 	// EnvAllowStandby enables serving from standby replicas (and from an
-	// active copy that is still restoring): "true" or "false" (strconv.ParseBool).
+	// active copy that is still restoring): "true" or "false", in any case.
 	EnvAllowStandby = "AZKAFKA_IQ_ALLOW_STANDBY"
 	// EnvMaxLag is the largest lag, in offsets, a replica may have to be
 	// queried when standby serving is allowed: a non-negative integer.
@@ -153,11 +154,14 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 	} else if v, ok, err := cfg.env(EnvAllowStandby); err != nil {
 		return nil, err
 	} else if ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("iq: %s=%s: not a boolean (want true or false)", EnvAllowStandby, quote(v))
+		switch strings.ToLower(v) {
+		case "true":
+			c.allowStandby = true
+		case "false":
+			c.allowStandby = false
+		default:
+			return nil, fmt.Errorf("iq: %s=%s: not a boolean (want true or false, in any case)", EnvAllowStandby, quote(v))
 		}
-		c.allowStandby = b
 	}
 	if cfg.maxLag != nil {
 		c.maxLag = *cfg.maxLag

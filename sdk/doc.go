@@ -123,6 +123,21 @@
 // (N - burst) / rate. DialerConnStats and TransportConnStats report the
 // counters.
 //
+// # Errors
+//
+// Errors the package returns start with "sdk:" (the Writer's and the
+// Reader's per-message errors keep kafka-go's forms: kafka.WriteErrors,
+// kafka.Error). Callers can match with errors.Is: ErrBadResponse (a
+// broker's bytes the frame guard refused), context.DeadlineExceeded and
+// context.Canceled (a call's ctx ended; the error also carries the last
+// cause the engine met), kafka-go's kafka.Error codes (kafka.TopicAuthorizationFailed,
+// ...) and franz-go's kerr errors for the same codes, io.EOF and the
+// other connection errors retry.IsTransient reports. With errors.As:
+// kafka.WriteErrors (WriteMessages, aligned with its messages) and
+// *tls.CertificateVerificationError. Configuration errors (of the
+// constructors) are not meant to be matched: they name the option or the
+// variable and quote its value.
+//
 // # Misbehaving brokers
 //
 // Every connection a client of this package dials (Writer, Reader, the

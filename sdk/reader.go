@@ -264,15 +264,15 @@ const closeCommitTimeout = 10 * time.Second
 // wait for the cluster: connection errors come from the reads.
 func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	if err := config.Validate(); err != nil {
-		return nil, fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %w", err)
+		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
 	rangeFirst := len(config.GroupBalancers) > 0 && isRange(config.GroupBalancers[0])
 	if err := readerDefaults(&config); err != nil {
-		return nil, fmt.Errorf("sdk.NewReader: invalid kafka.ReaderConfig: %w", err)
+		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
 	s, err := newSession(context.Background(), append([]Option{forCtor(ctorReader)}, readerOptions(config.Dialer, opts)...))
 	if err != nil {
-		return nil, fmt.Errorf("sdk.NewReader: %w", err)
+		return nil, fmt.Errorf("sdk: NewReader: %w", err)
 	}
 	config.GroupBalancers = withZone(config.GroupBalancers, s.az)
 	r := &Reader{
@@ -297,7 +297,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	r.config.Dialer = s.dialer()
 	// The hooks keep the client (see engine).
 	if _, err := kgo.NewClient(r.engineOpts()...); err != nil {
-		return nil, fmt.Errorf("sdk.NewReader: %w", err)
+		return nil, fmt.Errorf("sdk: NewReader: %w", err)
 	}
 	refresh := r.hooks.refreshMetadata
 	s.policy.onPeerClose.Store(&refresh)

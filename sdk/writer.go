@@ -226,22 +226,22 @@ const (
 // wait for the cluster.
 func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	if w == nil {
-		return nil, errors.New("sdk.NewWriter: writer is nil")
+		return nil, errors.New("sdk: NewWriter: writer is nil")
 	}
 	if w.Addr == nil {
-		return nil, errors.New("sdk.NewWriter: kafka.Writer.Addr is nil: set it, e.g. kafka.TCP(\"broker:9092\")")
+		return nil, errors.New("sdk: NewWriter: kafka.Writer.Addr is nil: set it, e.g. kafka.TCP(\"broker:9092\")")
 	}
 	opts, err := writerOptions(w.Transport, opts)
 	if err != nil {
-		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
+		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
 	}
 	s, err := newSession(context.Background(), append([]Option{forCtor(ctorWriter)}, opts...))
 	if err != nil {
-		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
+		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
 	}
 	idempotent, why, err := idempotenceDecision(w.RequiredAcks, s.idempotence)
 	if err != nil {
-		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
+		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
 	}
 	if s.baseDialer == nil && s.baseTransport != nil {
 		s.baseDialer = transportDialer(s.baseTransport)
@@ -289,7 +289,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	sw.idempotent.Store(idempotent)
 	cl, err := kgo.NewClient(append(slices.Clip(sw.baseOpts), acksOpts(w.RequiredAcks, idempotent)...)...)
 	if err != nil {
-		return nil, fmt.Errorf("sdk.NewWriter: %w", err)
+		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
 	}
 	sw.client.Store(cl)
 	refresh := sw.hooks.refreshMetadata

@@ -20,8 +20,9 @@ import (
 // environment and detects the zone; tests replace them so that no metadata
 // service is ever asked.
 var (
-	clientIDGetenv                                                = os.Getenv
-	clientIDDetect func(context.Context) (azdetect.Result, error) = nil // nil: the SDK's default
+	clientIDGetenv                                                 = os.Getenv
+	clientIDEnviron                                                = os.Environ // for the unknown-variable check
+	clientIDDetect  func(context.Context) (azdetect.Result, error) = nil        // nil: the SDK's default
 )
 
 const clientIDUsage = `Usage: azkafka clientid [--json] [--acks all|one|none]
@@ -112,6 +113,9 @@ func runClientID(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if id.AZ == "" {
 		fmt.Fprintf(stderr, "azkafka clientid: warning: availability zone unknown, the client ID has no warpstream_az pair: %v\n", id.AZError)
+	}
+	for _, err := range sdk.CheckEnv(clientIDEnviron()) {
+		fmt.Fprintf(stderr, "azkafka clientid: warning: %v (it is ignored)\n", err)
 	}
 	idempotent, why, err := sdk.WriterIdempotence(acks, opts...)
 	if err != nil {

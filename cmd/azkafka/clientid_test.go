@@ -16,9 +16,16 @@ import (
 // if it tries to detect the zone when want is false.
 func withClientIDEnv(t *testing.T, env map[string]string, detect func(context.Context) (azdetect.Result, error)) {
 	t.Helper()
-	oldGetenv, oldDetect := clientIDGetenv, clientIDDetect
-	t.Cleanup(func() { clientIDGetenv, clientIDDetect = oldGetenv, oldDetect })
+	oldGetenv, oldDetect, oldEnviron := clientIDGetenv, clientIDDetect, clientIDEnviron
+	t.Cleanup(func() { clientIDGetenv, clientIDDetect, clientIDEnviron = oldGetenv, oldDetect, oldEnviron })
 	clientIDGetenv = func(k string) string { return env[k] }
+	clientIDEnviron = func() []string {
+		var kv []string
+		for k, v := range env {
+			kv = append(kv, k+"="+v)
+		}
+		return kv
+	}
 	if detect == nil {
 		detect = func(context.Context) (azdetect.Result, error) {
 			t.Error("detection ran although AZKAFKA_AZ was set")
@@ -148,5 +155,16 @@ func TestClientIDCommandWriterIdempotence(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if got := run([]string{"clientid", "--acks", "two"}, strings.NewReader(""), &out, &errOut); got != exitUsage || !strings.Contains(errOut.String(), `--acks="two"`) {
 		t.Fatalf("--acks two: status %d, stderr %q", got, errOut.String())
+	}
+}
+
+func TestClientIDWarnsOfUnknownVariables(t *testing.T) {
+	withClientIDEnv(t, map[string]string{"AZKAFKA_AZ": "az-a", "AZKAFKA_IDEMPOTANCE": "false"}, nil)
+	var stdout, stderr bytes.Buffer
+	if st := run([]string{"clientid"}, nil, &stdout, &stderr); st != exitOK {
+		t.Fatalf("status %d: %s", st, stderr.String())
+	}
+	if want := "azkafka clientid: warning: sdk: AZKAFKA_IDEMPOTANCE: unknown variable; did you mean AZKAFKA_IDEMPOTENCE? (it is ignored)"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 }

@@ -64,7 +64,7 @@ func TestIQRouteCommand(t *testing.T) {
 			[]string{`key "KH01": partition 0`, "active:   127.0.0.1:", " az az-a lag 0 (current 50, end 50)", "az az-b lag 7 (current 43, end 50)", "policy:   active only", "order 1:", "(active)"}, nil},
 		{"standby allowed, zone b", []string{"--allow-standby", "--az", "az-b", "KH01"}, nil, false, exitOK,
 			[]string{"standbys allowed, max lag 10000, caller zone az-b", "order 1:", "order 2:", "(standby)"}, nil},
-		{"env enables standby", []string{"--az", "", "KH01"}, map[string]string{"AZKAFKA_IQ_ALLOW_STANDBY": "1"}, false, exitOK,
+		{"env enables standby", []string{"--az", "", "KH01"}, map[string]string{"AZKAFKA_IQ_ALLOW_STANDBY": "TRUE"}, false, exitOK,
 			[]string{"standbys allowed", "caller zone unknown", "order 2:"}, nil},
 		{"flag beats env", []string{"--allow-standby=false", "KH01"}, map[string]string{"AZKAFKA_IQ_ALLOW_STANDBY": "true"}, false, exitOK,
 			[]string{"policy:   active only"}, nil},
