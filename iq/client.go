@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // Environment variables read by NewClient. Options passed to NewClient win
@@ -58,6 +59,7 @@ type clientConfig struct {
 	logger          *slog.Logger
 	lookupEnv       func(string) (string, bool)
 	azDetectTimeout time.Duration
+	metrics         metrics.Provider
 }
 
 // WithAllowStandby turns serving from standby replicas, and from an active
@@ -116,6 +118,13 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *clientConfig) { c.logger = l }
 }
 
+// WithMetrics makes the Client report each Query to p (see package
+// metrics: Recorder.Queried): its outcome, the copy that answered, the
+// replicas tried and its duration. Default: none, at no cost.
+func WithMetrics(p metrics.Provider) Option {
+	return func(c *clientConfig) { c.metrics = p }
+}
+
 // WithLookupEnv replaces os.LookupEnv for reading EnvAllowStandby and
 // EnvMaxLag (tests pass a map).
 func WithLookupEnv(lookup func(string) (string, bool)) Option {
@@ -134,6 +143,7 @@ type Client struct {
 	attemptTimeout time.Duration
 	retriable      func(error) bool
 	logger         *slog.Logger
+	rec            metrics.Recorder // nil without WithMetrics
 
 	azOnce          sync.Once
 	az              string
@@ -210,6 +220,13 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
+	}
+	if cfg.metrics != nil {
+		mc := metrics.Client{Kind: metrics.KindIQ}
+		if cfg.az != nil {
+			mc.AZ, mc.AZSource = c.az, azdetect.SourceOption
+		}
+		c.rec = cfg.metrics.Recorder(mc)
 	}
 	return c, nil
 }

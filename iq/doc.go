@@ -36,6 +36,9 @@
 // or while no instance is active for a key's partition, Route and Query
 // return errors that satisfy errors.Is(err, ErrNotAvailable).
 //
+// WithMetrics reports each Query (outcome, copy chosen, attempts, duration)
+// to a metrics.Provider such as contrib/prometheus's.
+//
 // Configuration: AZKAFKA_IQ_ALLOW_STANDBY (default false) and
 // AZKAFKA_IQ_MAX_LAG (default 10000 offsets) for the Client,
 // AZKAFKA_IQ_AZ_TAG (default "az") for the ClusterSource; options win.

@@ -13,8 +13,10 @@ import (
 
 	"github.com/azkafka/azkafka/azdetect"
 	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 )
 
@@ -86,6 +88,8 @@ type options struct {
 	maxResponse    *int
 	baseDialer     *kafka.Dialer
 	baseTransport  *kafka.Transport
+	metrics        metrics.Provider
+	engineHooks    []kgo.Hook
 	getenv         func(string) string
 	detect         func(context.Context) (azdetect.Result, error)
 	clock          *clock
@@ -265,6 +269,8 @@ type config struct {
 	maxResponse   int
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
+	metrics       metrics.Provider
+	engineHooks   []kgo.Hook
 	clock         clock
 }
 
@@ -291,6 +297,8 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		logger:        o.logger,
 		baseDialer:    o.baseDialer,
 		baseTransport: o.baseTransport,
+		metrics:       o.metrics,
+		engineHooks:   o.engineHooks,
 		clock:         realClock(),
 	}
 	if c.logger == nil {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/retry"
 	"golang.org/x/time/rate"
 )
@@ -108,6 +109,9 @@ type connPolicy struct {
 	// onPeerClose, when set, runs after a peer closed or reset a
 	// connection: the engine refreshes its metadata then.
 	onPeerClose atomic.Pointer[func()]
+	// rec receives the policy's events; nil without metrics. Set before
+	// the first dial.
+	rec metrics.Recorder
 }
 
 // addrState is what the policy remembers about one address.
@@ -157,21 +161,24 @@ const tlsServedTurns = 3
 
 func (p *connPolicy) dial(ctx context.Context, network, address string, inner dialFunc, turns int32) (net.Conn, error) {
 	st := p.state(address)
-	if err := p.waitBackoff(ctx, st); err != nil {
+	if err := p.waitBackoff(ctx, address, st); err != nil {
 		return nil, err
 	}
-	if err := p.waitLimiter(ctx); err != nil {
+	if err := p.waitLimiter(ctx, address); err != nil {
 		return nil, err
 	}
 	p.stats.dials.Add(1)
 	conn, err := inner(ctx, network, address)
+	if p.rec != nil {
+		p.rec.Dialed(address, err == nil)
+	}
 	if err != nil {
 		p.stats.failures.Add(1)
 		p.fail(st)
 		return nil, err
 	}
 	p.stats.created.Add(1)
-	return &policyConn{Conn: conn, policy: p, st: st, needTurns: turns}, nil
+	return &policyConn{Conn: conn, policy: p, st: st, addr: address, needTurns: turns}, nil
 }
 
 func (p *connPolicy) fail(st *addrState) {
@@ -183,7 +190,7 @@ func (p *connPolicy) fail(st *addrState) {
 // waitBackoff sleeps before re-dialing an address that failed (growing
 // full-jitter delay) or whose connection the peer just closed (one short
 // jittered delay).
-func (p *connPolicy) waitBackoff(ctx context.Context, st *addrState) error {
+func (p *connPolicy) waitBackoff(ctx context.Context, address string, st *addrState) error {
 	f := st.failures.Load()
 	peer := st.peerClosed.Swap(false)
 	if f == 0 && !peer {
@@ -199,14 +206,18 @@ func (p *connPolicy) waitBackoff(ctx context.Context, st *addrState) error {
 	}
 	start := p.clock.now()
 	err := p.clock.sleep(ctx, d)
-	p.stats.backoffWait.Add(int64(p.clock.now().Sub(start)))
+	waited := p.clock.now().Sub(start)
+	p.stats.backoffWait.Add(int64(waited))
+	if p.rec != nil && waited > 0 {
+		p.rec.DialWaited(address, metrics.WaitRedial, waited)
+	}
 	if err != nil {
 		return fmt.Errorf("sdk: waiting %v to re-dial: %w", d, err)
 	}
 	return nil
 }
 
-func (p *connPolicy) waitLimiter(ctx context.Context) error {
+func (p *connPolicy) waitLimiter(ctx context.Context, address string) error {
 	if p.limiter == nil {
 		return nil
 	}
@@ -228,6 +239,9 @@ func (p *connPolicy) waitLimiter(ctx context.Context) error {
 	err := p.clock.sleep(ctx, d)
 	end := p.clock.now()
 	p.stats.limiterWait.Add(int64(end.Sub(now)))
+	if p.rec != nil && end.After(now) {
+		p.rec.DialWaited(address, metrics.WaitLimiter, end.Sub(now))
+	}
 	if err != nil {
 		r.CancelAt(end)
 		return fmt.Errorf("sdk: waiting %v for the connection rate limit: %w", d, err)
@@ -242,6 +256,7 @@ type policyConn struct {
 	net.Conn
 	policy    *connPolicy
 	st        *addrState
+	addr      string
 	needTurns int32
 
 	served        atomic.Bool
@@ -294,9 +309,17 @@ func (c *policyConn) noteError(err error) {
 	if f := c.policy.onPeerClose.Load(); f != nil {
 		(*f)()
 	}
-	if !c.served.Load() {
+	early := !c.served.Load()
+	if early {
 		c.policy.stats.earlyCloses.Add(1)
 		c.policy.fail(c.st)
+	}
+	if r := c.policy.rec; r != nil {
+		cause := metrics.ClosePeer
+		if early {
+			cause = metrics.ClosePeerEarly
+		}
+		r.ConnClosed(c.addr, cause)
 	}
 }
 
@@ -305,9 +328,19 @@ func (c *policyConn) Close() error {
 	// A connection the client gives up on before it served anything (a
 	// handshake or first request that timed out) also counts as a failure
 	// of the address; one never written to does not.
-	if c.ended.CompareAndSwap(false, true) && !c.served.Load() && (c.wrote.Load() || c.turns.Load() > 0) {
-		c.policy.stats.earlyCloses.Add(1)
-		c.policy.fail(c.st)
+	if c.ended.CompareAndSwap(false, true) {
+		early := !c.served.Load() && (c.wrote.Load() || c.turns.Load() > 0)
+		if early {
+			c.policy.stats.earlyCloses.Add(1)
+			c.policy.fail(c.st)
+		}
+		if r := c.policy.rec; r != nil {
+			cause := metrics.CloseLocal
+			if early {
+				cause = metrics.CloseLocalEarly
+			}
+			r.ConnClosed(c.addr, cause)
+		}
 	}
 	return c.Conn.Close()
 }
