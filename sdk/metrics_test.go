@@ -49,6 +49,7 @@ func TestMetricsWriter(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	batches := st.BatchSize.Count + w.Stats().BatchSize.Count // the engine's batch events may follow a call's return
 
 	cl := rec.Client()
 	want := metrics.Client{
@@ -65,8 +66,8 @@ func TestMetricsWriter(t *testing.T) {
 	if valueBytes := int64(3 * 100 * 2 * len(msgs[0].Value)); counts["produced bytes"] < valueBytes || counts["produced compressed bytes"] == 0 {
 		t.Errorf("produced bytes = %d (compressed %d), want at least the keys and values' %d", counts["produced bytes"], counts["produced compressed bytes"], valueBytes)
 	}
-	if b := counts["produced batches"]; b < 3 || b > 9 {
-		t.Errorf("produced batches = %d, want 3 calls × at most 3 partitions", b)
+	if b := counts["produced batches"]; b != batches || b < 3 {
+		t.Errorf("produced batches = %d, want Stats' %d (at least one per call)", b, batches)
 	}
 	if counts["requests api=0"] < 3 || counts["request bytes written"] == 0 || counts["request bytes read"] == 0 {
 		t.Errorf("requests: %v, want at least 3 Produce requests with bytes both ways", counts)
