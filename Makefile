@@ -4,7 +4,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOFILES      = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')
 # Modules of their own beside the core (each has a go.mod and a replace of
 # the core): the exporters and the example that uses them.
-SUBMODULES   = contrib/prometheus examples/metrics
+SUBMODULES   = contrib/prometheus contrib/otel examples/metrics
 
 .PHONY: help test fmt vet staticcheck gotest download conformance ci
 
