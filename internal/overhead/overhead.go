@@ -13,8 +13,10 @@ package overhead
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,8 +44,8 @@ const (
 // messages of 100 bytes (op: one call) with acks=all and idempotence, on
 // a topic of 6 partitions; client=reader, a Reader of one partition
 // reading 20,000 such messages from the start (op: the Reader's creation,
-// its reads, its Close). Both report msgs/s and allocs/msg (every
-// allocation of the process, the in-process broker's included).
+// its reads, its Close). Both report msgs/s, allocs/msg and cpu-ns/msg
+// (the whole process's: the in-process broker's included).
 func Run(b *testing.B, variants ...Variant) {
 	c := embedded.StartT(b, embedded.Topic("overhead-w", 6), embedded.Topic("overhead-r", 1))
 	fill(b, c.Addrs(), "overhead-r")
@@ -60,11 +62,47 @@ func Run(b *testing.B, variants ...Variant) {
 		}
 		return o
 	}
-	for _, v := range variants {
+	// Warm the broker and the process up, untimed, and rotate the order
+	// of the variants from one run (-count) to the next: none is favoured
+	// by going first into a fresh broker.
+	warm(b, c.Addrs(), base)
+	k := int(runs.Add(1))
+	order := append(variants[k%len(variants):], variants[:k%len(variants)]...)
+	for _, v := range order {
 		b.Run("client=writer/metrics="+v.Name, func(b *testing.B) { writes(b, c.Addrs(), opts(v)) })
 	}
-	for _, v := range variants {
+	for _, v := range order {
 		b.Run("client=reader/metrics="+v.Name, func(b *testing.B) { reads(b, c.Addrs(), opts(v)) })
+	}
+}
+
+// runs counts the calls of Run, topics the Writers' topics.
+var runs, topics atomic.Int64
+
+// warm writes a few hundred calls' worth and reads the read topic once.
+func warm(b *testing.B, addrs []string, opts []sdk.Option) {
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "overhead-w", RequiredAcks: kafka.RequireAll}, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	msgs := messages()
+	for range 300 {
+		if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: "overhead-r", MaxWait: 100 * time.Millisecond}, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	for range readN {
+		if _, err := r.FetchMessage(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -90,14 +128,26 @@ func fill(b *testing.B, addrs []string, topic string) {
 	}
 }
 
+// writes measures a Writer on a topic of its own, deleted after, so that
+// what earlier runs stored does not weigh on the garbage collector.
 func writes(b *testing.B, addrs []string, opts []sdk.Option) {
-	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "overhead-w", RequiredAcks: kafka.RequireAll}, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("overhead-w-%d", topics.Add(1))
+	if err := embedded.CreateTopic(ctx, addrs, topic, 6); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if _, err := (&kafka.Client{Addr: kafka.TCP(addrs...)}).DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}}); err != nil {
+			b.Fatal(err)
+		}
+	}()
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: kafka.RequireAll}, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer w.Close()
 	msgs := messages()
-	ctx := context.Background()
 	if err := w.WriteMessages(ctx, msgs...); err != nil { // connect, metadata, producer ID
 		b.Fatal(err)
 	}
@@ -125,12 +175,16 @@ func reads(b *testing.B, addrs []string, opts []sdk.Option) {
 	})
 }
 
-// measure runs op b.N times and reports msgs/s and allocs/msg, msgs being
-// the messages of one op.
+// measure runs op b.N times and reports msgs/s, allocs/msg and
+// cpu-ns/msg (the process's CPU time, user and system, which other load on
+// the machine disturbs less than the wall clock), msgs being the messages
+// of one op. The garbage of what ran before is collected first.
 func measure(b *testing.B, msgs int, op func()) {
 	b.ReportAllocs()
+	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpu := cpuTime()
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
@@ -138,7 +192,12 @@ func measure(b *testing.B, msgs int, op func()) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	cpu = cpuTime() - cpu
 	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(b.N*msgs)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*msgs), "allocs/msg")
+	n := float64(b.N * msgs)
+	b.ReportMetric(n/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/msg")
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/msg")
+	}
 }
