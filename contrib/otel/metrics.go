@@ -85,24 +85,32 @@ func WithTopicAttributes() MetricsOption { return func(c *metricsConfig) { c.top
 
 // Metrics is the metrics.Provider to hand to the clients (sdk.WithMetrics,
 // iq.WithMetrics); one serves every client of a process. Create it with
-// NewMetrics. Safe for concurrent use.
+// NewMetrics. What the clients count per batch, request or poll (messages,
+// bytes, lag) is an atomic add, observed when the MeterProvider's reader
+// collects; the operation durations and the rarer events are measured as
+// they happen. Safe for concurrent use.
 type Metrics struct {
 	topics bool
 
-	sent, consumed metric.Int64Counter
-	opDuration     metric.Float64Histogram
+	// What the clients count per batch, request or poll is kept in atomic
+	// series and observed at collection (an OpenTelemetry measurement
+	// costs far more than an atomic add).
+	sent, consumed, networkIO, writerBytes, writerBatches, readerBytes, fetchBytes              metric.Int64ObservableCounter
+	lag                                                                                         metric.Int64ObservableUpDownCounter
+	sentS, consumedS, networkIOS, writerBytesS, writerBatchesS, readerBytesS, fetchBytesS, lagS *seriesSet
+
+	opDuration metric.Float64Histogram
 
 	dials, closes, redials  metric.Int64Counter
 	open                    metric.Int64UpDownCounter
 	dialWait                metric.Float64Counter
-	networkIO               metric.Int64Counter
 	requestErrors, absorbed metric.Int64Counter
 
-	writerBytes, writerBatches, resends, epochBumps metric.Int64Counter
-	idempotent                                      metric.Int64UpDownCounter
+	resends, epochBumps metric.Int64Counter
+	idempotent          metric.Int64UpDownCounter
 
-	readerBytes, fetchBytes, retries metric.Int64Counter
-	lag, followers, fallback         metric.Int64UpDownCounter
+	retries             metric.Int64Counter
+	followers, fallback metric.Int64UpDownCounter
 
 	queries, attempts metric.Int64Counter
 	queryDuration     metric.Float64Histogram
@@ -137,14 +145,19 @@ func NewMetrics(opts ...MetricsOption) (*Metrics, error) {
 		errs = append(errs, err)
 		return c
 	}
+	observed := func(name, unit, desc string) (metric.Int64ObservableCounter, *seriesSet) {
+		c, err := mt.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c, &seriesSet{}
+	}
 	histogram := func(name, desc string) metric.Float64Histogram {
 		h, err := mt.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(durationBuckets...))
 		errs = append(errs, err)
 		return h
 	}
 	sent, consumed, dur := messagingconv.ClientSentMessages{}, messagingconv.ClientConsumedMessages{}, messagingconv.ClientOperationDuration{}
-	m.sent = counter(sent.Name(), sent.Unit(), sent.Description())
-	m.consumed = counter(consumed.Name(), consumed.Unit(), consumed.Description())
+	m.sent, m.sentS = observed(sent.Name(), sent.Unit(), sent.Description())
+	m.consumed, m.consumedS = observed(consumed.Name(), consumed.Unit(), consumed.Description())
 	m.opDuration = histogram(dur.Name(), dur.Description())
 
 	m.dials = counter("azkafka.connection.dials", "{dial}", "Connection attempts that reached the network, by result.")
@@ -155,20 +168,23 @@ func NewMetrics(opts ...MetricsOption) (*Metrics, error) {
 		metric.WithDescription("Time dials waited before reaching the network, by reason (limiter, redial)."))
 	errs = append(errs, err)
 	m.dialWait = wait
-	m.networkIO = counter("azkafka.network.io", "By", "Bytes written to and read from each broker, by direction, rack and whether the broker is in the client's zone.")
+	m.networkIO, m.networkIOS = observed("azkafka.network.io", "By", "Bytes written to and read from each broker, by direction, rack and whether the broker is in the client's zone.")
 	m.requestErrors = counter("azkafka.request.errors", "{request}", "Requests whose response was lost, by Kafka API and error type.")
 	m.absorbed = counter("azkafka.errors.absorbed", "{error}", "Errors the client waited out instead of returning, by type.")
 
-	m.writerBytes = counter("azkafka.writer.bytes", "By", "Uncompressed bytes of the records the brokers acknowledged.")
-	m.writerBatches = counter("azkafka.writer.batches", "{batch}", "Record batches the brokers acknowledged.")
+	m.writerBytes, m.writerBytesS = observed("azkafka.writer.bytes", "By", "Uncompressed bytes of the records the brokers acknowledged.")
+	m.writerBatches, m.writerBatchesS = observed("azkafka.writer.batches", "{batch}", "Record batches the brokers acknowledged.")
 	m.resends = counter("azkafka.writer.resends", "{request}", "Produce requests sent again after their connection failed (connection), resent batches a restarted broker had stored and the Writer counted delivered (stored).")
 	m.epochBumps = counter("azkafka.writer.epoch_bumps", "{bump}", "Changes of an idempotent Writer's producer ID or epoch after its first.")
 	m.idempotent = upDown("azkafka.writer.idempotent", "{writer}", "Writers producing idempotently now.")
 
-	m.readerBytes = counter("azkafka.reader.bytes", "By", "Key and value bytes of the messages Readers took to hand out.")
-	m.fetchBytes = counter("azkafka.reader.fetch.bytes", "By", "Bytes of record batches fetched from each broker, as they crossed the network.")
+	m.readerBytes, m.readerBytesS = observed("azkafka.reader.bytes", "By", "Key and value bytes of the messages Readers took to hand out.")
+	m.fetchBytes, m.fetchBytesS = observed("azkafka.reader.fetch.bytes", "By", "Bytes of record batches fetched from each broker, as they crossed the network.")
 	m.retries = counter("azkafka.reader.retries", "{retry}", "Reader operations tried again after a transient error, by op.")
-	m.lag = upDown("azkafka.reader.lag", "{message}", "Messages behind the high watermark, summed over the partitions the Readers consume, as of each partition's last fetch.")
+	lag, err := mt.Int64ObservableUpDownCounter("azkafka.reader.lag", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages behind the high watermark, summed over the partitions the Readers consume, as of each partition's last fetch."))
+	errs = append(errs, err)
+	m.lag, m.lagS = lag, &seriesSet{}
 	m.followers = upDown("azkafka.reader.follower_partitions", "{partition}", "Partitions fetched from a follower now (KIP-392).")
 	m.fallback = upDown("azkafka.reader.zone_fallback", "{reader}", "Readers fetching from the leaders now because a broker of their zone does not answer.")
 
@@ -180,7 +196,70 @@ func NewMetrics(opts ...MetricsOption) (*Metrics, error) {
 			return nil, err
 		}
 	}
+	if _, err := mt.RegisterCallback(m.observe, m.sent, m.consumed, m.networkIO, m.writerBytes, m.writerBatches, m.readerBytes, m.fetchBytes, m.lag); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// observe reports every series of the observed instruments.
+func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
+	for _, x := range []struct {
+		inst metric.Int64Observable
+		set  *seriesSet
+	}{
+		{m.sent, m.sentS}, {m.consumed, m.consumedS}, {m.networkIO, m.networkIOS}, {m.writerBytes, m.writerBytesS},
+		{m.writerBatches, m.writerBatchesS}, {m.readerBytes, m.readerBytesS}, {m.fetchBytes, m.fetchBytesS}, {m.lag, m.lagS},
+	} {
+		for _, s := range x.set.all() {
+			o.ObserveInt64(x.inst, s.n.Load(), metric.WithAttributeSet(s.attrs))
+		}
+	}
+	return nil
+}
+
+// series is a count kept for one set of attributes, shared by the
+// clients that have those attributes.
+type series struct {
+	attrs attribute.Set
+	n     atomic.Int64
+}
+
+// seriesSet is an instrument's series, by attribute set; they live as long
+// as the Metrics, bounded by the attributes' cardinality.
+type seriesSet struct {
+	mu   sync.Mutex
+	byID map[attribute.Distinct]*series
+	list atomic.Pointer[[]*series] // copied on write, for observe
+}
+
+// get returns the series of kvs, created on first use.
+func (ss *seriesSet) get(kvs ...attribute.KeyValue) *series {
+	set := attribute.NewSet(kvs...)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s, ok := ss.byID[set.Equivalent()]; ok {
+		return s
+	}
+	if ss.byID == nil {
+		ss.byID = map[attribute.Distinct]*series{}
+	}
+	s := &series{attrs: set}
+	ss.byID[set.Equivalent()] = s
+	var list []*series
+	if l := ss.list.Load(); l != nil {
+		list = append(list, *l...)
+	}
+	list = append(list, s)
+	ss.list.Store(&list)
+	return s
+}
+
+func (ss *seriesSet) all() []*series {
+	if l := ss.list.Load(); l != nil {
+		return *l
+	}
+	return nil
 }
 
 // Recorder implements metrics.Provider: the clients call it, once each.
@@ -228,7 +307,8 @@ type lagEntry struct {
 
 type brokerAttrs struct {
 	addr, rack string
-	tx, rx     []metric.AddOption // azkafka.network.io, azkafka.reader.fetch.bytes (rx)
+	tx, rx     *series // azkafka.network.io
+	fetch      *series // azkafka.reader.fetch.bytes; nil but for a Reader
 	server     []attribute.KeyValue
 	// messaging.client.operation.duration of Produce, Fetch, OffsetCommit
 	send, poll, commit []metric.RecordOption
@@ -241,7 +321,7 @@ type addrAttrs struct {
 }
 
 type topicAttrs struct {
-	sent, consumed, messages []metric.AddOption // messages: azkafka.writer/reader.* and lag
+	sent, consumed, bytes, batches, lag *series
 }
 
 func addOpts(kvs ...attribute.KeyValue) []metric.AddOption {
@@ -294,11 +374,18 @@ func (r *recorder) newTopicAttrs(topic string) *topicAttrs {
 	if r.m.topics {
 		t = append(t, semconv.MessagingDestinationName(topic))
 	}
-	return &topicAttrs{
-		sent:     addOpts(r.with(append(t, semconv.MessagingOperationName("send"))...)...),
-		consumed: addOpts(r.with(append(t, semconv.MessagingOperationName("poll"))...)...),
-		messages: addOpts(r.with(t...)...),
+	a := &topicAttrs{}
+	switch r.kind {
+	case metrics.KindWriter:
+		a.sent = r.m.sentS.get(r.with(append(t, semconv.MessagingOperationName("send"))...)...)
+		a.bytes = r.m.writerBytesS.get(r.with(t...)...)
+		a.batches = r.m.writerBatchesS.get(r.with(t...)...)
+	case metrics.KindReader:
+		a.consumed = r.m.consumedS.get(r.with(append(t, semconv.MessagingOperationName("poll"))...)...)
+		a.bytes = r.m.readerBytesS.get(r.with(t...)...)
+		a.lag = r.m.lagS.get(r.with(t...)...)
 	}
+	return a
 }
 
 func (r *recorder) topic(topic string) *topicAttrs {
@@ -363,12 +450,15 @@ func (r *recorder) broker(b metrics.Broker) *brokerAttrs {
 	a := &brokerAttrs{
 		addr:   b.Addr,
 		rack:   b.Rack,
-		tx:     addOpts(r.with(append(zone, semconv.NetworkIODirectionTransmit)...)...),
-		rx:     addOpts(r.with(append(zone, semconv.NetworkIODirectionReceive)...)...),
+		tx:     r.m.networkIOS.get(r.with(append(zone, semconv.NetworkIODirectionTransmit)...)...),
+		rx:     r.m.networkIOS.get(r.with(append(zone, semconv.NetworkIODirectionReceive)...)...),
 		server: srv,
 		send:   op("send", semconv.MessagingOperationTypeSend),
 		poll:   op("poll", semconv.MessagingOperationTypeReceive),
 		commit: op("commit", semconv.MessagingOperationTypeSettle),
+	}
+	if r.kind == metrics.KindReader {
+		a.fetch = r.m.fetchBytesS.get(r.with(zone...)...)
 	}
 	next[b.NodeID] = a
 	r.brokers.Store(&next)
@@ -437,8 +527,8 @@ const (
 
 func (r *recorder) Requested(b metrics.Broker, api int16, written, read int, d time.Duration, errType string) {
 	a := r.broker(b)
-	r.m.networkIO.Add(bg, int64(written), a.tx...)
-	r.m.networkIO.Add(bg, int64(read), a.rx...)
+	a.tx.n.Add(int64(written))
+	a.rx.n.Add(int64(read))
 	var op []metric.RecordOption
 	switch api {
 	case apiProduce:
@@ -468,9 +558,12 @@ func (r *recorder) Absorbed(errType string) {
 
 func (r *recorder) Produced(_ metrics.Broker, topic string, _ int32, records, bytes, _ int) {
 	t := r.topic(topic)
-	r.m.sent.Add(bg, int64(records), t.sent...)
-	r.m.writerBytes.Add(bg, int64(bytes), t.messages...)
-	r.m.writerBatches.Add(bg, 1, t.messages...)
+	if t.sent == nil {
+		return // not a Writer
+	}
+	t.sent.n.Add(int64(records))
+	t.bytes.n.Add(int64(bytes))
+	t.batches.n.Add(1)
 }
 
 func (r *recorder) ProduceFailed(topic string, _ int32, messages int, errType string) {
@@ -478,7 +571,7 @@ func (r *recorder) ProduceFailed(topic string, _ int32, messages int, errType st
 	if r.m.topics {
 		kv = append(kv, semconv.MessagingDestinationName(topic))
 	}
-	r.m.sent.Add(bg, int64(messages), addOpts(r.with(kv...)...)...)
+	r.m.sentS.get(r.with(kv...)...).n.Add(int64(messages))
 }
 
 func (r *recorder) Resent(cause metrics.ResendCause) {
@@ -505,24 +598,27 @@ func (r *recorder) ProducerID(id int64, _ int16) {
 }
 
 func (r *recorder) Fetched(b metrics.Broker, _ string, _ int32, _, _, compressed int) {
-	r.m.fetchBytes.Add(bg, int64(compressed), r.broker(b).rx...)
+	if a := r.broker(b); a.fetch != nil {
+		a.fetch.n.Add(int64(compressed))
+	}
 }
 
 func (r *recorder) Consumed(topic string, p int32, messages, bytes int, lag int64) {
 	t := r.topic(topic)
-	r.m.consumed.Add(bg, int64(messages), t.consumed...)
-	r.m.readerBytes.Add(bg, int64(bytes), t.messages...)
+	if t.consumed == nil {
+		return // not a Reader
+	}
+	t.consumed.n.Add(int64(messages))
+	t.bytes.n.Add(int64(bytes))
 	k := partition{topic, p}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return
 	}
-	old, seen := r.lags[k]
+	old := r.lags[k]
 	r.lags[k] = lagEntry{lag, t}
-	if d := lag - old.lag; d != 0 || !seen { // an Add of 0 makes the series
-		r.m.lag.Add(bg, d, t.messages...)
-	}
+	t.lag.n.Add(lag - old.lag)
 }
 
 func (r *recorder) Released(topic string, p int32) {
@@ -531,7 +627,7 @@ func (r *recorder) Released(topic string, p int32) {
 	defer r.mu.Unlock()
 	if e, ok := r.lags[k]; ok {
 		delete(r.lags, k)
-		r.m.lag.Add(bg, -e.lag, e.attrs.messages...)
+		e.attrs.lag.n.Add(-e.lag)
 	}
 	if r.followers[k] {
 		r.m.followers.Add(bg, -1, r.client...)
@@ -594,7 +690,7 @@ func (r *recorder) Closed() {
 	}
 	r.closed = true
 	for k, e := range r.lags {
-		r.m.lag.Add(bg, -e.lag, e.attrs.messages...)
+		e.attrs.lag.n.Add(-e.lag)
 		delete(r.lags, k)
 	}
 	n := int64(0)
