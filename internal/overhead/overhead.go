@@ -6,9 +6,12 @@
 //		overhead.Run(b, overhead.Variant{Name: "none"}, overhead.Variant{Name: "nop", Options: ...})
 //	}
 //
-// Each variant gets its own Writer and Readers on the same broker. Compare
-// the variants with benchstat (-col /metrics); -count repeats the whole
-// benchmark, so the variants' runs interleave.
+// Each variant gets its own Writer and Readers on the same broker, measured
+// in a sub-benchmark of its own (metrics=<name>), and all variants are
+// measured once more in one sub-benchmark (metrics=paired) that alternates
+// between them call by call, so that the machine's other load falls on
+// every variant alike; it reports each variant's time beyond the first's
+// in percent (<name>-%). Compare with benchstat: -col /metrics.
 package overhead
 
 import (
@@ -37,7 +40,8 @@ type Variant struct {
 const (
 	perCall    = 100    // messages per WriteMessages
 	valueBytes = 100    // bytes per message value
-	readN      = 20_000 // messages each Reader iteration reads
+	readN      = 20_000 // messages each Reader reads
+	readTopic  = "overhead-r"
 )
 
 // Run measures every variant: client=writer, synchronous calls of 100
@@ -45,66 +49,57 @@ const (
 // a topic of 6 partitions; client=reader, a Reader of one partition
 // reading 20,000 such messages from the start (op: the Reader's creation,
 // its reads, its Close). Both report msgs/s, allocs/msg and cpu-ns/msg
-// (the whole process's: the in-process broker's included).
+// (the whole process's: the in-process broker's included). The first
+// variant is the base of the paired sub-benchmarks.
 func Run(b *testing.B, variants ...Variant) {
-	c := embedded.StartT(b, embedded.Topic("overhead-w", 6), embedded.Topic("overhead-r", 1))
-	fill(b, c.Addrs(), "overhead-r")
+	c := embedded.StartT(b, embedded.Topic(readTopic, 1))
+	addrs := c.Addrs()
+	fill(b, addrs)
 	base := []sdk.Option{
 		sdk.WithAZ("az-a"),
 		sdk.WithGetenv(func(string) string { return "" }),
 		sdk.WithLogger(slog.New(slog.DiscardHandler)),
 		sdk.WithMaxConnRate(0, 1),
 	}
-	opts := func(v Variant) []sdk.Option {
-		o := append([]sdk.Option(nil), base...)
+	opts := make([][]sdk.Option, len(variants))
+	for i, v := range variants {
+		opts[i] = append([]sdk.Option(nil), base...)
 		if v.Options != nil {
-			o = append(o, v.Options()...)
+			opts[i] = append(opts[i], v.Options()...)
 		}
-		return o
 	}
-	// Warm the broker and the process up, untimed, and rotate the order
-	// of the variants from one run (-count) to the next: none is favoured
-	// by going first into a fresh broker.
-	warm(b, c.Addrs(), base)
-	k := int(runs.Add(1))
-	order := append(variants[k%len(variants):], variants[:k%len(variants)]...)
-	for _, v := range order {
-		b.Run("client=writer/metrics="+v.Name, func(b *testing.B) { writes(b, c.Addrs(), opts(v)) })
+	// Warm the broker and the process up, untimed.
+	withWriter(b, addrs, base, func(w *sdk.Writer) {
+		for range 300 {
+			write(b, w)
+		}
+	})
+	read(b, addrs, base)
+
+	for i, v := range variants {
+		b.Run("client=writer/metrics="+v.Name, func(b *testing.B) {
+			withWriter(b, addrs, opts[i], func(w *sdk.Writer) {
+				measure(b, perCall, func() { write(b, w) })
+			})
+		})
 	}
-	for _, v := range order {
-		b.Run("client=reader/metrics="+v.Name, func(b *testing.B) { reads(b, c.Addrs(), opts(v)) })
+	if len(variants) > 1 {
+		b.Run("client=writer/metrics=paired", func(b *testing.B) { pairedWrites(b, addrs, variants, opts) })
+	}
+	for i, v := range variants {
+		b.Run("client=reader/metrics="+v.Name, func(b *testing.B) {
+			measure(b, readN, func() { read(b, addrs, opts[i]) })
+		})
+	}
+	if len(variants) > 1 {
+		b.Run("client=reader/metrics=paired", func(b *testing.B) {
+			paired(b, variants, func(i int) { read(b, addrs, opts[i]) })
+		})
 	}
 }
 
-// runs counts the calls of Run, topics the Writers' topics.
-var runs, topics atomic.Int64
-
-// warm writes a few hundred calls' worth and reads the read topic once.
-func warm(b *testing.B, addrs []string, opts []sdk.Option) {
-	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "overhead-w", RequiredAcks: kafka.RequireAll}, opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
-	msgs := messages()
-	for range 300 {
-		if err := w.WriteMessages(context.Background(), msgs...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: "overhead-r", MaxWait: 100 * time.Millisecond}, opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	for range readN {
-		if _, err := r.FetchMessage(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+// topics counts the Writers' topics.
+var topics atomic.Int64
 
 func messages() []kafka.Message {
 	msgs := make([]kafka.Message, perCall)
@@ -114,23 +109,26 @@ func messages() []kafka.Message {
 	return msgs
 }
 
-func fill(b *testing.B, addrs []string, topic string) {
+var batch = messages()
+
+// fill writes readN messages, in batches of perCall, to the read topic.
+func fill(b *testing.B, addrs []string) {
 	b.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: readTopic, RequiredAcks: kafka.RequireAll, BatchSize: 1000, BatchTimeout: time.Millisecond}
 	defer w.Close()
-	msgs := messages()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for range readN / perCall {
-		if err := w.WriteMessages(ctx, msgs...); err != nil {
+		if err := w.WriteMessages(ctx, batch...); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// writes measures a Writer on a topic of its own, deleted after, so that
-// what earlier runs stored does not weigh on the garbage collector.
-func writes(b *testing.B, addrs []string, opts []sdk.Option) {
+// withWriter runs f with a connected Writer on a topic of its own,
+// deleted after, so that what earlier runs stored does not weigh on the
+// garbage collector.
+func withWriter(b *testing.B, addrs []string, opts []sdk.Option, f func(*sdk.Writer)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	topic := fmt.Sprintf("overhead-w-%d", topics.Add(1))
@@ -147,32 +145,65 @@ func writes(b *testing.B, addrs []string, opts []sdk.Option) {
 		b.Fatal(err)
 	}
 	defer w.Close()
-	msgs := messages()
-	if err := w.WriteMessages(ctx, msgs...); err != nil { // connect, metadata, producer ID
-		b.Fatal(err)
-	}
-	measure(b, perCall, func() {
-		if err := w.WriteMessages(ctx, msgs...); err != nil {
-			b.Fatal(err)
-		}
-	})
+	write(b, w) // connect, metadata, producer ID
+	f(w)
 }
 
-func reads(b *testing.B, addrs []string, opts []sdk.Option) {
+func write(b *testing.B, w *sdk.Writer) {
+	if err := w.WriteMessages(context.Background(), batch...); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// read creates a Reader, reads readN messages with it and closes it.
+func read(b *testing.B, addrs []string, opts []sdk.Option) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	measure(b, readN, func() {
-		r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: "overhead-r", MaxWait: 100 * time.Millisecond}, opts...)
-		if err != nil {
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: readTopic, MaxWait: 100 * time.Millisecond}, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range readN {
+		if _, err := r.FetchMessage(ctx); err != nil {
 			b.Fatal(err)
 		}
-		for range readN {
-			if _, err := r.FetchMessage(ctx); err != nil {
-				b.Fatal(err)
-			}
+	}
+	r.Close()
+}
+
+// pairedWrites is paired with a Writer per variant.
+func pairedWrites(b *testing.B, addrs []string, variants []Variant, opts [][]sdk.Option) {
+	ws := make([]*sdk.Writer, len(variants))
+	var open func(i int)
+	open = func(i int) {
+		if i == len(variants) {
+			paired(b, variants, func(i int) { write(b, ws[i]) })
+			return
 		}
-		r.Close()
-	})
+		withWriter(b, addrs, opts[i], func(w *sdk.Writer) { ws[i] = w; open(i + 1) })
+	}
+	open(0)
+}
+
+// paired runs op for each variant b.N times, the variants alternating in
+// a rotating order, and reports the time each variant's ops took beyond
+// the first variant's, in percent.
+func paired(b *testing.B, variants []Variant, op func(variant int)) {
+	spent := make([]time.Duration, len(variants))
+	runtime.GC()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for k := range variants {
+			i := (n + k) % len(variants)
+			start := time.Now()
+			op(i)
+			spent[i] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	for i := 1; i < len(variants); i++ {
+		b.ReportMetric(100*(float64(spent[i])/float64(spent[0])-1), variants[i].Name+"-%")
+	}
 }
 
 // measure runs op b.N times and reports msgs/s, allocs/msg and
