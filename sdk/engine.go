@@ -339,10 +339,13 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 	}
 }
 
-func (h *engineHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+func (h *engineHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, partition int32, m kgo.FetchBatchMetrics) {
 	b := h.broker(meta)
 	b.bytes.Add(int64(m.CompressedBytes))
 	b.batches.Add(1)
+	if h.metrics != nil {
+		h.metrics.fetched(meta, topic, partition, m)
+	}
 }
 
 func (h *engineHooks) OnGroupManageError(err error) {

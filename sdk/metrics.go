@@ -59,9 +59,12 @@ func (s *session) startRecorder(c metrics.Client) {
 	s.policy.rec = s.rec
 }
 
-// metricsHooks are the engine hooks that feed a Recorder; registered only
-// when there is one, so that a client without costs nothing for them.
-// Safe for concurrent use.
+// metricsHooks feed a Recorder: an engine hook of its own for requests,
+// registered only when there is a Recorder, so that a client without one
+// costs nothing for it; the batches come through the hooks that see them
+// already (writerHooks, engineHooks), since the engine gathers every hook
+// of a batch event into a slice per produce request. Safe for concurrent
+// use.
 type metricsHooks struct {
 	rec    metrics.Recorder
 	az     string
@@ -82,11 +85,7 @@ type brokerEntry struct {
 	port int32
 }
 
-var (
-	_ kgo.HookBrokerE2E           = (*metricsHooks)(nil)
-	_ kgo.HookProduceBatchWritten = (*metricsHooks)(nil)
-	_ kgo.HookFetchBatchRead      = (*metricsHooks)(nil)
-)
+var _ kgo.HookBrokerE2E = (*metricsHooks)(nil)
 
 // newMetricsHooks returns the hooks feeding s's Recorder for the engine
 // whose client h keeps, or nil without a Recorder.
@@ -109,11 +108,14 @@ func (m *metricsHooks) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.B
 	m.rec.Requested(m.broker(meta), key, e2e.BytesWritten, e2e.BytesRead, e2e.DurationE2E(), errorType(err))
 }
 
-func (m *metricsHooks) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, partition int32, pm kgo.ProduceBatchMetrics) {
+// produced reports a batch a broker acknowledged (writerHooks).
+func (m *metricsHooks) produced(meta kgo.BrokerMetadata, topic string, partition int32, pm kgo.ProduceBatchMetrics) {
 	m.rec.Produced(m.broker(meta), topic, partition, pm.NumRecords, pm.UncompressedBytes, pm.CompressedBytes)
 }
 
-func (m *metricsHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, partition int32, fm kgo.FetchBatchMetrics) {
+// fetched reports a batch read from a broker, and a change of the
+// partition's fetch source (engineHooks).
+func (m *metricsHooks) fetched(meta kgo.BrokerMetadata, topic string, partition int32, fm kgo.FetchBatchMetrics) {
 	b := m.broker(meta)
 	m.rec.Fetched(b, topic, partition, fm.NumRecords, fm.UncompressedBytes, fm.CompressedBytes)
 	if m.sources != nil {

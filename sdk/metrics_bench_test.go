@@ -15,7 +15,7 @@ import (
 // (contrib/prometheus, contrib/otel). Compare with benchstat:
 //
 //	go test -run '^$' -bench BenchmarkMetricsOverhead -benchmem -count 6 ./sdk > /tmp/metrics-bench.txt
-//	GOFLAGS= go run golang.org/x/perf/cmd/benchstat@latest -col /metrics /tmp/metrics-bench.txt
+//	GOFLAGS= go run golang.org/x/perf/cmd/benchstat@latest -col '/metrics@(none nop)' /tmp/metrics-bench.txt
 func BenchmarkMetricsOverhead(b *testing.B) {
 	nop := metrics.ProviderFunc(func(metrics.Client) metrics.Recorder { return metrics.Nop{} })
 	overhead.Run(b,

@@ -197,7 +197,7 @@ func TestHooksAllocateNothing(t *testing.T) {
 			}
 			s.startRecorder(metrics.Client{Kind: metrics.KindReader})
 			h := newEngineHooks(s, &counters{}, true)
-			wh := &writerHooks{counters: &counters{}, rec: s.rec}
+			wh := &writerHooks{counters: &counters{}, rec: s.rec, metrics: h.metrics}
 			if (h.metrics != nil) != (rec != nil) {
 				t.Fatalf("metrics hooks %v with recorder %v", h.metrics, rec)
 			}
@@ -224,8 +224,7 @@ func TestHooksAllocateNothing(t *testing.T) {
 					f    func()
 				}{
 					{"metrics OnBrokerE2E", func() { m.OnBrokerE2E(meta, fetchKey, kgo.BrokerE2E{BytesWritten: 10, BytesRead: 100}) }},
-					{"metrics OnProduceBatchWritten", func() { m.OnProduceBatchWritten(meta, "t", 0, kgo.ProduceBatchMetrics{NumRecords: 10}) }},
-					{"metrics OnFetchBatchRead", func() { m.OnFetchBatchRead(meta, "t", 0, kgo.FetchBatchMetrics{NumRecords: 10}) }},
+					{"metrics released", func() { m.released("t", 1) }},
 				}...)
 			}
 			for _, c := range calls {
@@ -261,7 +260,7 @@ func BenchmarkHookEvents(b *testing.B) {
 		}
 		s.startRecorder(metrics.Client{})
 		wh := newEngineHooks(s, &counters{}, false)
-		writer := &writerHooks{counters: &counters{}, rec: s.rec}
+		writer := &writerHooks{counters: &counters{}, rec: s.rec, metrics: wh.metrics}
 		watch := &producerWatch{rec: s.rec}
 		rh := newEngineHooks(s, &counters{}, true)
 		hooks := func(h *engineHooks, more ...kgo.Hook) []kgo.Hook {

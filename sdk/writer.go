@@ -227,7 +227,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		sw.hooks.seq.producer = &producerWatch{rec: s.rec}
 	}
 	sw.wh.counters = &sw.counters
-	sw.wh.rec = s.rec
+	sw.wh.rec, sw.wh.metrics = s.rec, sw.hooks.metrics
 	onFatal := sw.onFatal
 	sw.hooks.onFatal.Store(&onFatal)
 	sw.conf = writerConfOf(w, s)
@@ -1152,6 +1152,7 @@ func acksName(acks kafka.RequiredAcks) string {
 type writerHooks struct {
 	counters                        *counters
 	rec                             metrics.Recorder // nil without metrics
+	metrics                         *metricsHooks    // nil without metrics
 	writes, messages, bytes, failed atomic.Int64
 	writeTime, waitTime             summary[time.Duration]
 	batchSize, batchBytes           summary[int64]
@@ -1170,9 +1171,12 @@ var (
 // produceKey is the Produce request's API key.
 const produceKey = 0
 
-func (h *writerHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+func (h *writerHooks) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, partition int32, m kgo.ProduceBatchMetrics) {
 	h.batchSize.observe(int64(m.NumRecords))
 	h.batchBytes.observe(int64(m.UncompressedBytes))
+	if h.metrics != nil {
+		h.metrics.produced(meta, topic, partition, m)
+	}
 }
 
 // produceOK reports whether a request was a Produce that went through;

@@ -18,7 +18,7 @@ import (
 // with benchstat:
 //
 //	go test -run '^$' -bench BenchmarkOverhead -benchmem -count 6 . > /tmp/otel-bench.txt
-//	GOFLAGS= go run golang.org/x/perf/cmd/benchstat@latest -col /metrics /tmp/otel-bench.txt
+//	GOFLAGS= go run golang.org/x/perf/cmd/benchstat@latest -col '/metrics@(none otel)' /tmp/otel-bench.txt
 func BenchmarkOverhead(b *testing.B) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer mp.Shutdown(context.Background())

@@ -17,7 +17,7 @@ import (
 // benchstat:
 //
 //	go test -run '^$' -bench BenchmarkOverhead -benchmem -count 6 . > /tmp/prom-bench.txt
-//	GOFLAGS= go run golang.org/x/perf/cmd/benchstat@latest -col /metrics /tmp/prom-bench.txt
+//	GOFLAGS= go run golang.org/x/perf/cmd/benchstat@latest -col '/metrics@(none prometheus)' /tmp/prom-bench.txt
 func BenchmarkOverhead(b *testing.B) {
 	c := azprom.New()
 	prometheus.NewRegistry().MustRegister(c)
