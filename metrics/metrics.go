@@ -145,7 +145,8 @@ type Recorder interface {
 	// returning it (SDKStats.TransientErrors). errType is a Kafka error
 	// name ("NOT_LEADER_FOR_PARTITION"), or one of "connection_closed",
 	// "connection_refused", "timeout", "bad_response", "tls",
-	// "delivery_timeout", "_OTHER". Writer and Reader. Delta.
+	// "delivery_timeout", "canceled", "client_closed", "_OTHER". Writer and
+	// Reader. Delta.
 	Absorbed(errType string)
 
 	// Produced reports a record batch broker b acknowledged: its records,
