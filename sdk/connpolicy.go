@@ -309,18 +309,7 @@ func (c *policyConn) noteError(err error) {
 	if f := c.policy.onPeerClose.Load(); f != nil {
 		(*f)()
 	}
-	early := !c.served.Load()
-	if early {
-		c.policy.stats.earlyCloses.Add(1)
-		c.policy.fail(c.st)
-	}
-	if r := c.policy.rec; r != nil {
-		cause := metrics.ClosePeer
-		if early {
-			cause = metrics.ClosePeerEarly
-		}
-		r.ConnClosed(c.addr, cause)
-	}
+	c.end(true, !c.served.Load())
 }
 
 func (c *policyConn) Close() error {
@@ -329,18 +318,29 @@ func (c *policyConn) Close() error {
 	// handshake or first request that timed out) also counts as a failure
 	// of the address; one never written to does not.
 	if c.ended.CompareAndSwap(false, true) {
-		early := !c.served.Load() && (c.wrote.Load() || c.turns.Load() > 0)
-		if early {
-			c.policy.stats.earlyCloses.Add(1)
-			c.policy.fail(c.st)
-		}
-		if r := c.policy.rec; r != nil {
-			cause := metrics.CloseLocal
-			if early {
-				cause = metrics.CloseLocalEarly
-			}
-			r.ConnClosed(c.addr, cause)
-		}
+		c.end(false, !c.served.Load() && (c.wrote.Load() || c.turns.Load() > 0))
 	}
 	return c.Conn.Close()
+}
+
+// end accounts for the connection's end, once: by the peer or the
+// client, before it served a request (early: a failure of the address) or
+// after.
+func (c *policyConn) end(peer, early bool) {
+	if early {
+		c.policy.stats.earlyCloses.Add(1)
+		c.policy.fail(c.st)
+	}
+	r := c.policy.rec
+	switch {
+	case r == nil:
+	case peer && early:
+		r.ConnClosed(c.addr, metrics.ClosePeerEarly)
+	case peer:
+		r.ConnClosed(c.addr, metrics.ClosePeer)
+	case early:
+		r.ConnClosed(c.addr, metrics.CloseLocalEarly)
+	default:
+		r.ConnClosed(c.addr, metrics.CloseLocal)
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	azotel "github.com/azkafka/azkafka/contrib/otel"
 	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/metricstest"
 	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -262,22 +263,11 @@ func TestTopicAttributes(t *testing.T) {
 }
 
 // TestHotPathAllocatesNothing: the events a client sends per request,
-// batch and poll allocate nothing once their attribute sets exist, with
-// the OpenTelemetry SDK's meter.
+// batch and poll allocate nothing once their series exist, with the
+// OpenTelemetry SDK's meter.
 func TestHotPathAllocatesNothing(t *testing.T) {
 	m, _ := newMetrics(t)
-	w := m.Recorder(metrics.Client{Kind: metrics.KindWriter, UserID: "w", AZ: "az-a"})
-	r := m.Recorder(metrics.Client{Kind: metrics.KindReader, UserID: "r", AZ: "az-a"})
-	b := metrics.Broker{NodeID: 1, Addr: "b1:9092", Rack: "az-b"}
-	for name, f := range map[string]func(){
-		"Requested": func() { w.Requested(b, 0, 100, 50, time.Millisecond, "") },
-		"Produced":  func() { w.Produced(b, "orders", 0, 100, 1000, 500) },
-		"Fetched":   func() { r.Fetched(b, "orders", 0, 100, 1000, 500) },
-		"Consumed":  func() { r.Consumed("orders", 0, 100, 1000, 3) },
-	} {
-		f()
-		if n := testing.AllocsPerRun(100, f); n != 0 {
-			t.Errorf("%s allocates %v times per call", name, n)
-		}
-	}
+	metricstest.HotPathAllocations(t, m)
+	mt, _ := newMetrics(t, azotel.WithTopicAttributes())
+	metricstest.HotPathAllocations(t, mt)
 }

@@ -21,6 +21,7 @@ import (
 
 	azprom "github.com/azkafka/azkafka/contrib/prometheus"
 	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/metricstest"
 	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -360,25 +361,6 @@ func TestTopicLabels(t *testing.T) {
 // TestHotPathAllocatesNothing: the events a client sends per request,
 // batch and poll allocate nothing once their series exist.
 func TestHotPathAllocatesNothing(t *testing.T) {
-	for _, topics := range []bool{false, true} {
-		var opts []azprom.Option
-		if topics {
-			opts = append(opts, azprom.WithTopicLabels())
-		}
-		col := azprom.New(opts...)
-		w := col.Recorder(metrics.Client{Kind: metrics.KindWriter, UserID: "w", AZ: "az-a"})
-		r := col.Recorder(metrics.Client{Kind: metrics.KindReader, UserID: "r", AZ: "az-a"})
-		b := metrics.Broker{NodeID: 1, Addr: "b1:9092", Rack: "az-b"}
-		for name, f := range map[string]func(){
-			"Requested": func() { w.Requested(b, 0, 100, 50, time.Millisecond, "") },
-			"Produced":  func() { w.Produced(b, "orders", 0, 100, 1000, 500) },
-			"Fetched":   func() { r.Fetched(b, "orders", 0, 100, 1000, 500) },
-			"Consumed":  func() { r.Consumed("orders", 0, 100, 1000, 3) },
-		} {
-			f()
-			if n := testing.AllocsPerRun(100, f); n != 0 {
-				t.Errorf("topics %v: %s allocates %v times per call", topics, name, n)
-			}
-		}
-	}
+	metricstest.HotPathAllocations(t, azprom.New())
+	metricstest.HotPathAllocations(t, azprom.New(azprom.WithTopicLabels()))
 }

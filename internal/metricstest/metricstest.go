@@ -352,3 +352,27 @@ func (r *Recorder) Queried(store string, outcome metrics.QueryOutcome, chosen me
 }
 
 func (r *Recorder) Closed() { r.add(1, "client closed") }
+
+// HotPathAllocations fails t when the Recorders p gives a Writer and a
+// Reader allocate on the events clients send per request, batch and poll
+// (Requested, Produced, Fetched, Consumed), once their series exist.
+func HotPathAllocations(t testing.TB, p metrics.Provider) {
+	t.Helper()
+	w := p.Recorder(metrics.Client{Kind: metrics.KindWriter, UserID: "w", AZ: "az-a"})
+	r := p.Recorder(metrics.Client{Kind: metrics.KindReader, UserID: "r", AZ: "az-a"})
+	b := metrics.Broker{NodeID: 1, Addr: "b1:9092", Rack: "az-b"}
+	for _, e := range []struct {
+		name string
+		f    func()
+	}{
+		{"Requested", func() { w.Requested(b, 0, 100, 50, time.Millisecond, "") }},
+		{"Produced", func() { w.Produced(b, "orders", 0, 100, 1000, 500) }},
+		{"Fetched", func() { r.Fetched(b, "orders", 0, 100, 1000, 500) }},
+		{"Consumed", func() { r.Consumed("orders", 0, 100, 1000, 3) }},
+	} {
+		e.f() // the series are made
+		if n := testing.AllocsPerRun(100, e.f); n != 0 {
+			t.Errorf("%s allocates %v times per call", e.name, n)
+		}
+	}
+}
