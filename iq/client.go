@@ -12,6 +12,7 @@ import (
 
 	"github.com/azkafka/azkafka/azdetect"
 	"github.com/azkafka/azkafka/iq/internal/wire"
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // Environment variables read by NewClient (through WithLookupEnv's
@@ -101,6 +102,14 @@ func WithRetriable(f func(error) bool) Option {
 	return option{"WithRetriable", forClient, func(c *config) { c.retriable = f }}
 }
 
+// WithMetrics makes the Client report each Query to p (see package
+// metrics: Recorder.Queried): its outcome, the copy that answered, the
+// replicas tried and its duration. Default: none, at no cost. Taken by
+// NewClient.
+func WithMetrics(p metrics.Provider) Option {
+	return option{"WithMetrics", forClient, func(c *config) { c.metrics = p }}
+}
+
 // Client routes interactive queries for one Kafka Streams application. It
 // is safe for concurrent use.
 type Client struct {
@@ -113,6 +122,7 @@ type Client struct {
 	attemptTimeout time.Duration
 	retriable      func(error) bool
 	logger         *slog.Logger
+	rec            metrics.Recorder // nil without WithMetrics
 
 	azOnce          sync.Once
 	az              string
@@ -192,6 +202,13 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 	}
 	if c.retriable == nil {
 		c.retriable = IsRetriable
+	}
+	if cfg.metrics != nil {
+		mc := metrics.Client{Kind: metrics.KindIQ}
+		if cfg.az != nil {
+			mc.AZ, mc.AZSource = c.az, azdetect.SourceOption
+		}
+		c.rec = cfg.metrics.Recorder(mc)
 	}
 	return c, nil
 }

@@ -214,4 +214,9 @@
 // HTTPSource poll met). Configuration errors (those of the constructors)
 // are not meant to be matched: they name the option or the variable and
 // its value.
+//
+// # Metrics
+//
+// WithMetrics reports each Query (outcome, copy chosen, attempts, duration)
+// to a metrics.Provider such as contrib/prometheus's.
 package iq

@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // Option configures NewClient, NewClusterSource or NewHTTPSource. Each
@@ -89,6 +90,7 @@ type config struct {
 	retriable       func(error) bool
 	azDetect        func(context.Context) (azdetect.Result, error)
 	azDetectTimeout time.Duration
+	metrics         metrics.Provider
 
 	// NewClusterSource and NewHTTPSource.
 	interval, timeout time.Duration

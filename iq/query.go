@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // ErrNotActive is what a query function returns (wrapped) when the host
@@ -224,28 +227,45 @@ type Refresher interface {
 // new MaxAttempts budget. It returns nil or a *QueryError naming every
 // replica tried and why it failed.
 func (c *Client) Query(ctx context.Context, store string, key []byte, fn QueryFunc) error {
-	var buf [8]Replica
-	r, cands, err := c.Candidates(ctx, store, key, buf[:0])
-	qe := &QueryError{Store: store, Key: quote(string(key)), Partition: r.Partition}
-	if err != nil {
-		qe.Err = err
-		return qe
+	var start time.Time
+	if c.rec != nil {
+		start = time.Now()
 	}
-	if c.try(ctx, store, cands, fn, qe) {
+	qe, answered, ok := c.query(ctx, store, key, fn)
+	if c.rec != nil {
+		c.recordQuery(ctx, qe, answered, ok, time.Since(start))
+	}
+	if ok {
 		return nil
 	}
-	ref, ok := c.src.(Refresher)
-	if !ok || !allNotActive(qe) || ctx.Err() != nil {
-		return qe
+	return qe
+}
+
+// query is Query: it returns the QueryError of what failed, and the
+// replica that answered, if one did (ok).
+func (c *Client) query(ctx context.Context, store string, key []byte, fn QueryFunc) (qe *QueryError, answered Replica, ok bool) {
+	var buf [8]Replica
+	r, cands, err := c.Candidates(ctx, store, key, buf[:0])
+	qe = &QueryError{Store: store, Key: quote(string(key)), Partition: r.Partition}
+	if err != nil {
+		qe.Err = err
+		return qe, Replica{}, false
+	}
+	if answered, ok = c.try(ctx, store, cands, fn, qe); ok {
+		return qe, answered, true
+	}
+	ref, isRef := c.src.(Refresher)
+	if !isRef || !allNotActive(qe) || ctx.Err() != nil {
+		return qe, Replica{}, false
 	}
 	if err := ref.Refresh(ctx); err != nil {
 		qe.Err = fmt.Errorf("every replica answered not active, and re-reading the metadata failed: %w", err)
-		return qe
+		return qe, Replica{}, false
 	}
 	r, cands, err = c.Candidates(ctx, store, key, buf[:0])
 	if err != nil {
 		qe.Err = fmt.Errorf("every replica answered not active; after re-reading the metadata: %w", err)
-		return qe
+		return qe, Replica{}, false
 	}
 	qe.Partition = r.Partition
 	fresh := cands[:0]
@@ -256,25 +276,55 @@ func (c *Client) Query(ctx context.Context, store string, key []byte, fn QueryFu
 	}
 	if len(fresh) == 0 {
 		qe.Err = fmt.Errorf("every replica answered not active, and the re-read metadata names no other (the hand-over is not visible yet): %w", qe.Err)
-		return qe
+		return qe, Replica{}, false
 	}
-	if c.try(ctx, store, fresh, fn, qe) {
-		return nil
-	}
-	return qe
+	answered, ok = c.try(ctx, store, fresh, fn, qe)
+	return qe, answered, ok
 }
 
-// try calls fn for cands in order, recording failures in qe; it reports
-// whether one succeeded.
-func (c *Client) try(ctx context.Context, store string, cands []Replica, fn QueryFunc, qe *QueryError) bool {
+// recordQuery reports a Query that took d to the Recorder.
+func (c *Client) recordQuery(ctx context.Context, qe *QueryError, answered Replica, ok bool, d time.Duration) {
+	tried := len(qe.Attempts)
+	outcome, chosen := metrics.QueryOK, metrics.CopyNone
+	switch {
+	case ok:
+		tried++
+		chosen = c.copyOf(ctx, answered)
+	case ctx.Err() != nil:
+		outcome = metrics.QueryCanceled
+	case tried == 0:
+		outcome = metrics.QueryNoReplica
+	default:
+		outcome = metrics.QueryFailed
+	}
+	if !ok && tried > 0 {
+		chosen = c.copyOf(ctx, qe.Attempts[tried-1].Replica)
+	}
+	c.rec.Queried(qe.Store, outcome, chosen, tried, d)
+}
+
+// copyOf says which copy rep is, for metrics.
+func (c *Client) copyOf(ctx context.Context, rep Replica) metrics.Copy {
+	switch {
+	case rep.Active:
+		return metrics.CopyActive
+	case rep.AZ != "" && rep.AZ == c.callerAZ(ctx):
+		return metrics.CopyStandbyInZone
+	}
+	return metrics.CopyStandbyOtherZone
+}
+
+// try calls fn for cands in order, recording failures in qe; it returns
+// the replica that answered, if one did.
+func (c *Client) try(ctx context.Context, store string, cands []Replica, fn QueryFunc, qe *QueryError) (Replica, bool) {
 	for i, rep := range cands {
 		if i == c.maxAttempts {
 			qe.Err = fmt.Errorf("gave up after %d attempts (WithMaxAttempts)", c.maxAttempts)
-			return false
+			return Replica{}, false
 		}
 		if err := ctx.Err(); err != nil {
 			qe.Err = err
-			return false
+			return Replica{}, false
 		}
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if c.attemptTimeout > 0 {
@@ -283,20 +333,20 @@ func (c *Client) try(ctx context.Context, store string, cands []Replica, fn Quer
 		err := fn(actx, rep)
 		cancel()
 		if err == nil {
-			return true
+			return rep, true
 		}
 		qe.Attempts = append(qe.Attempts, Attempt{Replica: rep, Err: err})
 		qe.Err = err
 		if ctx.Err() != nil {
 			qe.Err = ctx.Err()
-			return false
+			return Replica{}, false
 		}
 		if !c.retriable(err) {
-			return false
+			return Replica{}, false
 		}
 		c.logger.Debug("iq: replica failed, trying next", "store", store, "host", rep.HostInfo.String(), "error", err)
 	}
-	return false
+	return Replica{}, false
 }
 
 func allNotActive(qe *QueryError) bool {

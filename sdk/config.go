@@ -16,8 +16,10 @@ import (
 	"github.com/azkafka/azkafka/azdetect"
 	"github.com/azkafka/azkafka/internal/envcheck"
 	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 )
 
@@ -89,6 +91,8 @@ type options struct {
 	maxResponse    *int
 	baseDialer     *kafka.Dialer
 	baseTransport  *kafka.Transport
+	metrics        metrics.Provider
+	engineHooks    []kgo.Hook
 	getenv         func(string) string
 	detect         func(context.Context) (azdetect.Result, error)
 	// ctor is the constructor the options are given to; only lists the
@@ -334,6 +338,8 @@ type config struct {
 	maxResponse   int
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
+	metrics       metrics.Provider
+	engineHooks   []kgo.Hook
 	clock         clock
 }
 
@@ -378,6 +384,8 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		logger:        o.logger,
 		baseDialer:    o.baseDialer,
 		baseTransport: o.baseTransport,
+		metrics:       o.metrics,
+		engineHooks:   o.engineHooks,
 		clock:         realClock(),
 	}
 	if c.logger == nil {

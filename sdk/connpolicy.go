@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/retry"
 	"golang.org/x/time/rate"
 )
@@ -110,6 +111,9 @@ type connPolicy struct {
 	// onPeerClose, when set, runs after a peer closed or reset a
 	// connection: the engine refreshes its metadata then.
 	onPeerClose atomic.Pointer[func()]
+	// rec receives the policy's events; nil without metrics. Set before
+	// the first dial.
+	rec metrics.Recorder
 }
 
 // addrState is what the policy remembers about one address.
@@ -159,21 +163,24 @@ const tlsServedTurns = 3
 
 func (p *connPolicy) dial(ctx context.Context, network, address string, inner dialFunc, turns int32) (net.Conn, error) {
 	st := p.state(address)
-	if err := p.waitBackoff(ctx, st); err != nil {
+	if err := p.waitBackoff(ctx, address, st); err != nil {
 		return nil, err
 	}
-	if err := p.waitLimiter(ctx); err != nil {
+	if err := p.waitLimiter(ctx, address); err != nil {
 		return nil, err
 	}
 	p.stats.dials.Add(1)
 	conn, err := inner(ctx, network, address)
+	if p.rec != nil {
+		p.rec.Dialed(address, err == nil)
+	}
 	if err != nil {
 		p.stats.failures.Add(1)
 		p.fail(st)
 		return nil, err
 	}
 	p.stats.created.Add(1)
-	return &policyConn{Conn: conn, policy: p, st: st, needTurns: turns}, nil
+	return &policyConn{Conn: conn, policy: p, st: st, addr: address, needTurns: turns}, nil
 }
 
 func (p *connPolicy) fail(st *addrState) {
@@ -185,7 +192,7 @@ func (p *connPolicy) fail(st *addrState) {
 // waitBackoff sleeps before re-dialing an address that failed (growing
 // full-jitter delay) or whose connection the peer just closed (one short
 // jittered delay).
-func (p *connPolicy) waitBackoff(ctx context.Context, st *addrState) error {
+func (p *connPolicy) waitBackoff(ctx context.Context, address string, st *addrState) error {
 	f := st.failures.Load()
 	peer := st.peerClosed.Swap(false)
 	if f == 0 && !peer {
@@ -201,14 +208,18 @@ func (p *connPolicy) waitBackoff(ctx context.Context, st *addrState) error {
 	}
 	start := p.clock.now()
 	err := p.clock.sleep(ctx, d)
-	p.stats.backoffWait.Add(int64(p.clock.now().Sub(start)))
+	waited := p.clock.now().Sub(start)
+	p.stats.backoffWait.Add(int64(waited))
+	if p.rec != nil && waited > 0 {
+		p.rec.DialWaited(address, metrics.WaitRedial, waited)
+	}
 	if err != nil {
 		return fmt.Errorf("sdk: waiting %v to re-dial: %w", d, err)
 	}
 	return nil
 }
 
-func (p *connPolicy) waitLimiter(ctx context.Context) error {
+func (p *connPolicy) waitLimiter(ctx context.Context, address string) error {
 	if p.limiter == nil {
 		return nil
 	}
@@ -230,6 +241,9 @@ func (p *connPolicy) waitLimiter(ctx context.Context) error {
 	err := p.clock.sleep(ctx, d)
 	end := p.clock.now()
 	p.stats.limiterWait.Add(int64(end.Sub(now)))
+	if p.rec != nil && end.After(now) {
+		p.rec.DialWaited(address, metrics.WaitLimiter, end.Sub(now))
+	}
 	if err != nil {
 		r.CancelAt(end)
 		return fmt.Errorf("sdk: waiting %v for the connection rate limit: %w", d, err)
@@ -244,6 +258,7 @@ type policyConn struct {
 	net.Conn
 	policy    *connPolicy
 	st        *addrState
+	addr      string
 	needTurns int32
 
 	served        atomic.Bool
@@ -296,10 +311,7 @@ func (c *policyConn) noteError(err error) {
 	if f := c.policy.onPeerClose.Load(); f != nil {
 		(*f)()
 	}
-	if !c.served.Load() {
-		c.policy.stats.earlyCloses.Add(1)
-		c.policy.fail(c.st)
-	}
+	c.end(true, !c.served.Load())
 }
 
 func (c *policyConn) Close() error {
@@ -307,9 +319,30 @@ func (c *policyConn) Close() error {
 	// A connection the client gives up on before it served anything (a
 	// handshake or first request that timed out) also counts as a failure
 	// of the address; one never written to does not.
-	if c.ended.CompareAndSwap(false, true) && !c.served.Load() && (c.wrote.Load() || c.turns.Load() > 0) {
+	if c.ended.CompareAndSwap(false, true) {
+		c.end(false, !c.served.Load() && (c.wrote.Load() || c.turns.Load() > 0))
+	}
+	return c.Conn.Close()
+}
+
+// end accounts for the connection's end, once: by the peer or the
+// client, before it served a request (early: a failure of the address) or
+// after.
+func (c *policyConn) end(peer, early bool) {
+	if early {
 		c.policy.stats.earlyCloses.Add(1)
 		c.policy.fail(c.st)
 	}
-	return c.Conn.Close()
+	r := c.policy.rec
+	switch {
+	case r == nil:
+	case peer && early:
+		r.ConnClosed(c.addr, metrics.ClosePeerEarly)
+	case peer:
+		r.ConnClosed(c.addr, metrics.ClosePeer)
+	case early:
+		r.ConnClosed(c.addr, metrics.CloseLocalEarly)
+	default:
+		r.ConnClosed(c.addr, metrics.CloseLocal)
+	}
 }

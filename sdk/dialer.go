@@ -7,6 +7,8 @@ import (
 	"weak"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // NewAZAwareDialer returns a copy of base whose ClientID carries the
@@ -32,7 +34,8 @@ import (
 // the dial at once with an error matching context.DeadlineExceeded.
 //
 // Each call is one client instance: one session ID, one set of ConnStats
-// (see DialerConnStats). The AZ is detected unless WithAZ or AZKAFKA_AZ
+// (see DialerConnStats), one metrics.Recorder (WithMetrics: its
+// connection events). The AZ is detected unless WithAZ or AZKAFKA_AZ
 // gives it; detection runs once per process and may block the first call
 // for up to its budget (AZKAFKA_DETECT_TIMEOUT, default 1s). Invalid
 // options or AZKAFKA_* variables are errors. The returned Dialer is safe
@@ -45,6 +48,7 @@ func NewAZAwareDialer(base *kafka.Dialer, opts ...Option) (*kafka.Dialer, error)
 	if err != nil {
 		return nil, err
 	}
+	s.startRecorder(metrics.Client{Kind: metrics.KindDialer})
 	d := s.dialer()
 	registerDialer(d, s.policy)
 	return d, nil
@@ -70,6 +74,7 @@ func NewTransport(base *kafka.Transport, opts ...Option) (*kafka.Transport, erro
 	if err != nil {
 		return nil, err
 	}
+	s.startRecorder(metrics.Client{Kind: metrics.KindTransport})
 	t := s.transport()
 	registerTransport(t, s.policy)
 	return t, nil

@@ -138,6 +138,17 @@
 // constructors) are not meant to be matched: they name the option or the
 // variable and quote its value.
 //
+// # Metrics
+//
+// WithMetrics hands a client's events to a metrics.Provider: dials,
+// closes by cause (the peer's: interzone load balancing), re-dials and
+// limiter waits, requests and bytes per broker and rack, produced,
+// failed and resent batches, producer epochs, consumed messages and lag,
+// each partition's fetch source and the zone fallback. Exporters live in
+// their own modules: contrib/prometheus and contrib/otel. Without it a
+// client pays nothing. WithEngineHooks passes franz-go hooks (kprom) to
+// the engine.
+//
 // # Misbehaving brokers
 //
 // Every connection a client of this package dials (Writer, Reader, the

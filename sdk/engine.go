@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/retry"
 )
 
@@ -65,6 +66,12 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 	}
 	if d.SASLMechanism != nil {
 		opts = append(opts, kgo.SASL(saslAdapter{d.SASLMechanism}))
+	}
+	if h.metrics != nil {
+		opts = append(opts, kgo.WithHooks(h.metrics))
+	}
+	if len(s.engineHooks) > 0 {
+		opts = append(opts, kgo.WithHooks(s.engineHooks...))
 	}
 	return opts
 }
@@ -237,6 +244,8 @@ type engineHooks struct {
 	counters *counters
 	logger   *slog.Logger
 	logSome  rate.Sometimes
+	rec      metrics.Recorder // nil without metrics
+	metrics  *metricsHooks    // nil without metrics
 
 	dials, dialFailures, fetches, fetchErrors atomic.Int64
 	dialTime, readTime, waitTime              summary[time.Duration]
@@ -259,14 +268,19 @@ type brokerCounters struct {
 	bytes, batches atomic.Int64
 }
 
-func newEngineHooks(s *session, c *counters) *engineHooks {
-	return &engineHooks{
+// newEngineHooks returns the hooks of a client of s, after s's
+// startRecorder; reader says whether the client is a Reader.
+func newEngineHooks(s *session, c *counters, reader bool) *engineHooks {
+	h := &engineHooks{
 		az:       s.az,
 		counters: c,
 		logger:   s.logger,
 		logSome:  rate.Sometimes{Interval: 5 * time.Second},
 		brokers:  map[int32]*brokerCounters{},
+		rec:      s.rec,
 	}
+	h.metrics = newMetricsHooks(s, h, reader)
+	return h
 }
 
 var (
@@ -324,10 +338,13 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 	}
 }
 
-func (h *engineHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+func (h *engineHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, partition int32, m kgo.FetchBatchMetrics) {
 	b := h.broker(meta)
 	b.bytes.Add(int64(m.CompressedBytes))
 	b.batches.Add(1)
+	if h.metrics != nil {
+		h.metrics.fetched(meta, topic, partition, m)
+	}
 }
 
 func (h *engineHooks) OnGroupManageError(err error) {
@@ -373,6 +390,9 @@ func (h *engineHooks) noteError(err error) {
 		return
 	}
 	h.counters.transient.Add(1)
+	if h.rec != nil {
+		h.rec.Absorbed(errorType(err))
+	}
 	h.logSome.Do(func() {
 		h.logger.Info("azkafka: the engine is retrying after a transient error", "error", err)
 	})

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // Reader is a drop-in replacement for *kafka.Reader: the same methods with
@@ -288,15 +290,20 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		commitStop: make(chan struct{}),
 		commitDone: make(chan struct{}),
 	}
-	r.hooks = newEngineHooks(s, &r.counters)
+	s.startRecorder(metrics.Client{Kind: metrics.KindReader, Topic: config.Topic, Group: config.GroupID, FetchFromFollower: s.fetchFollower})
+	r.hooks = newEngineHooks(s, &r.counters, true)
 	if s.fetchFollower {
 		r.hooks.zone = newZoneFallback(s.az, s.logger)
+		r.hooks.zone.rec = s.rec
 	}
 	onFatal := r.interrupt
 	r.hooks.onFatal.Store(&onFatal)
 	r.config.Dialer = s.dialer()
 	// The hooks keep the client (see engine).
 	if _, err := kgo.NewClient(r.engineOpts()...); err != nil {
+		if s.rec != nil {
+			s.rec.Closed()
+		}
 		return nil, fmt.Errorf("sdk: NewReader: %w", err)
 	}
 	refresh := r.hooks.refreshMetadata
@@ -624,11 +631,17 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		} else if moves != r.moves {
 			return // moved by SetOffset while this poll ran
 		}
+		var pbytes int64
 		for _, rec := range p.Records {
 			r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark})
-			bytes += int64(len(rec.Key) + len(rec.Value))
+			pbytes += int64(len(rec.Key) + len(rec.Value))
 		}
 		n += int64(len(p.Records))
+		bytes += pbytes
+		if m := r.s.rec; m != nil {
+			lag := max(p.HighWatermark-p.Records[len(p.Records)-1].Offset-1, 0)
+			m.Consumed(p.Topic, p.Partition, len(p.Records), int(pbytes), lag)
+		}
 	})
 	r.mu.Unlock()
 	if n > 0 {
@@ -701,7 +714,7 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 		}
 		err = kafkaError(err)
 		if engineTransient(fe.Err) {
-			r.absorb("fetch", err)
+			r.absorb(metrics.OpFetch, err)
 			continue
 		}
 		return err
@@ -711,10 +724,16 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 
 // absorb counts, remembers and logs (rate-limited) a transient error the
 // Reader waits out.
-func (r *Reader) absorb(op string, err error) {
+func (r *Reader) absorb(op metrics.Op, err error) {
 	r.counters.retries.Add(1)
-	r.hooks.noteError(fmt.Errorf("%s: %w", op, err))
+	if r.s.rec != nil {
+		r.s.rec.Retried(op)
+	}
+	r.hooks.noteError(fmt.Errorf("%s: %w", opText[op], err))
 }
+
+// opText names a Reader operation in errors.
+var opText = [...]string{metrics.OpFetch: "fetch", metrics.OpCommit: "commit", metrics.OpListOffsets: "list offsets"}
 
 // ctxError is ctx's error, naming the last error absorbed since mark.
 func (r *Reader) ctxError(ctx context.Context, mark int64) error {
@@ -803,6 +822,9 @@ func (r *Reader) drop(ps map[string][]int32) {
 			if m := r.marks[t]; m != nil {
 				delete(m, p)
 			}
+			if m := r.hooks.metrics; m != nil {
+				m.released(t, p)
+			}
 		}
 	}
 	kept := r.buf[:r.head]
@@ -880,7 +902,7 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 		if !engineTransient(err) && !isGenerationChange(err) {
 			return err
 		}
-		r.absorb("commit", err)
+		r.absorb(metrics.OpCommit, err)
 		if werr := r.s.retry.Sleep(ctx, attempt); werr != nil {
 			return r.ctxError(ctx, mark)
 		}
@@ -979,7 +1001,7 @@ func (r *Reader) commitLoop() {
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), max(r.config.CommitInterval, 5*time.Second))
 			if err := r.commitMarks(ctx, nil); err != nil {
-				r.absorb("commit", err)
+				r.absorb(metrics.OpCommit, err)
 			}
 			cancel()
 		}
@@ -1006,6 +1028,9 @@ func (r *Reader) Close() error {
 		r.interrupt(io.EOF)
 		r.engine().Close()
 		r.s.policy.onPeerClose.Store(nil)
+		if r.s.rec != nil {
+			r.s.rec.Closed()
+		}
 	})
 	return err
 }
@@ -1142,7 +1167,7 @@ func (r *Reader) listOffset(ctx context.Context, ts int64) (int64, error) {
 		if !engineTransient(err) || r.closed.Load() {
 			return 0, err
 		}
-		r.absorb("list offsets", err)
+		r.absorb(metrics.OpListOffsets, err)
 		if r.s.retry.Sleep(ctx, attempt) != nil {
 			return 0, r.ctxError(ctx, mark)
 		}

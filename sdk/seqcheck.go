@@ -56,6 +56,9 @@ type seqCheck struct {
 	resolve seqResolver
 	// resolved runs for each batch answered as a duplicate.
 	resolved func(addr string, b sentBatch, last int32)
+	// producer, when set, hears the producer ID and epoch of every
+	// request's batches (metrics).
+	producer *producerWatch
 }
 
 // sentBatch is an idempotent record batch of a Produce request.
@@ -354,6 +357,9 @@ func (c *seqConn) noteProduce(b []byte) bool {
 	if len(batches) == 0 {
 		c.spare = append(c.spare, batches)
 		return true
+	}
+	if p := c.check.producer; p != nil {
+		p.saw(batches[0].pid, batches[0].epoch)
 	}
 	c.queue = append(c.queue, sentProduce{corr: corr, version: req.Version, batches: batches})
 	return true

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // session is the resolved setup of one client instance: its client ID, AZ,
@@ -43,6 +45,10 @@ type session struct {
 
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
+
+	metrics     metrics.Provider // nil: none
+	engineHooks []kgo.Hook       // the user's, for the engine
+	rec         metrics.Recorder // nil until startRecorder, and without metrics
 }
 
 // unknownAZOnce makes the "AZ unknown" warning a once-per-process event:
@@ -93,6 +99,8 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 		maxResponse:   c.maxResponse,
 		baseDialer:    c.baseDialer,
 		baseTransport: c.baseTransport,
+		metrics:       c.metrics,
+		engineHooks:   c.engineHooks,
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/metricstest"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -22,6 +23,7 @@ import (
 func TestWriterStats(t *testing.T) {
 	t.Parallel()
 	rig := newFaultRig(t, "stats", 1)
+	p := metricstest.New()
 	var injected atomic.Int64
 	// Exactly two Produce requests are closed before the broker sees them.
 	rig.proxy.OnRequest(func(r kproxy.Request) kproxy.Action {
@@ -36,7 +38,7 @@ func TestWriterStats(t *testing.T) {
 		Topic:        rig.topic,
 		RequiredAcks: kafka.RequireAll,
 		BatchTimeout: time.Millisecond,
-	}, testOptions(t, sdk.WithClientID("billing"))...)
+	}, testOptions(t, sdk.WithClientID("billing"), sdk.WithMetrics(p))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +77,20 @@ func TestWriterStats(t *testing.T) {
 	}
 	if st.SDK.Conn.ConnectionsCreated < 2 {
 		t.Errorf("SDK.Conn.ConnectionsCreated = %d, want at least 2 (the first connection was closed)", st.SDK.Conn.ConnectionsCreated)
+	}
+	// The same events, as the Recorder heard them.
+	rec := p.Only(t)
+	if n := rec.Count("resent connection"); n != 2 {
+		t.Errorf("Resent(ResendConnection) reported %d times, want 2", n)
+	}
+	absorbed := int64(0)
+	for k, n := range rec.Counts() {
+		if strings.HasPrefix(k, "absorbed ") {
+			absorbed += n
+		}
+	}
+	if absorbed < st.SDK.TransientErrors || rec.Count("closed peer")+rec.Count("closed peer_early") < 2 {
+		t.Errorf("absorbed %d (Stats: %d), peer closes %v: want every absorbed error and both cut connections", absorbed, st.SDK.TransientErrors, rec.Counts())
 	}
 	again := w.Stats()
 	if again.SDK.Retries != 0 || again.Writes != 0 || again.Messages != 0 {

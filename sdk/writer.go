@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // Writer is a drop-in replacement for *kafka.Writer: the same methods with
@@ -262,9 +264,14 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		sw.balancer = &kafka.RoundRobin{}
 	}
 	sw.promise = sw.onRecord
-	sw.hooks = newEngineHooks(s, &sw.counters)
+	s.startRecorder(metrics.Client{Kind: metrics.KindWriter, Topic: w.Topic, Idempotent: idempotent})
+	sw.hooks = newEngineHooks(s, &sw.counters, false)
 	sw.hooks.seq = &seqCheck{resolve: sw.producerSeq, resolved: sw.resentStored}
+	if s.rec != nil {
+		sw.hooks.seq.producer = &producerWatch{rec: s.rec}
+	}
 	sw.wh.counters = &sw.counters
+	sw.wh.rec, sw.wh.metrics = s.rec, sw.hooks.metrics
 	onFatal := sw.onFatal
 	sw.hooks.onFatal.Store(&onFatal)
 	sw.conf = writerConfOf(w, s)
@@ -289,6 +296,9 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	sw.idempotent.Store(idempotent)
 	cl, err := kgo.NewClient(append(slices.Clip(sw.baseOpts), acksOpts(w.RequiredAcks, idempotent)...)...)
 	if err != nil {
+		if s.rec != nil {
+			s.rec.Closed()
+		}
 		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
 	}
 	sw.client.Store(cl)
@@ -665,6 +675,9 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 		if errors.Is(err, kgo.ErrRecordTimeout) {
 			err = fmt.Errorf("sdk: not acknowledged within the delivery budget (%v): %w", w.conf.budget, err)
 		}
+		if w.s.rec != nil {
+			w.s.rec.ProduceFailed(r.Topic, r.Partition, 1, errorType(err))
+		}
 	} else {
 		// Counted here, not in the engine's batch hook (which may run
 		// after the promise): Stats right after a call sees it.
@@ -730,6 +743,9 @@ func (w *Writer) fallBack(refused *kgo.Client, err error) *kgo.Client {
 	}
 	w.client.Store(cl)
 	w.idempotent.Store(false)
+	if p := w.hooks.seq.producer; p != nil {
+		p.saw(-1, -1)
+	}
 	w.retired.Add(1)
 	go func() {
 		defer w.retired.Done()
@@ -1021,6 +1037,9 @@ func (w *Writer) Close() error {
 	if w.s.policy.onPeerClose.Load() != nil {
 		w.s.policy.onPeerClose.Store(nil)
 	}
+	if w.s.rec != nil {
+		w.s.rec.Closed()
+	}
 	return nil
 }
 
@@ -1112,6 +1131,9 @@ func (w *Writer) producerSeq(ctx context.Context, topic string, topicID [16]byte
 // resentStored counts and logs a resent batch the broker had stored.
 func (w *Writer) resentStored(addr string, b sentBatch, last int32) {
 	w.counters.resentStored.Add(1)
+	if w.s.rec != nil {
+		w.s.rec.Resent(metrics.ResendStored)
+	}
 	w.s.logger.Info("azkafka: a resent batch was already stored (a restarted broker keeps only each producer's last batch); counted delivered, not stored twice",
 		"broker", addr, "topic", b.topic, "partition", b.partition, "batch", b.String(), "broker_last_sequence", last)
 }
@@ -1172,6 +1194,8 @@ func acksName(acks kafka.RequiredAcks) string {
 // kafka.WriterStats. Safe for concurrent use.
 type writerHooks struct {
 	counters                        *counters
+	rec                             metrics.Recorder // nil without metrics
+	metrics                         *metricsHooks    // nil without metrics
 	writes, messages, bytes, failed atomic.Int64
 	writeTime, waitTime             summary[time.Duration]
 	batchSize, batchBytes           summary[int64]
@@ -1190,9 +1214,12 @@ var (
 // produceKey is the Produce request's API key.
 const produceKey = 0
 
-func (h *writerHooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+func (h *writerHooks) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, partition int32, m kgo.ProduceBatchMetrics) {
 	h.batchSize.observe(int64(m.NumRecords))
 	h.batchBytes.observe(int64(m.UncompressedBytes))
+	if h.metrics != nil {
+		h.metrics.produced(meta, topic, partition, m)
+	}
 }
 
 // produceOK reports whether a request was a Produce that went through;
@@ -1206,6 +1233,9 @@ func (h *writerHooks) produceOK(key int16, err error) bool {
 	if err != nil {
 		if !errors.Is(err, kgo.ErrClientClosed) {
 			h.counters.retries.Add(1)
+			if h.rec != nil {
+				h.rec.Resent(metrics.ResendConnection)
+			}
 		}
 		return false
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
 	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/metricstest"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -221,11 +222,12 @@ func describedProducer(t *testing.T, req kproxy.Request, resp []byte, pid int64,
 func TestIdempotentResendStoredAfterRestart(t *testing.T) {
 	t.Parallel()
 	rig := newFaultRig(t, "restarted", 1)
+	p := metricstest.New()
 	w, err := sdk.NewWriter(&kafka.Writer{
 		Addr:         kafka.TCP(rig.proxy.Addr()),
 		Topic:        rig.topic,
 		RequiredAcks: kafka.RequireAll,
-	}, testOptions(t, sdk.WithIdempotence(true))...)
+	}, testOptions(t, sdk.WithIdempotence(true), sdk.WithMetrics(p))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +280,9 @@ func TestIdempotentResendStoredAfterRestart(t *testing.T) {
 	st := w.Stats().SDK
 	if st.ResentStored != 1 {
 		t.Errorf("Stats().SDK.ResentStored = %d, want 1", st.ResentStored)
+	}
+	if n := p.Only(t).Count("resent stored"); n != 1 {
+		t.Errorf("Resent(ResendStored) reported %d times, want 1", n)
 	}
 	if st.ProducerID != before.ProducerID || st.ProducerEpoch != before.ProducerEpoch {
 		t.Errorf("producer moved from %d/%d to %d/%d: the batch was renumbered", before.ProducerID, before.ProducerEpoch, st.ProducerID, st.ProducerEpoch)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/kframe"
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // ZoneFallbackHold is how long after the last failed dial or request to a
@@ -40,6 +41,7 @@ type zoneFallback struct {
 	az     string
 	now    func() time.Time
 	logger *slog.Logger
+	rec    metrics.Recorder // nil without metrics
 
 	mu   sync.Mutex
 	down map[int32]time.Time // in-zone broker -> when its fallback ends
@@ -91,6 +93,9 @@ func (z *zoneFallback) active() bool {
 	}
 	if on != z.on {
 		z.on = on
+		if z.rec != nil {
+			z.rec.ZoneFallback(on)
+		}
 		if on {
 			z.logger.Info("azkafka: a broker of the client's zone does not answer; fetching from the partitions' leaders until it does",
 				"az", z.az, "hold", ZoneFallbackHold)
