@@ -190,7 +190,8 @@ func WithConnLimiter(l *rate.Limiter) Option {
 
 // WithRedialBackoff sets the full-jitter backoff before re-dialing an
 // address whose last connection failed or closed before serving a request.
-// Default: $AZKAFKA_REDIAL_BACKOFF_MIN/_MAX, else 50ms and 1s.
+// Default: $AZKAFKA_REDIAL_BACKOFF_MIN and $AZKAFKA_REDIAL_BACKOFF_MAX, else
+// DefaultRedialBackoffMin and DefaultRedialBackoffMax (50ms and 1s).
 func WithRedialBackoff(b retry.Backoff) Option {
 	return func(o *options) { o.redialBackoff = &b }
 }
@@ -552,93 +553,119 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 // only for a variable that is set (not blank); loadConfig wraps its error
 // with the name and the quoted value. azdetect reads its own variables
 // (AZKAFKA_AZ, AZKAFKA_DETECT_*, ...).
+// envVar is one setting of the package: its variable, its default as the
+// README shows it (from the Default* constant), the option that wins over
+// it, its README description, and how a value is parsed and applied. The
+// README's rows are generated from these (TestREADMEConfigTable), and each
+// option's doc names its variable: adding a setting is one row here plus
+// its option.
 type envVar struct {
-	name string
-	def  string
-	set  func(c *config, v string) error
+	name   string
+	def    string
+	option string
+	doc    string
+	set    func(c *config, v string) error
 }
+
+// code is v as a README table cell shows a value.
+func code(v any) string { return "`" + fmt.Sprint(v) + "`" }
 
 // envVars is every variable loadConfig reads for itself, in the README's
 // order.
 var envVars = []envVar{
-	{EnvClientID, "none", func(c *config, v string) error {
-		if _, err := cleanUserID(v); err != nil {
+	{EnvClientID, "none", "WithClientID", "User client ID, sent first.",
+		func(c *config, v string) error {
+			if _, err := cleanUserID(v); err != nil {
+				return err
+			}
+			c.userID = v
+			return nil
+		}},
+	{EnvSessionID, "random UUID v4 per client", "WithSessionID", "Session ID, canonical lower-case UUID.",
+		func(c *config, v string) error {
+			if err := validSessionID(v); err != nil {
+				return err
+			}
+			c.sessionID = v
+			return nil
+		}},
+	{EnvInterzoneLB, code(true), "WithInterzoneLB", "`false` leaves out `warpstream_interzone_lb=true`.",
+		func(c *config, v string) (err error) {
+			c.interzoneLB, err = parseBool(v)
 			return err
-		}
-		c.userID = v
-		return nil
-	}},
-	{EnvSessionID, "random UUID v4 per client", func(c *config, v string) error {
-		if err := validSessionID(v); err != nil {
+		}},
+	{EnvMaxConnRate, code(DefaultMaxConnRate), "WithMaxConnRate", "New connections per second, per process (all clients with the same rate and burst share one limiter). `0` or `off`: unlimited.",
+		func(c *config, v string) (err error) {
+			c.connRate, err = parseRate(v)
 			return err
-		}
-		c.sessionID = v
-		return nil
-	}},
-	{EnvInterzoneLB, "`true`", func(c *config, v string) (err error) {
-		c.interzoneLB, err = parseBool(v)
-		return err
-	}},
-	{EnvMaxConnRate, "`50`", func(c *config, v string) (err error) {
-		c.connRate, err = parseRate(v)
-		return err
-	}},
-	{EnvMaxConnBurst, "`50`", func(c *config, v string) (err error) {
-		c.connBurst, err = parsePositiveInt(v)
-		return err
-	}},
-	{EnvRedialBackoffMin, "`50ms`", func(c *config, v string) (err error) {
-		c.redialBackoff.Min, err = parsePositiveDuration(v)
-		return err
-	}},
-	{EnvRedialBackoffMax, "`1s`", func(c *config, v string) (err error) {
-		c.redialBackoff.Max, err = parsePositiveDuration(v)
-		return err
-	}},
-	{EnvRetryMaxAttempts, "`10`", func(c *config, v string) (err error) {
-		c.retry.MaxAttempts, err = parsePositiveInt(v)
-		return err
-	}},
-	{EnvRetryBackoffMin, "`100ms`", func(c *config, v string) (err error) {
-		c.retry.Backoff.Min, err = parsePositiveDuration(v)
-		return err
-	}},
-	{EnvRetryBackoffMax, "`1s`", func(c *config, v string) (err error) {
-		c.retry.Backoff.Max, err = parsePositiveDuration(v)
-		return err
-	}},
-	{EnvIdempotence, "`auto`", func(c *config, v string) (err error) {
-		c.idempotence, err = parseIdempotence(v)
-		return err
-	}},
-	{EnvRackAware, "`false`", func(c *config, v string) (err error) {
-		c.rackAware, err = parseBool(v)
-		return err
-	}},
-	{EnvFetchFromFollower, "`auto`", func(c *config, v string) error {
-		switch strings.ToLower(v) {
-		case "auto":
-			c.fetchFollower = fetchFollowerAuto
-		case "true":
-			c.fetchFollower = fetchFollowerOn
-		case "false":
-			c.fetchFollower = fetchFollowerOff
-		default:
-			return errors.New("want auto, true or false")
-		}
-		return nil
-	}},
-	{EnvGroupProtocol, "`classic`", func(c *config, v string) (err error) {
-		c.groupProtocol, err = parseGroupProtocol(v)
-		return err
-	}},
-	{EnvMaxResponseBytes, "`104857600`", func(c *config, v string) (err error) {
-		c.maxResponse, err = parsePositiveInt(v)
-		if err == nil && c.maxResponse < minMaxResponseBytes {
-			err = fmt.Errorf("want at least %d", minMaxResponseBytes)
-		}
-		return err
-	}},
+		}},
+	{EnvMaxConnBurst, code(DefaultMaxConnBurst), "WithMaxConnRate", "Connections that may open at once before the rate applies.",
+		func(c *config, v string) (err error) {
+			c.connBurst, err = parsePositiveInt(v)
+			return err
+		}},
+	{EnvRedialBackoffMin, code(DefaultRedialBackoffMin), "WithRedialBackoff", "First re-dial delay window after a failed or early-closed connection; doubles per failure.",
+		func(c *config, v string) (err error) {
+			c.redialBackoff.Min, err = parsePositiveDuration(v)
+			return err
+		}},
+	{EnvRedialBackoffMax, code(DefaultRedialBackoffMax), "WithRedialBackoff", "Cap of the re-dial window.",
+		func(c *config, v string) (err error) {
+			c.redialBackoff.Max, err = parsePositiveDuration(v)
+			return err
+		}},
+	{EnvRetryMaxAttempts, code(retry.DefaultMaxAttempts), "WithRetry", "Attempts (first included) of the Reader's retries; for the Writer, with `WriteTimeout` and the backoff cap, its delivery budget in time: attempts × (`WriteTimeout` + backoff max), 110 s by default.",
+		func(c *config, v string) (err error) {
+			c.retry.MaxAttempts, err = parsePositiveInt(v)
+			return err
+		}},
+	{EnvRetryBackoffMin, code(retry.DefaultBackoffMin), "WithRetry", "First retry delay window (full jitter, doubles per attempt).",
+		func(c *config, v string) (err error) {
+			c.retry.Backoff.Min, err = parsePositiveDuration(v)
+			return err
+		}},
+	{EnvRetryBackoffMax, code(retry.DefaultBackoffMax), "WithRetry", "Cap of the retry window.",
+		func(c *config, v string) (err error) {
+			c.retry.Backoff.Max, err = parsePositiveDuration(v)
+			return err
+		}},
+	{EnvIdempotence, code("auto"), "WithIdempotence", "Writer idempotence: `auto` (on when `RequiredAcks` is `RequireAll`; a refused producer ID falls back to at least once with one warning), `true` (needs `RequireAll`; a refusal is an error), `false`. `sdk.WithIdempotence` wins.",
+		func(c *config, v string) (err error) {
+			c.idempotence, err = parseIdempotence(v)
+			return err
+		}},
+	{EnvRackAware, code(false), "WithRackAwarePartitioning", "Writer: `true` sends each message without a key to a partition whose leader's rack (`broker.rack`) is the client's AZ, chosen among those by the Writer's `Balancer`; with no leader in the AZ (or the AZ unknown), every partition as before. Keyed messages never move. `sdk.WithRackAwarePartitioning` wins.",
+		func(c *config, v string) (err error) {
+			c.rackAware, err = parseBool(v)
+			return err
+		}},
+	{EnvFetchFromFollower, code("auto"), "WithFetchFromFollower", "Reader: fetch from the replica in the client's AZ (KIP-392; the AZ is sent as the fetch's rack ID). `auto`: on whenever the AZ is known; `true`; `false`. Needs brokers with `replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector` and `broker.rack` = the zone name (on MSK the zone ID: set `AZKAFKA_AZ_FORMAT=id`). `sdk.WithFetchFromFollower` wins.",
+		func(c *config, v string) error {
+			switch strings.ToLower(v) {
+			case "auto":
+				c.fetchFollower = fetchFollowerAuto
+			case "true":
+				c.fetchFollower = fetchFollowerOn
+			case "false":
+				c.fetchFollower = fetchFollowerOff
+			default:
+				return errors.New("want auto, true or false")
+			}
+			return nil
+		}},
+	{EnvGroupProtocol, code(GroupProtocolClassic), "WithGroupProtocol", "Reader with a `GroupID`: `classic` (JoinGroup/SyncGroup, the `GroupBalancers` assign, mixes with kafka-go members) or `consumer` (KIP-848: the broker assigns, no group-wide stop; Kafka 4.0+). `sdk.WithGroupProtocol` wins.",
+		func(c *config, v string) (err error) {
+			c.groupProtocol, err = parseGroupProtocol(v)
+			return err
+		}},
+	{EnvMaxResponseBytes, code(DefaultMaxResponseBytes), "WithMaxResponseBytes", "Largest response a client reads from a broker, in bytes (at least 65536); a larger, negative or too-short size prefix closes the connection with an error naming the address (see [Misbehaving brokers](#misbehaving-brokers)). A Reader raises its own limit to 1.5 × its largest fetch. `sdk.WithMaxResponseBytes` wins.",
+		func(c *config, v string) (err error) {
+			c.maxResponse, err = parsePositiveInt(v)
+			if err == nil && c.maxResponse < minMaxResponseBytes {
+				err = fmt.Errorf("want at least %d", minMaxResponseBytes)
+			}
+			return err
+		}},
 }
 
 // parseBool parses a boolean variable: true or false, in any case, and

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
 	"os"
 	"slices"
@@ -433,6 +437,73 @@ func TestOptionsOfOtherConstructorsAreRefused(t *testing.T) {
 		_, err := loadConfig(context.Background(), []Option{forCtor(tc.c), WithAZ("a"), WithGetenv(func(string) string { return "" }), tc.opt})
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
 			t.Errorf("%v: err = %v, want %q", tc.c, err, tc.want)
+		}
+	}
+}
+
+var updateREADME = flag.Bool("update", false, "rewrite the README's rows of the SDK's variables from envVars")
+
+// TestREADMEConfigTable: the README's rows of the SDK's variables are
+// generated from envVars (variable, default from the Default* constant,
+// description), in its order; `go test ./sdk -run TestREADMEConfigTable
+// -update` rewrites them.
+func TestREADMEConfigTable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, v := range envVars {
+		want = append(want, "| `"+v.name+"` | "+v.def+" | "+v.doc+" |")
+	}
+	lines := strings.Split(string(readme), "\n")
+	first := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "| `"+envVars[0].name+"` |") })
+	if first < 0 || first+len(want) > len(lines) {
+		t.Fatalf("README has no row of %s", envVars[0].name)
+	}
+	got := lines[first : first+len(want)]
+	if slices.Equal(got, want) {
+		return
+	}
+	if *updateREADME {
+		out := slices.Concat(lines[:first], want, lines[first+len(want):])
+		if err := os.WriteFile("../README.md", []byte(strings.Join(out, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("README row %d:\n got %s\nwant %s", first+i+1, got[i], want[i])
+		}
+	}
+	t.Log("run go test ./sdk -run TestREADMEConfigTable -update to rewrite them")
+}
+
+// TestOptionsNameTheirVariables: the doc of each variable's option names
+// the variable, so that the option docs and the table agree on which
+// option wins over which variable.
+func TestOptionsNameTheirVariables(t *testing.T) {
+	fset := token.NewFileSet()
+	docs := map[string]string{}
+	for _, file := range []string{"config.go", "metrics.go"} {
+		f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Doc != nil {
+				docs[fd.Name.Name] = fd.Doc.Text()
+			}
+		}
+	}
+	for _, v := range envVars {
+		doc, ok := docs[v.option]
+		switch {
+		case !ok:
+			t.Errorf("%s: its option %s is not a documented function of config.go", v.name, v.option)
+		case !strings.Contains(doc, v.name) && !strings.Contains(doc, strings.TrimPrefix(v.name, "AZKAFKA_")):
+			t.Errorf("%s's doc does not name %s", v.option, v.name)
 		}
 	}
 }
