@@ -430,6 +430,8 @@ func TestOptionsOfOtherConstructorsAreRefused(t *testing.T) {
 		{ctorDialer, WithIdempotence(false), "sdk: NewAZAwareDialer: WithIdempotence applies to NewWriter only"},
 		{ctorWriter, WithFetchFromFollower(true), "sdk: NewWriter: WithFetchFromFollower applies to NewReader only"},
 		{ctorTransport, WithGroupProtocol(GroupProtocolConsumer), "sdk: NewTransport: WithGroupProtocol applies to NewReader only"},
+		{ctorTransport, WithEngineHooks(), "sdk: NewTransport: WithEngineHooks applies to NewWriter and NewReader only"},
+		{ctorReader, WithEngineHooks(), ""},
 		{ctorWriter, WithIdempotence(true), ""},
 		{ctorReader, WithFetchFromFollower(false), ""},
 		{anyCtor, WithIdempotence(true), ""},

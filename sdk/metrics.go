@@ -40,10 +40,14 @@ func WithMetrics(p metrics.Provider) Option { return func(o *options) { o.metric
 // Reader, as kgo.WithHooks does: they see the engine's connections,
 // requests and batches. Records reach them with the Writer's own context
 // (not the caller's), so a tracing hook cannot parent its spans on the
-// caller's; use contrib/otel's Tracer for that. NewAZAwareDialer and
-// NewTransport ignore it. Default: none.
+// caller's; use contrib/otel's Tracer for that. NewWriter and NewReader
+// take it; given to NewAZAwareDialer or NewTransport it is an error.
+// Default: none.
 func WithEngineHooks(hooks ...kgo.Hook) Option {
-	return func(o *options) { o.engineHooks = append(o.engineHooks, hooks...) }
+	return func(o *options) {
+		o.engineHooks = append(o.engineHooks, hooks...)
+		o.restrict("WithEngineHooks", ctorWriter, ctorReader)
+	}
 }
 
 // startRecorder asks the session's Provider for the Recorder of the client
