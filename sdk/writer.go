@@ -673,7 +673,14 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 			return
 		}
 		if errors.Is(err, kgo.ErrRecordTimeout) {
-			err = fmt.Errorf("sdk: not acknowledged within the delivery budget (%v): %w", w.conf.budget, err)
+			// The error the engine last met, when no broker answered
+			// since, is why the budget ran out: a dial refused, a TLS
+			// handshake closed.
+			if last := w.hooks.since(w.hooks.errSeq.Load()); last != nil {
+				err = fmt.Errorf("sdk: not acknowledged within the delivery budget (%v): %w; last error: %w", w.conf.budget, err, last)
+			} else {
+				err = fmt.Errorf("sdk: not acknowledged within the delivery budget (%v): %w", w.conf.budget, err)
+			}
 		}
 		if w.s.rec != nil {
 			w.s.rec.ProduceFailed(r.Topic, r.Partition, 1, errorType(err))
