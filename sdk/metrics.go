@@ -74,8 +74,7 @@ type metricsHooks struct {
 	az     string
 	client *atomic.Pointer[kgo.Client]
 
-	brokersMu sync.Mutex
-	brokers   atomic.Pointer[map[int32]brokerEntry] // copied on write
+	brokers metrics.Cache[int32, brokerEntry]
 
 	// sources is the node each partition's batches came from last
 	// (Reader only; nil for a Writer).
@@ -155,28 +154,15 @@ func (m *metricsHooks) released(topic string, partition int32) {
 
 // broker returns meta as a metrics.Broker, built once per broker.
 func (m *metricsHooks) broker(meta kgo.BrokerMetadata) metrics.Broker {
-	if bs := m.brokers.Load(); bs != nil {
-		if b, ok := (*bs)[meta.NodeID]; ok && b.port == meta.Port && b.host == meta.Host && b.Rack == rackOf(meta) {
-			return b.Broker
-		}
-	}
-	m.brokersMu.Lock()
-	defer m.brokersMu.Unlock()
-	next := map[int32]brokerEntry{}
-	if bs := m.brokers.Load(); bs != nil {
-		for id, b := range *bs {
-			next[id] = b
-		}
-	}
 	rack := rackOf(meta)
-	b := brokerEntry{
-		Broker: metrics.Broker{NodeID: meta.NodeID, Addr: brokerAddr(meta), Rack: rack, InZone: m.az != "" && rack == m.az},
-		host:   meta.Host,
-		port:   meta.Port,
-	}
-	next[meta.NodeID] = b
-	m.brokers.Store(&next)
-	return b.Broker
+	current := func(b brokerEntry) bool { return b.port == meta.Port && b.host == meta.Host && b.Rack == rack }
+	return m.brokers.Get(meta.NodeID, current, func() brokerEntry {
+		return brokerEntry{
+			Broker: metrics.Broker{NodeID: meta.NodeID, Addr: brokerAddr(meta), Rack: rack, InZone: m.az != "" && rack == m.az},
+			host:   meta.Host,
+			port:   meta.Port,
+		}
+	}).Broker
 }
 
 func rackOf(meta kgo.BrokerMetadata) string {

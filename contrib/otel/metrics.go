@@ -277,14 +277,12 @@ type recorder struct {
 	dialWaitLimiter, dialWaitRedial []metric.AddOption
 	client                          []metric.AddOption // base only
 
-	brokersMu sync.Mutex
-	brokers   atomic.Pointer[map[int32]*brokerAttrs] // copied on write
-	addrsMu   sync.Mutex
-	addrs     map[string]*addrAttrs
+	brokers metrics.Cache[int32, *brokerAttrs]
+	addrsMu sync.Mutex
+	addrs   map[string]*addrAttrs
 
-	noTopic  *topicAttrs
-	topicsMu sync.Mutex
-	topics   atomic.Pointer[map[string]*topicAttrs] // copied on write
+	noTopic *topicAttrs
+	topics  metrics.Cache[string, *topicAttrs]
 
 	mu         sync.Mutex // the up-down counters' state below
 	lags       map[partition]lagEntry
@@ -392,26 +390,7 @@ func (r *recorder) topic(topic string) *topicAttrs {
 	if r.noTopic != nil {
 		return r.noTopic
 	}
-	if m := r.topics.Load(); m != nil {
-		if a, ok := (*m)[topic]; ok {
-			return a
-		}
-	}
-	r.topicsMu.Lock()
-	defer r.topicsMu.Unlock()
-	next := map[string]*topicAttrs{}
-	if m := r.topics.Load(); m != nil {
-		if a, ok := (*m)[topic]; ok {
-			return a
-		}
-		for k, v := range *m {
-			next[k] = v
-		}
-	}
-	a := r.newTopicAttrs(topic)
-	next[topic] = a
-	r.topics.Store(&next)
-	return a
+	return r.topics.Get(topic, nil, func() *topicAttrs { return r.newTopicAttrs(topic) })
 }
 
 // server returns server.address and server.port of addr (host:port).
@@ -425,44 +404,32 @@ func server(addr string) []attribute.KeyValue {
 }
 
 func (r *recorder) broker(b metrics.Broker) *brokerAttrs {
-	if m := r.brokers.Load(); m != nil {
-		if a, ok := (*m)[b.NodeID]; ok && a.addr == b.Addr && a.rack == b.Rack {
-			return a
+	current := func(a *brokerAttrs) bool { return a.addr == b.Addr && a.rack == b.Rack }
+	return r.brokers.Get(b.NodeID, current, func() *brokerAttrs {
+		inZone := strconv.FormatBool(b.InZone)
+		if r.az == "" || b.Rack == "" {
+			inZone = "unknown"
 		}
-	}
-	r.brokersMu.Lock()
-	defer r.brokersMu.Unlock()
-	next := map[int32]*brokerAttrs{}
-	if m := r.brokers.Load(); m != nil {
-		for k, v := range *m {
-			next[k] = v
+		srv := server(b.Addr)
+		zone := append(append([]attribute.KeyValue{}, srv...), AttrRack.String(b.Rack), AttrInZone.String(inZone))
+		op := func(name string, typ attribute.KeyValue) []metric.RecordOption {
+			return recordOpts(r.with(append(append([]attribute.KeyValue{}, srv...), semconv.MessagingOperationName(name), typ)...)...)
 		}
-	}
-	inZone := strconv.FormatBool(b.InZone)
-	if r.az == "" || b.Rack == "" {
-		inZone = "unknown"
-	}
-	srv := server(b.Addr)
-	zone := append(append([]attribute.KeyValue{}, srv...), AttrRack.String(b.Rack), AttrInZone.String(inZone))
-	op := func(name string, typ attribute.KeyValue) []metric.RecordOption {
-		return recordOpts(r.with(append(append([]attribute.KeyValue{}, srv...), semconv.MessagingOperationName(name), typ)...)...)
-	}
-	a := &brokerAttrs{
-		addr:   b.Addr,
-		rack:   b.Rack,
-		tx:     r.m.networkIOS.get(r.with(append(zone, semconv.NetworkIODirectionTransmit)...)...),
-		rx:     r.m.networkIOS.get(r.with(append(zone, semconv.NetworkIODirectionReceive)...)...),
-		server: srv,
-		send:   op("send", semconv.MessagingOperationTypeSend),
-		poll:   op("poll", semconv.MessagingOperationTypeReceive),
-		commit: op("commit", semconv.MessagingOperationTypeSettle),
-	}
-	if r.kind == metrics.KindReader {
-		a.fetch = r.m.fetchBytesS.get(r.with(zone...)...)
-	}
-	next[b.NodeID] = a
-	r.brokers.Store(&next)
-	return a
+		a := &brokerAttrs{
+			addr:   b.Addr,
+			rack:   b.Rack,
+			tx:     r.m.networkIOS.get(r.with(append(zone, semconv.NetworkIODirectionTransmit)...)...),
+			rx:     r.m.networkIOS.get(r.with(append(zone, semconv.NetworkIODirectionReceive)...)...),
+			server: srv,
+			send:   op("send", semconv.MessagingOperationTypeSend),
+			poll:   op("poll", semconv.MessagingOperationTypeReceive),
+			commit: op("commit", semconv.MessagingOperationTypeSettle),
+		}
+		if r.kind == metrics.KindReader {
+			a.fetch = r.m.fetchBytesS.get(r.with(zone...)...)
+		}
+		return a
+	})
 }
 
 func (r *recorder) addr(addr string) *addrAttrs {

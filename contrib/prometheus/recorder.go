@@ -24,16 +24,14 @@ type recorder struct {
 
 	dialWaitLimiter, dialWaitRedial prometheus.Counter
 
-	brokersMu sync.Mutex
-	brokers   atomic.Pointer[map[int32]*brokerSeries] // copied on write
-	addrsMu   sync.Mutex
-	addrs     map[string]*addrSeries
+	brokers metrics.Cache[int32, *brokerSeries]
+	addrsMu sync.Mutex
+	addrs   map[string]*addrSeries
 
 	byAPI [128]atomic.Pointer[prometheus.Observer]
 
-	noTopic  *topicSeries // the series without a topic label
-	topicsMu sync.Mutex
-	topics   atomic.Pointer[map[string]*topicSeries] // copied on write
+	noTopic *topicSeries // the series without a topic label
+	topics  metrics.Cache[string, *topicSeries]
 
 	mu         sync.Mutex // the state of the gauges below
 	lags       map[partition]lagEntry
@@ -143,60 +141,29 @@ func (r *recorder) topic(topic string) *topicSeries {
 	if r.noTopic != nil {
 		return r.noTopic
 	}
-	if m := r.topics.Load(); m != nil {
-		if s, ok := (*m)[topic]; ok {
-			return s
-		}
-	}
-	r.topicsMu.Lock()
-	defer r.topicsMu.Unlock()
-	next := map[string]*topicSeries{}
-	if m := r.topics.Load(); m != nil {
-		if s, ok := (*m)[topic]; ok {
-			return s
-		}
-		for k, v := range *m {
-			next[k] = v
-		}
-	}
-	s := r.newTopicSeries(topic)
-	next[topic] = s
-	r.topics.Store(&next)
-	return s
+	return r.topics.Get(topic, nil, func() *topicSeries { return r.newTopicSeries(topic) })
 }
 
 // broker returns the series of b, created on first use.
 func (r *recorder) broker(b metrics.Broker) *brokerSeries {
-	if m := r.brokers.Load(); m != nil {
-		if s, ok := (*m)[b.NodeID]; ok && s.addr == b.Addr && s.rack == b.Rack {
-			return s
+	current := func(s *brokerSeries) bool { return s.addr == b.Addr && s.rack == b.Rack }
+	return r.brokers.Get(b.NodeID, current, func() *brokerSeries {
+		inZone := strconv.FormatBool(b.InZone)
+		if r.az == "" || b.Rack == "" {
+			inZone = "unknown"
 		}
-	}
-	r.brokersMu.Lock()
-	defer r.brokersMu.Unlock()
-	next := map[int32]*brokerSeries{}
-	if m := r.brokers.Load(); m != nil {
-		for k, v := range *m {
-			next[k] = v
+		lv := r.labels(b.Addr, b.Rack, inZone)
+		s := &brokerSeries{
+			addr: b.Addr,
+			rack: b.Rack,
+			sent: r.c.sentBytes.WithLabelValues(lv...),
+			recv: r.c.recvBytes.WithLabelValues(lv...),
 		}
-	}
-	inZone := strconv.FormatBool(b.InZone)
-	if r.az == "" || b.Rack == "" {
-		inZone = "unknown"
-	}
-	lv := r.labels(b.Addr, b.Rack, inZone)
-	s := &brokerSeries{
-		addr: b.Addr,
-		rack: b.Rack,
-		sent: r.c.sentBytes.WithLabelValues(lv...),
-		recv: r.c.recvBytes.WithLabelValues(lv...),
-	}
-	if r.kind == metrics.KindReader {
-		s.fetch = r.c.readerFetchBytes.WithLabelValues(lv...)
-	}
-	next[b.NodeID] = s
-	r.brokers.Store(&next)
-	return s
+		if r.kind == metrics.KindReader {
+			s.fetch = r.c.readerFetchBytes.WithLabelValues(lv...)
+		}
+		return s
+	})
 }
 
 // addr returns the series of a dialed address, created on first use.
