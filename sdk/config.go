@@ -649,7 +649,7 @@ var envVars = []envVar{
 			case "false":
 				c.fetchFollower = fetchFollowerOff
 			default:
-				return errors.New("want auto, true or false")
+				return errors.New("want auto, true or false (any case)")
 			}
 			return nil
 		}},
@@ -740,12 +740,12 @@ func parseIdempotence(v string) (idempotence, error) {
 	switch strings.ToLower(v) {
 	case "auto":
 		return idempotence{mode: idempotenceAuto}, nil
-	case "true", "1", "on":
+	case "true":
 		return idempotence{mode: idempotenceOn, source: EnvIdempotence + "=" + v}, nil
-	case "false", "0", "off":
+	case "false":
 		return idempotence{mode: idempotenceOff, source: EnvIdempotence + "=" + v}, nil
 	}
-	return idempotence{}, errors.New("want auto, true or false")
+	return idempotence{}, errors.New("want auto, true or false (any case)")
 }
 
 // idempotenceOption is the setting of WithIdempotence(on).

@@ -386,6 +386,10 @@ func TestStrictValues(t *testing.T) {
 		{map[string]string{EnvAZ: " "}, "sdk: AZKAFKA_AZ is set but blank"},
 		{map[string]string{EnvGroupProtocol: "CONSUMER"}, ""},
 		{map[string]string{EnvFetchFromFollower: "Auto"}, ""},
+		{map[string]string{EnvIdempotence: "FALSE"}, ""},
+		{map[string]string{EnvIdempotence: "1"}, `AZKAFKA_IDEMPOTENCE="1": want auto, true or false (any case)`},
+		{map[string]string{EnvIdempotence: "off"}, `AZKAFKA_IDEMPOTENCE="off": want auto, true or false (any case)`},
+		{map[string]string{EnvFetchFromFollower: "on"}, `AZKAFKA_FETCH_FROM_FOLLOWER="on": want auto, true or false (any case)`},
 	} {
 		opts := []Option{WithAZ("az-a"), WithGetenv(func(k string) string { return tc.env[k] }), WithDetector(nil)}
 		_, err := loadConfig(context.Background(), opts)
