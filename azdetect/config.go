@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/azkafka/azkafka/internal/settings"
 )
 
 // Format selects the form of the zone the cloud providers return.
@@ -65,59 +67,75 @@ const (
 )
 
 // Config is the configuration of a Detector. The zero value detects with
-// every provider, the default endpoints and a 1 s budget.
+// every provider, the default endpoints and a 1 s budget. ConfigFromEnv
+// fills it from the environment: each field's doc names its variable.
 type Config struct {
 	// AZ, when not empty, is the zone to use (source "option"): no provider
 	// runs and nothing touches the network. An invalid AZ fails detection.
 	AZ string
 
 	// EnvAZ is the zone taken from the environment (source "env"), with the
-	// same effect as AZ; EnvAZVariable names the variable it came from, for
-	// error messages. Default EnvAZVariable: "AZKAFKA_AZ".
+	// same effect as AZ: AZKAFKA_AZ, else WARPSTREAM_AVAILABILITY_ZONE.
+	// EnvAZVariable names the variable it came from, for error messages.
+	// Default EnvAZVariable: "AZKAFKA_AZ".
 	EnvAZ         string
 	EnvAZVariable string
 
-	// Format selects zone names or zone IDs. Default: FormatName.
+	// Format selects zone names or zone IDs (AZKAFKA_AZ_FORMAT). Default:
+	// FormatName.
 	Format Format
 
 	// Providers limits detection to these sources ("env", "ecs", "ec2",
 	// "gcp", "azure", "kubernetes"); their order does not matter, the
-	// precedence is fixed. Default (nil): all of them.
+	// precedence is fixed. AZKAFKA_DETECT_PROVIDERS, comma-separated.
+	// Default (nil): all of them.
 	Providers []string
 
 	// Timeout is the budget of the whole detection: every provider runs in
-	// parallel within it. Default: 1 s.
+	// parallel within it (AZKAFKA_DETECT_TIMEOUT). Default: DefaultTimeout
+	// (1 s).
 	Timeout time.Duration
 
-	// ECSMetadataURI is the ECS task metadata v4 base URL. Empty: the ECS
+	// ECSMetadataURI is the ECS task metadata v4 base URL
+	// (ECS_CONTAINER_METADATA_URI_V4, which ECS sets). Empty: the ECS
 	// provider is not configured.
 	ECSMetadataURI string
 
-	// EC2Endpoint is the base URL of the EC2 instance metadata service.
-	// Default: "http://169.254.169.254".
+	// EC2Endpoint is the base URL of the EC2 instance metadata service
+	// (AWS_EC2_METADATA_SERVICE_ENDPOINT, else
+	// AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE=IPv6 for
+	// http://[fd00:ec2::254], as the AWS SDK reads them). Default:
+	// DefaultEC2Endpoint.
 	EC2Endpoint string
 	// EC2Disabled turns the EC2 provider off (AWS_EC2_METADATA_DISABLED=true).
 	EC2Disabled bool
 
-	// GCPHost is the GCE metadata server's host[:port].
-	// Default: "169.254.169.254".
+	// GCPHost is the GCE metadata server's host[:port]
+	// (GCE_METADATA_HOST). Default: DefaultGCPHost.
 	GCPHost string
 
-	// AzureEndpoint is the base URL of the Azure instance metadata service.
-	// Default: "http://169.254.169.254".
+	// AzureEndpoint is the base URL of the Azure instance metadata service
+	// (AZKAFKA_AZURE_IMDS_ENDPOINT). Default: DefaultAzureEndpoint.
 	AzureEndpoint string
 
-	// KubernetesHost and KubernetesPort locate the API server; NodeName is
-	// the node to read labels from. With KubernetesHost or NodeName empty
-	// the Kubernetes provider is not configured. Default KubernetesPort: 443.
+	// KubernetesHost locates the API server (KUBERNETES_SERVICE_HOST,
+	// which Kubernetes sets in every pod). Empty: the Kubernetes provider
+	// is not configured.
 	KubernetesHost string
+	// KubernetesPort is the API server's port (KUBERNETES_SERVICE_PORT).
+	// Default: DefaultKubernetesPort.
 	KubernetesPort string
-	NodeName       string
-	// KubernetesTokenFile and KubernetesCAFile are the service-account
-	// bearer token and the API server's CA bundle, read at each detection.
-	// Defaults: the files under /var/run/secrets/kubernetes.io/serviceaccount.
+	// NodeName is the node whose labels give the zone (NODE_NAME, set from
+	// the pod's spec.nodeName by the downward API). Empty: the Kubernetes
+	// provider is not configured.
+	NodeName string
+	// KubernetesTokenFile is the service-account bearer token, read at
+	// each detection (AZKAFKA_K8S_TOKEN_FILE). Default:
+	// DefaultKubernetesTokenFile.
 	KubernetesTokenFile string
-	KubernetesCAFile    string
+	// KubernetesCAFile is the API server's CA bundle, read at each
+	// detection (AZKAFKA_K8S_CA_FILE). Default: DefaultKubernetesCAFile.
+	KubernetesCAFile string
 
 	// HTTPClient, when set, carries the ECS, EC2, GCP and Azure requests:
 	// its Transport and Jar are used, its CheckRedirect and Timeout are not
@@ -135,104 +153,134 @@ type Config struct {
 var allProviders = []string{SourceEnv, SourceECS, SourceEC2, SourceGCP, SourceAzure, SourceKubernetes}
 
 // ConfigFromEnv builds a Config from the environment through getenv
-// (os.Getenv in production). A malformed variable is an error that names it
-// and quotes its value, e.g. AZKAFKA_DETECT_TIMEOUT="1x": not a Go duration.
+// (os.Getenv in production; "" is unset). A malformed variable, or one of
+// the package's own set to blanks, is an error that names it and quotes
+// its value, e.g. azdetect: AZKAFKA_DETECT_TIMEOUT="1x": not a Go
+// duration; the error lists every bad variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var cfg Config
-	var errs []error
-	bad := func(name, value, why string) {
-		errs = append(errs, fmt.Errorf("azdetect: %s=%s: %s", name, quote(value), why))
-	}
-
-	for _, name := range []string{EnvAZ, EnvWarpStreamAZ} {
-		if v := getenv(name); strings.TrimSpace(v) != "" {
-			if _, err := validateAZ(v); err != nil {
-				errs = append(errs, fmt.Errorf("azdetect: %s %s=%s: %w", SourceEnv, name, quote(v), err))
-			}
-			cfg.EnvAZ, cfg.EnvAZVariable = v, name
-			break
-		}
-	}
-
-	switch v := getenv(EnvAZFormat); strings.ToLower(strings.TrimSpace(v)) {
-	case "":
-	case string(FormatName), string(FormatID):
-		cfg.Format = Format(strings.ToLower(strings.TrimSpace(v)))
-	default:
-		bad(EnvAZFormat, v, `want "name" or "id" (any case)`)
-	}
-
-	if v := getenv(EnvDetectProviders); strings.TrimSpace(v) != "" {
-		names, err := parseProviders(v)
-		if err != nil {
-			bad(EnvDetectProviders, v, err.Error())
-		}
-		cfg.Providers = names
-	}
-
-	if v := getenv(EnvDetectTimeout); strings.TrimSpace(v) != "" {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		switch {
-		case err != nil:
-			bad(EnvDetectTimeout, v, `not a Go duration such as "1s" or "500ms"`)
-		case d <= 0 || d > maxDetectTimeout:
-			bad(EnvDetectTimeout, v, fmt.Sprintf("must be > 0 and <= %v", maxDetectTimeout))
-		default:
-			cfg.Timeout = d
-		}
-	}
-
-	if v := getenv(EnvECSMetadataURI); v != "" {
-		if err := checkBaseURL(v); err != nil {
-			bad(EnvECSMetadataURI, v, err.Error())
-		}
-		cfg.ECSMetadataURI = v
-	}
-	if v := getenv(EnvEC2Endpoint); v != "" {
-		if err := checkBaseURL(v); err != nil {
-			bad(EnvEC2Endpoint, v, err.Error())
-		}
-		cfg.EC2Endpoint = v
-	} else if v := getenv(EnvEC2EndpointMode); v != "" {
-		switch strings.ToLower(v) {
-		case "ipv4":
-		case "ipv6":
-			cfg.EC2Endpoint = ec2IPv6Endpoint
-		default:
-			bad(EnvEC2EndpointMode, v, `want "IPv4" or "IPv6"`)
-		}
-	}
-	// The AWS SDK disables IMDS only for "true" (any case); so do we.
-	cfg.EC2Disabled = strings.EqualFold(strings.TrimSpace(getenv(EnvEC2Disabled)), "true")
-
-	if v := getenv(EnvGCEMetadataHost); v != "" {
-		if err := checkHostPort(v); err != nil {
-			bad(EnvGCEMetadataHost, v, err.Error())
-		}
-		cfg.GCPHost = v
-	}
-	if v := getenv(EnvAzureEndpoint); v != "" {
-		if err := checkBaseURL(v); err != nil {
-			bad(EnvAzureEndpoint, v, err.Error())
-		}
-		cfg.AzureEndpoint = v
-	}
-
-	cfg.KubernetesHost = getenv(EnvKubernetesHost)
-	if v := getenv(EnvKubernetesPort); v != "" {
-		if p, err := strconv.Atoi(v); err != nil || p < 1 || p > 65535 {
-			bad(EnvKubernetesPort, v, "not a TCP port number")
-		}
-		cfg.KubernetesPort = v
-	}
-	cfg.NodeName = getenv(EnvNodeName)
-	cfg.KubernetesTokenFile = getenv(EnvKubernetesToken)
-	cfg.KubernetesCAFile = getenv(EnvKubernetesCA)
-
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+	if err := settings.Apply("azdetect", envVars, &cfg, settings.LookupFromGetenv(getenv)); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
+}
+
+func init() { settings.Register("azdetect", envVars, func() Config { return Config{} }) }
+
+// envVars is the table of the package's settings: every variable
+// ConfigFromEnv reads, in the README's order (see package
+// internal/settings: the README's rows are generated from it by
+// TestREADMEConfigTable, and each Config field's doc names its variable).
+// The platforms' own variables have no README row: the README and the
+// package doc name them with their provider.
+var envVars = []settings.Var[Config]{
+	{Name: EnvAZ, Default: "detected", Option: "Config.EnvAZ",
+		Doc: "Availability zone; `^[a-z0-9-]{1,128}$`. Without it (or `WARPSTREAM_AVAILABILITY_ZONE`), the zone is detected: the rows below.",
+		Set: setEnvAZ(EnvAZ)},
+	{Name: EnvWarpStreamAZ, Default: "unset", Option: "Config.EnvAZ", Foreign: true,
+		Doc: "The WarpStream agents' own variable, read when `AZKAFKA_AZ` is unset.",
+		Set: setEnvAZ(EnvWarpStreamAZ)},
+	{Name: EnvAZFormat, Default: settings.Code(FormatName), Option: "Config.Format",
+		Doc: "`name` (`us-east-1a`, what WarpStream uses) or `id` (the AWS zone ID, `use1-az1`, what MSK puts in `broker.rack`).",
+		Set: func(c *Config, v string) error {
+			switch f := Format(strings.ToLower(v)); f {
+			case FormatName, FormatID:
+				c.Format = f
+				return nil
+			}
+			return errors.New(`want "name" or "id" (any case)`)
+		}},
+	{Name: EnvDetectProviders, Default: "all", Option: "Config.Providers",
+		Doc: "Comma-separated subset of `env,ecs,ec2,gcp,azure,kubernetes`; an unknown name is an error.",
+		Set: func(c *Config, v string) (err error) {
+			c.Providers, err = parseProviders(v)
+			return err
+		}},
+	{Name: EnvDetectTimeout, Default: settings.Code(DefaultTimeout), Option: "Config.Timeout",
+		Doc: "Budget of the whole detection, a Go duration, > 0 and ≤ 1m; off-cloud, start-up pays it once per process.",
+		Set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			switch {
+			case err != nil:
+				return errors.New(`not a Go duration such as "1s" or "500ms"`)
+			case d <= 0 || d > maxDetectTimeout:
+				return fmt.Errorf("must be > 0 and <= %v", maxDetectTimeout)
+			}
+			c.Timeout = d
+			return nil
+		}},
+	{Name: EnvAzureEndpoint, Default: settings.Code(DefaultAzureEndpoint), Option: "Config.AzureEndpoint",
+		Doc: "Azure instance metadata service.",
+		Set: func(c *Config, v string) error { return setURL(&c.AzureEndpoint, v) }},
+	{Name: EnvKubernetesToken, Default: settings.Code(DefaultKubernetesTokenFile), Option: "Config.KubernetesTokenFile",
+		Doc: "Service-account token of the `kubernetes` provider (it needs `get` on `nodes` and `NODE_NAME`: see [`azdetect`](https://pkg.go.dev/github.com/azkafka/azkafka/azdetect#hdr-Kubernetes)).",
+		Set: func(c *Config, v string) error { c.KubernetesTokenFile = v; return nil }},
+	{Name: EnvKubernetesCA, Default: settings.Code(DefaultKubernetesCAFile), Option: "Config.KubernetesCAFile",
+		Doc: "The API server's CA bundle.",
+		Set: func(c *Config, v string) error { c.KubernetesCAFile = v; return nil }},
+
+	{Name: EnvECSMetadataURI, Option: "Config.ECSMetadataURI", Foreign: true,
+		Set: func(c *Config, v string) error { return setURL(&c.ECSMetadataURI, v) }},
+	// The mode before the endpoint, which wins over it.
+	{Name: EnvEC2EndpointMode, Option: "Config.EC2Endpoint", Foreign: true,
+		Set: func(c *Config, v string) error {
+			switch strings.ToLower(v) {
+			case "ipv4":
+			case "ipv6":
+				c.EC2Endpoint = ec2IPv6Endpoint
+			default:
+				return errors.New(`want "IPv4" or "IPv6"`)
+			}
+			return nil
+		}},
+	{Name: EnvEC2Endpoint, Option: "Config.EC2Endpoint", Foreign: true,
+		Set: func(c *Config, v string) error { return setURL(&c.EC2Endpoint, v) }},
+	// The AWS SDK disables IMDS only for "true" (any case); so does this.
+	{Name: EnvEC2Disabled, Option: "Config.EC2Disabled", Foreign: true,
+		Set: func(c *Config, v string) error { c.EC2Disabled = strings.EqualFold(v, "true"); return nil }},
+	{Name: EnvGCEMetadataHost, Option: "Config.GCPHost", Foreign: true,
+		Set: func(c *Config, v string) error {
+			if err := checkHostPort(v); err != nil {
+				return err
+			}
+			c.GCPHost = v
+			return nil
+		}},
+	{Name: EnvKubernetesHost, Option: "Config.KubernetesHost", Foreign: true,
+		Set: func(c *Config, v string) error { c.KubernetesHost = v; return nil }},
+	{Name: EnvKubernetesPort, Option: "Config.KubernetesPort", Foreign: true,
+		Set: func(c *Config, v string) error {
+			if p, err := strconv.Atoi(v); err != nil || p < 1 || p > 65535 {
+				return errors.New("not a TCP port number")
+			}
+			c.KubernetesPort = v
+			return nil
+		}},
+	{Name: EnvNodeName, Option: "Config.NodeName", Foreign: true,
+		Set: func(c *Config, v string) error { c.NodeName = v; return nil }},
+}
+
+// setEnvAZ returns the Set of a variable naming the zone: the first one
+// set, in the table's order, gives Config.EnvAZ.
+func setEnvAZ(name string) func(c *Config, v string) error {
+	return func(c *Config, v string) error {
+		if c.EnvAZ != "" {
+			return nil
+		}
+		if _, err := validateAZ(v); err != nil {
+			return err
+		}
+		c.EnvAZ, c.EnvAZVariable = v, name
+		return nil
+	}
+}
+
+func setURL(field *string, v string) error {
+	if err := checkBaseURL(v); err != nil {
+		return err
+	}
+	*field = v
+	return nil
 }
 
 // parseProviders parses a comma-separated list of provider names.

@@ -37,7 +37,7 @@ func TestConfigFromEnv(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := Config{
-			EnvAZ: " us-east-1a ", EnvAZVariable: EnvAZ, Format: FormatID,
+			EnvAZ: "us-east-1a", EnvAZVariable: EnvAZ, Format: FormatID,
 			Providers: []string{SourceEC2, SourceKubernetes}, Timeout: 250 * time.Millisecond,
 			ECSMetadataURI: "http://169.254.170.2/v4/abc", EC2Endpoint: "http://[fd00:ec2::254]", EC2Disabled: true,
 			GCPHost: "metadata.google.internal:8080", AzureEndpoint: "http://169.254.169.254",
@@ -55,9 +55,20 @@ func TestConfigFromEnv(t *testing.T) {
 		}
 	})
 	t.Run("warpstream variable", func(t *testing.T) {
-		cfg, err := ConfigFromEnv(envOf(map[string]string{EnvAZ: "  ", EnvWarpStreamAZ: "eu-west-1a"}))
+		cfg, err := ConfigFromEnv(envOf(map[string]string{EnvWarpStreamAZ: "eu-west-1a"}))
 		if err != nil || cfg.EnvAZ != "eu-west-1a" || cfg.EnvAZVariable != EnvWarpStreamAZ {
 			t.Fatalf("got %+v, %v", cfg, err)
+		}
+	})
+	t.Run("blank is an error, not unset", func(t *testing.T) {
+		_, err := ConfigFromEnv(envOf(map[string]string{EnvAZ: "  ", EnvWarpStreamAZ: "eu-west-1a"}))
+		if err == nil || err.Error() != "azdetect: AZKAFKA_AZ is set but blank: unset it or give it a value" {
+			t.Fatalf("AZKAFKA_AZ blank: err = %v", err)
+		}
+		// A platform's own variable set to blanks is unset, as its owner reads it.
+		cfg, err := ConfigFromEnv(envOf(map[string]string{EnvWarpStreamAZ: " ", EnvNodeName: " "}))
+		if err != nil || cfg.EnvAZ != "" || cfg.NodeName != "" {
+			t.Fatalf("WARPSTREAM_AVAILABILITY_ZONE and NODE_NAME blank: %+v, %v", cfg, err)
 		}
 	})
 	t.Run("ipv6 endpoint mode", func(t *testing.T) {
@@ -80,8 +91,8 @@ func TestConfigFromEnvErrors(t *testing.T) {
 		want        string // substring of the error
 	}{
 		{EnvAZ, "us-east-1a,warpstream_interzone_lb=false",
-			`azdetect: env AZKAFKA_AZ="us-east-1a,warpstream_interzone_lb=false": invalid AZ: byte "," at offset 10`},
-		{EnvWarpStreamAZ, "Zone A", `env WARPSTREAM_AVAILABILITY_ZONE="Zone A": invalid AZ`},
+			`azdetect: AZKAFKA_AZ="us-east-1a,warpstream_interzone_lb=false": invalid AZ: byte "," at offset 10`},
+		{EnvWarpStreamAZ, "Zone A", `azdetect: WARPSTREAM_AVAILABILITY_ZONE="Zone A": invalid AZ`},
 		{EnvAZ, strings.Repeat("a", 200), `AZKAFKA_AZ="` + strings.Repeat("a", 64) + `"...(200 bytes): invalid AZ: 200 bytes, longer than 128`},
 		{EnvAZFormat, "zone-id", `AZKAFKA_AZ_FORMAT="zone-id": want "name" or "id" (any case)`},
 		{EnvDetectProviders, "env,aws", `AZKAFKA_DETECT_PROVIDERS="env,aws": unknown provider "aws"`},

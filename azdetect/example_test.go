@@ -52,7 +52,7 @@ func ExampleConfigFromEnv() {
 	fmt.Println(err)
 	// Output:
 	// us-east-1a env 500ms <nil>
-	// azdetect: env AZKAFKA_AZ="us-east-1a,warpstream_interzone_lb=false": invalid AZ: byte "," at offset 10 is not one of a-z, 0-9, '-'
+	// azdetect: AZKAFKA_AZ="us-east-1a,warpstream_interzone_lb=false": invalid AZ: byte "," at offset 10 is not one of a-z, 0-9, '-'
 }
 
 func ExampleValidate() {

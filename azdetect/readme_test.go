@@ -1,50 +1,55 @@
 package azdetect
 
 import (
+	"flag"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/azkafka/azkafka/internal/settings"
+	"github.com/azkafka/azkafka/internal/settings/settingstest"
 )
 
-// TestREADMEListsDetectionVariables: the README's configuration table has
-// a row per AZKAFKA_* variable of this package (and the WarpStream one),
-// in the shape of the SDK's rows (name, default, meaning), with the
-// defaults the code applies; setting each to the default its row states
-// changes nothing.
-func TestREADMEListsDetectionVariables(t *testing.T) {
+var updateREADME = flag.Bool("update", false, "rewrite the README's rows of azdetect's variables from envVars")
+
+// TestREADMEConfigTable: the README's rows of azdetect's variables are
+// generated from envVars (variable, default from the Default* constant,
+// description), in its order; `go test ./azdetect -run
+// TestREADMEConfigTable -update` rewrites them. The platforms' own
+// variables are named in the README's prose.
+func TestREADMEConfigTable(t *testing.T) {
+	settingstest.CheckREADME(t, "../README.md", settings.Rows(envVars), *updateREADME, "go test ./azdetect -run TestREADMEConfigTable -update")
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	literal := map[string]string{ // variables whose default is a value
-		EnvAZFormat:        string(FormatName),
-		EnvDetectTimeout:   DefaultTimeout.String(),
-		EnvAzureEndpoint:   DefaultAzureEndpoint,
-		EnvKubernetesToken: DefaultKubernetesTokenFile,
-		EnvKubernetesCA:    DefaultKubernetesCAFile,
-	}
-	rows := map[string]string{ // the row starts
-		EnvAZ:              "| `" + EnvAZ + "` | detected |",
-		EnvWarpStreamAZ:    "| `" + EnvWarpStreamAZ + "` | unset |",
-		EnvDetectProviders: "| `" + EnvDetectProviders + "` | all |",
-	}
-	for name, def := range literal {
-		rows[name] = "| `" + name + "` | `" + def + "` |"
-	}
-	for _, row := range rows {
-		if !strings.Contains(string(readme), row) {
-			t.Errorf("README lacks the row start %q", row)
+	for _, v := range envVars {
+		if v.Doc == "" && !strings.Contains(string(readme), "`"+v.Name+"`") {
+			t.Errorf("README does not name %s", v.Name)
 		}
 	}
-	// The cloud's own variables are named in the README too.
-	for _, name := range []string{EnvECSMetadataURI, EnvEC2Endpoint, EnvEC2EndpointMode, EnvEC2Disabled,
-		EnvGCEMetadataHost, EnvKubernetesHost, EnvKubernetesPort, EnvNodeName} {
-		if !strings.Contains(string(readme), "`"+name+"`") {
-			t.Errorf("README does not name %s", name)
-		}
-	}
+}
 
+// TestConfigFieldsNameTheirVariables: the doc of the Config field each
+// variable fills names the variable.
+func TestConfigFieldsNameTheirVariables(t *testing.T) {
+	settingstest.CheckOptionDocs(t, []string{"config.go"}, envVars)
+}
+
+// TestEnvDefaultsAreTheDefaults: setting each variable to the default its
+// row states changes nothing, so the documented defaults are the real
+// ones.
+func TestEnvDefaultsAreTheDefaults(t *testing.T) {
+	literal := map[string]string{}
+	for _, v := range envVars {
+		if strings.HasPrefix(v.Default, "`") {
+			literal[v.Name] = strings.Trim(v.Default, "`")
+		}
+	}
+	if len(literal) < 5 {
+		t.Fatalf("only %d variables have a literal default: %v", len(literal), literal)
+	}
 	plain, err := ConfigFromEnv(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

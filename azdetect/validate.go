@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/azkafka/azkafka/internal/settings"
 )
 
 // MaxAZLength is the longest zone Validate accepts, in bytes.
 const MaxAZLength = 128
-
-// maxQuoted is how many bytes of an outside value an error message quotes.
-const maxQuoted = 64
 
 // Validate trims surrounding whitespace from az and checks that the rest
 // matches ^[a-z0-9-]{1,128}$, so that it cannot smuggle separators (',' or
@@ -44,11 +43,6 @@ func validateAZ(az string) (string, error) {
 	return s, nil
 }
 
-// quote returns v double-quoted and truncated to maxQuoted bytes, for error
+// quote returns v double-quoted and truncated to 64 bytes, for error
 // messages about outside values.
-func quote(v string) string {
-	if len(v) <= maxQuoted {
-		return strconv.Quote(v)
-	}
-	return strconv.Quote(v[:maxQuoted]) + fmt.Sprintf("...(%d bytes)", len(v))
-}
+func quote(v string) string { return settings.Quote(v) }

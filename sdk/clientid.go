@@ -3,9 +3,11 @@ package sdk
 import (
 	"errors"
 	"fmt"
-	"github.com/azkafka/azkafka/azdetect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/internal/settings"
 )
 
 // Keys of the client ID pairs the SDK owns. A WarpStream agent splits the
@@ -214,14 +216,4 @@ func validAZ(az string) error {
 }
 
 // quote quotes s for an error message, truncated to 64 bytes.
-func quote(s string) string {
-	const limit = 64
-	if len(s) > limit {
-		cut := limit
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return fmt.Sprintf("%q…", s[:cut])
-	}
-	return fmt.Sprintf("%q", s)
-}
+func quote(s string) string { return settings.Quote(s) }

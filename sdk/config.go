@@ -16,6 +16,7 @@ import (
 	"github.com/azkafka/azkafka/azdetect"
 	"github.com/azkafka/azkafka/internal/envcheck"
 	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/internal/settings"
 	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/segmentio/kafka-go"
@@ -371,15 +372,13 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 			}
 		})
 	}
-	// A variable set to blanks is a mistake, not "unset".
-	for _, name := range blankChecked {
+	// A variable set to blanks is a mistake, not "unset": settings.Apply
+	// says so of the SDK's own, and this of those azdetect reads for it,
+	// whose getenv cannot tell set to "" from unset.
+	for _, name := range envcheck.Azdetect {
 		if v, ok := lookup(name); ok && strings.TrimSpace(v) == "" {
 			return config{}, fmt.Errorf("sdk: %s is set but blank: unset it or give it a value", name)
 		}
-	}
-	env := func(name string) (string, bool) {
-		v := strings.TrimSpace(getenv(name))
-		return v, v != ""
 	}
 	c := config{
 		logger:        o.logger,
@@ -409,12 +408,8 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	c.idempotence = idempotence{mode: idempotenceAuto}
 	c.groupProtocol = GroupProtocolClassic
 	c.maxResponse = DefaultMaxResponseBytes
-	for _, v := range envVars {
-		if val, ok := env(v.name); ok {
-			if err := v.set(&c, val); err != nil {
-				return config{}, fmt.Errorf("sdk: %s=%s: %w", v.name, quote(val), err)
-			}
-		}
+	if err := settings.Apply("sdk", envVars, &c, lookup); err != nil {
+		return config{}, err
 	}
 
 	// Client ID pieces.
@@ -548,99 +543,96 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	return c, nil
 }
 
-// envVar is one AZKAFKA_* variable of the SDK: its name, its default as
-// the README's table states it, and how a value sets the config. set runs
-// only for a variable that is set (not blank); loadConfig wraps its error
-// with the name and the quoted value. azdetect reads its own variables
-// (AZKAFKA_AZ, AZKAFKA_DETECT_*, ...).
-// envVar is one setting of the package: its variable, its default as the
-// README shows it (from the Default* constant), the option that wins over
-// it, its README description, and how a value is parsed and applied. The
-// README's rows are generated from these (TestREADMEConfigTable), and each
-// option's doc names its variable: adding a setting is one row here plus
-// its option.
-type envVar struct {
-	name   string
-	def    string
-	option string
-	doc    string
-	set    func(c *config, v string) error
-}
+func init() { settings.Register("sdk", envVars, func() config { return config{} }) }
 
-// code is v as a README table cell shows a value.
-func code(v any) string { return "`" + fmt.Sprint(v) + "`" }
-
-// envVars is every variable loadConfig reads for itself, in the README's
-// order.
-var envVars = []envVar{
-	{EnvClientID, "none", "WithClientID", "User client ID, sent first.",
-		func(c *config, v string) error {
+// envVars is the table of the package's settings: every variable
+// loadConfig reads for itself, in the README's order (see package
+// internal/settings: the README's rows are generated from it by
+// TestREADMEConfigTable, and each option's doc names its variable). Adding
+// a setting is one row here plus its option and its Default constant.
+// azdetect reads its own variables (AZKAFKA_AZ, AZKAFKA_DETECT_*, ...).
+var envVars = []settings.Var[config]{
+	{Name: EnvClientID, Default: "none", Option: "WithClientID",
+		Doc: "User client ID, sent first.",
+		Set: func(c *config, v string) error {
 			if _, err := cleanUserID(v); err != nil {
 				return err
 			}
 			c.userID = v
 			return nil
 		}},
-	{EnvSessionID, "random UUID v4 per client", "WithSessionID", "Session ID, canonical lower-case UUID.",
-		func(c *config, v string) error {
+	{Name: EnvSessionID, Default: "random UUID v4 per client", Option: "WithSessionID",
+		Doc: "Session ID, canonical lower-case UUID.",
+		Set: func(c *config, v string) error {
 			if err := validSessionID(v); err != nil {
 				return err
 			}
 			c.sessionID = v
 			return nil
 		}},
-	{EnvInterzoneLB, code(true), "WithInterzoneLB", "`false` leaves out `warpstream_interzone_lb=true`.",
-		func(c *config, v string) (err error) {
-			c.interzoneLB, err = parseBool(v)
+	{Name: EnvInterzoneLB, Default: settings.Code(true), Option: "WithInterzoneLB",
+		Doc: "`false` leaves out `warpstream_interzone_lb=true`.",
+		Set: func(c *config, v string) (err error) {
+			c.interzoneLB, err = settings.ParseBool(v)
 			return err
 		}},
-	{EnvMaxConnRate, code(DefaultMaxConnRate), "WithMaxConnRate", "New connections per second, per process (all clients with the same rate and burst share one limiter). `0` or `off`: unlimited.",
-		func(c *config, v string) (err error) {
+	{Name: EnvMaxConnRate, Default: settings.Code(DefaultMaxConnRate), Option: "WithMaxConnRate",
+		Doc: "New connections per second, per process (all clients with the same rate and burst share one limiter). `0` or `off`: unlimited.",
+		Set: func(c *config, v string) (err error) {
 			c.connRate, err = parseRate(v)
 			return err
 		}},
-	{EnvMaxConnBurst, code(DefaultMaxConnBurst), "WithMaxConnRate", "Connections that may open at once before the rate applies.",
-		func(c *config, v string) (err error) {
+	{Name: EnvMaxConnBurst, Default: settings.Code(DefaultMaxConnBurst), Option: "WithMaxConnRate",
+		Doc: "Connections that may open at once before the rate applies.",
+		Set: func(c *config, v string) (err error) {
 			c.connBurst, err = parsePositiveInt(v)
 			return err
 		}},
-	{EnvRedialBackoffMin, code(DefaultRedialBackoffMin), "WithRedialBackoff", "First re-dial delay window after a failed or early-closed connection; doubles per failure.",
-		func(c *config, v string) (err error) {
+	{Name: EnvRedialBackoffMin, Default: settings.Code(DefaultRedialBackoffMin), Option: "WithRedialBackoff",
+		Doc: "First re-dial delay window after a failed or early-closed connection; doubles per failure.",
+		Set: func(c *config, v string) (err error) {
 			c.redialBackoff.Min, err = parsePositiveDuration(v)
 			return err
 		}},
-	{EnvRedialBackoffMax, code(DefaultRedialBackoffMax), "WithRedialBackoff", "Cap of the re-dial window.",
-		func(c *config, v string) (err error) {
+	{Name: EnvRedialBackoffMax, Default: settings.Code(DefaultRedialBackoffMax), Option: "WithRedialBackoff",
+		Doc: "Cap of the re-dial window.",
+		Set: func(c *config, v string) (err error) {
 			c.redialBackoff.Max, err = parsePositiveDuration(v)
 			return err
 		}},
-	{EnvRetryMaxAttempts, code(retry.DefaultMaxAttempts), "WithRetry", "Attempts (first included) of the Reader's retries; for the Writer, with `WriteTimeout` and the backoff cap, its delivery budget in time: attempts × (`WriteTimeout` + backoff max), 110 s by default.",
-		func(c *config, v string) (err error) {
+	{Name: EnvRetryMaxAttempts, Default: settings.Code(retry.DefaultMaxAttempts), Option: "WithRetry",
+		Doc: "Attempts (first included) of the Reader's retries; for the Writer, with `WriteTimeout` and the backoff cap, its delivery budget in time: attempts × (`WriteTimeout` + backoff max), 110 s by default.",
+		Set: func(c *config, v string) (err error) {
 			c.retry.MaxAttempts, err = parsePositiveInt(v)
 			return err
 		}},
-	{EnvRetryBackoffMin, code(retry.DefaultBackoffMin), "WithRetry", "First retry delay window (full jitter, doubles per attempt).",
-		func(c *config, v string) (err error) {
+	{Name: EnvRetryBackoffMin, Default: settings.Code(retry.DefaultBackoffMin), Option: "WithRetry",
+		Doc: "First retry delay window (full jitter, doubles per attempt).",
+		Set: func(c *config, v string) (err error) {
 			c.retry.Backoff.Min, err = parsePositiveDuration(v)
 			return err
 		}},
-	{EnvRetryBackoffMax, code(retry.DefaultBackoffMax), "WithRetry", "Cap of the retry window.",
-		func(c *config, v string) (err error) {
+	{Name: EnvRetryBackoffMax, Default: settings.Code(retry.DefaultBackoffMax), Option: "WithRetry",
+		Doc: "Cap of the retry window.",
+		Set: func(c *config, v string) (err error) {
 			c.retry.Backoff.Max, err = parsePositiveDuration(v)
 			return err
 		}},
-	{EnvIdempotence, code("auto"), "WithIdempotence", "Writer idempotence: `auto` (on when `RequiredAcks` is `RequireAll`; a refused producer ID falls back to at least once with one warning), `true` (needs `RequireAll`; a refusal is an error), `false`. `sdk.WithIdempotence` wins.",
-		func(c *config, v string) (err error) {
+	{Name: EnvIdempotence, Default: settings.Code("auto"), Option: "WithIdempotence",
+		Doc: "Writer idempotence: `auto` (on when `RequiredAcks` is `RequireAll`; a refused producer ID falls back to at least once with one warning), `true` (needs `RequireAll`; a refusal is an error), `false`. `sdk.WithIdempotence` wins.",
+		Set: func(c *config, v string) (err error) {
 			c.idempotence, err = parseIdempotence(v)
 			return err
 		}},
-	{EnvRackAware, code(false), "WithRackAwarePartitioning", "Writer: `true` sends each message without a key to a partition whose leader's rack (`broker.rack`) is the client's AZ, chosen among those by the Writer's `Balancer`; with no leader in the AZ (or the AZ unknown), every partition as before. Keyed messages never move. `sdk.WithRackAwarePartitioning` wins.",
-		func(c *config, v string) (err error) {
-			c.rackAware, err = parseBool(v)
+	{Name: EnvRackAware, Default: settings.Code(false), Option: "WithRackAwarePartitioning",
+		Doc: "Writer: `true` sends each message without a key to a partition whose leader's rack (`broker.rack`) is the client's AZ, chosen among those by the Writer's `Balancer`; with no leader in the AZ (or the AZ unknown), every partition as before. Keyed messages never move. `sdk.WithRackAwarePartitioning` wins.",
+		Set: func(c *config, v string) (err error) {
+			c.rackAware, err = settings.ParseBool(v)
 			return err
 		}},
-	{EnvFetchFromFollower, code("auto"), "WithFetchFromFollower", "Reader: fetch from the replica in the client's AZ (KIP-392; the AZ is sent as the fetch's rack ID). `auto`: on whenever the AZ is known; `true`; `false`. Needs brokers with `replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector` and `broker.rack` = the zone name (on MSK the zone ID: set `AZKAFKA_AZ_FORMAT=id`). `sdk.WithFetchFromFollower` wins.",
-		func(c *config, v string) error {
+	{Name: EnvFetchFromFollower, Default: settings.Code("auto"), Option: "WithFetchFromFollower",
+		Doc: "Reader: fetch from the replica in the client's AZ (KIP-392; the AZ is sent as the fetch's rack ID). `auto`: on whenever the AZ is known; `true`; `false`. Needs brokers with `replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector` and `broker.rack` = the zone name (on MSK the zone ID: set `AZKAFKA_AZ_FORMAT=id`). `sdk.WithFetchFromFollower` wins.",
+		Set: func(c *config, v string) error {
 			switch strings.ToLower(v) {
 			case "auto":
 				c.fetchFollower = fetchFollowerAuto
@@ -653,31 +645,21 @@ var envVars = []envVar{
 			}
 			return nil
 		}},
-	{EnvGroupProtocol, code(GroupProtocolClassic), "WithGroupProtocol", "Reader with a `GroupID`: `classic` (JoinGroup/SyncGroup, the `GroupBalancers` assign, mixes with kafka-go members) or `consumer` (KIP-848: the broker assigns, no group-wide stop; Kafka 4.0+). `sdk.WithGroupProtocol` wins.",
-		func(c *config, v string) (err error) {
+	{Name: EnvGroupProtocol, Default: settings.Code(GroupProtocolClassic), Option: "WithGroupProtocol",
+		Doc: "Reader with a `GroupID`: `classic` (JoinGroup/SyncGroup, the `GroupBalancers` assign, mixes with kafka-go members) or `consumer` (KIP-848: the broker assigns, no group-wide stop; Kafka 4.0+). `sdk.WithGroupProtocol` wins.",
+		Set: func(c *config, v string) (err error) {
 			c.groupProtocol, err = parseGroupProtocol(v)
 			return err
 		}},
-	{EnvMaxResponseBytes, code(DefaultMaxResponseBytes), "WithMaxResponseBytes", "Largest response a client reads from a broker, in bytes (at least 65536); a larger, negative or too-short size prefix closes the connection with an error naming the address (see [Misbehaving brokers](#misbehaving-brokers)). A Reader raises its own limit to 1.5 × its largest fetch. `sdk.WithMaxResponseBytes` wins.",
-		func(c *config, v string) (err error) {
+	{Name: EnvMaxResponseBytes, Default: settings.Code(DefaultMaxResponseBytes), Option: "WithMaxResponseBytes",
+		Doc: "Largest response a client reads from a broker, in bytes (at least 65536); a larger, negative or too-short size prefix closes the connection with an error naming the address (see [Misbehaving brokers](#misbehaving-brokers)). A Reader raises its own limit to 1.5 × its largest fetch. `sdk.WithMaxResponseBytes` wins.",
+		Set: func(c *config, v string) (err error) {
 			c.maxResponse, err = parsePositiveInt(v)
 			if err == nil && c.maxResponse < minMaxResponseBytes {
 				err = fmt.Errorf("want at least %d", minMaxResponseBytes)
 			}
 			return err
 		}},
-}
-
-// parseBool parses a boolean variable: true or false, in any case, and
-// nothing else (not 1, t or yes), as its error says.
-func parseBool(v string) (bool, error) {
-	switch strings.ToLower(v) {
-	case "true":
-		return true, nil
-	case "false":
-		return false, nil
-	}
-	return false, errors.New("want true or false (any case)")
 }
 
 // envLookup is how the configuration reads a variable: through getenv
@@ -692,10 +674,6 @@ func envLookup(getenv func(string) string) func(string) (string, bool) {
 		return v, v != ""
 	}
 }
-
-// blankChecked are the variables whose blank value is an error: the SDK's
-// and those azdetect reads for it.
-var blankChecked = slices.Concat(envcheck.SDK, envcheck.Azdetect)
 
 // unknownEnvOnce makes the unknown-variable warnings once per process.
 var unknownEnvOnce sync.Once

@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"log/slog"
 	"os"
 	"slices"
@@ -21,6 +18,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/internal/envcheck"
+	"github.com/azkafka/azkafka/internal/settings"
+	"github.com/azkafka/azkafka/internal/settings/settingstest"
 )
 
 // env returns a getenv over m.
@@ -315,7 +314,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	// The SDK's own variables: the table loadConfig reads is the README's,
 	// defaults included.
 	for _, v := range envVars {
-		if row := "| `" + v.name + "` | " + v.def + " |"; !bytes.Contains(readme, []byte(row)) {
+		if row := "| `" + v.Name + "` | " + v.Default + " |"; !bytes.Contains(readme, []byte(row)) {
 			t.Errorf("README lacks the row start %q", row)
 		}
 	}
@@ -327,8 +326,8 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 func TestEnvDefaultsAreTheDefaults(t *testing.T) {
 	defaults := map[string]string{}
 	for _, v := range envVars {
-		if strings.HasPrefix(v.def, "`") {
-			defaults[v.name] = strings.Trim(v.def, "`")
+		if strings.HasPrefix(v.Default, "`") {
+			defaults[v.Name] = strings.Trim(v.Default, "`")
 		}
 	}
 	if len(defaults) < 8 {
@@ -365,7 +364,7 @@ func TestEnvDefaultsAreTheDefaults(t *testing.T) {
 func TestEnvcheckListsTheSDKsVariables(t *testing.T) {
 	var names []string
 	for _, v := range envVars {
-		names = append(names, v.name)
+		names = append(names, v.Name)
 	}
 	if !slices.Equal(names, envcheck.SDK) {
 		t.Errorf("envVars %v, envcheck.SDK %v", names, envcheck.SDK)
@@ -454,62 +453,12 @@ var updateREADME = flag.Bool("update", false, "rewrite the README's rows of the 
 // description), in its order; `go test ./sdk -run TestREADMEConfigTable
 // -update` rewrites them.
 func TestREADMEConfigTable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for _, v := range envVars {
-		want = append(want, "| `"+v.name+"` | "+v.def+" | "+v.doc+" |")
-	}
-	lines := strings.Split(string(readme), "\n")
-	first := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "| `"+envVars[0].name+"` |") })
-	if first < 0 || first+len(want) > len(lines) {
-		t.Fatalf("README has no row of %s", envVars[0].name)
-	}
-	got := lines[first : first+len(want)]
-	if slices.Equal(got, want) {
-		return
-	}
-	if *updateREADME {
-		out := slices.Concat(lines[:first], want, lines[first+len(want):])
-		if err := os.WriteFile("../README.md", []byte(strings.Join(out, "\n")), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("README row %d:\n got %s\nwant %s", first+i+1, got[i], want[i])
-		}
-	}
-	t.Log("run go test ./sdk -run TestREADMEConfigTable -update to rewrite them")
+	settingstest.CheckREADME(t, "../README.md", settings.Rows(envVars), *updateREADME, "go test ./sdk -run TestREADMEConfigTable -update")
 }
 
 // TestOptionsNameTheirVariables: the doc of each variable's option names
 // the variable, so that the option docs and the table agree on which
 // option wins over which variable.
 func TestOptionsNameTheirVariables(t *testing.T) {
-	fset := token.NewFileSet()
-	docs := map[string]string{}
-	for _, file := range []string{"config.go", "metrics.go"} {
-		f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Doc != nil {
-				docs[fd.Name.Name] = fd.Doc.Text()
-			}
-		}
-	}
-	for _, v := range envVars {
-		doc, ok := docs[v.option]
-		switch {
-		case !ok:
-			t.Errorf("%s: its option %s is not a documented function of config.go", v.name, v.option)
-		case !strings.Contains(doc, v.name) && !strings.Contains(doc, strings.TrimPrefix(v.name, "AZKAFKA_")):
-			t.Errorf("%s's doc does not name %s", v.option, v.name)
-		}
-	}
+	settingstest.CheckOptionDocs(t, []string{"config.go", "metrics.go"}, envVars)
 }

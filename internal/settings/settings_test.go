@@ -1,0 +1,110 @@
+package settings
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+type conf struct {
+	n    int
+	name string
+	host string
+}
+
+var table = []Var[conf]{
+	{Name: "AZKAFKA_N", Default: Code(3), Option: "WithN", Doc: "A number.",
+		Set: func(c *conf, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return errors.New("not an integer")
+			}
+			c.n = n
+			return nil
+		}},
+	{Name: "AZKAFKA_NAME", Default: "none", Option: "WithName", Doc: "A name.",
+		Set: func(c *conf, v string) error { c.name = v; return nil }},
+	{Name: "PLATFORM_HOST", Option: "Config.Host", Foreign: true,
+		Set: func(c *conf, v string) error { c.host = v; return nil }},
+}
+
+func lookup(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestApply(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want conf
+		err  string
+	}{
+		{env: nil},
+		{env: map[string]string{"AZKAFKA_N": " 7 ", "AZKAFKA_NAME": "x", "PLATFORM_HOST": "h"}, want: conf{7, "x", "h"}},
+		{env: map[string]string{"PLATFORM_HOST": "  "}},
+		{env: map[string]string{"AZKAFKA_NAME": ""}, err: "pkg: AZKAFKA_NAME is set but blank: unset it or give it a value"},
+		{env: map[string]string{"AZKAFKA_N": "abc", "AZKAFKA_NAME": " "},
+			err: "pkg: AZKAFKA_N=\"abc\": not an integer\npkg: AZKAFKA_NAME is set but blank: unset it or give it a value"},
+	} {
+		var c conf
+		err := Apply("pkg", table, &c, lookup(tc.env))
+		switch {
+		case tc.err == "" && err != nil, tc.err != "" && (err == nil || err.Error() != tc.err):
+			t.Errorf("%v: err = %v, want %q", tc.env, err, tc.err)
+		case tc.err == "" && c != tc.want:
+			t.Errorf("%v: %+v, want %+v", tc.env, c, tc.want)
+		}
+	}
+}
+
+func TestRows(t *testing.T) {
+	got := strings.Join(Rows(table), "\n")
+	want := "| `AZKAFKA_N` | `3` | A number. |\n| `AZKAFKA_NAME` | none | A name. |"
+	if got != want {
+		t.Errorf("Rows:\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestQuote(t *testing.T) {
+	if got := Quote("abc"); got != `"abc"` {
+		t.Errorf("Quote = %s", got)
+	}
+	long := strings.Repeat("a", 63) + "é" + strings.Repeat("b", 10)
+	if got, want := Quote(long), strconv.Quote(strings.Repeat("a", 63))+"...(75 bytes)"; got != want {
+		t.Errorf("Quote cut inside a character: %s, want %s", got, want)
+	}
+}
+
+func TestParseBool(t *testing.T) {
+	for v, want := range map[string]bool{"true": true, "TRUE": true, "False": false} {
+		if got, err := ParseBool(v); err != nil || got != want {
+			t.Errorf("ParseBool(%q) = %v, %v", v, got, err)
+		}
+	}
+	for _, v := range []string{"1", "t", "yes", "on"} {
+		if _, err := ParseBool(v); err == nil || err.Error() != "want true or false (any case)" {
+			t.Errorf("ParseBool(%q): err = %v", v, err)
+		}
+	}
+}
+
+func TestRegister(t *testing.T) {
+	Register("pkg", table, func() conf { return conf{} })
+	Register("other", table[:1], func() conf { return conf{} })
+	var names []string
+	for _, e := range Entries() {
+		if e.Package == "pkg" || e.Package == "other" {
+			names = append(names, e.Package+":"+e.Name)
+		}
+	}
+	if got := strings.Join(names, ","); got != "pkg:AZKAFKA_N,pkg:AZKAFKA_NAME,pkg:PLATFORM_HOST" {
+		t.Errorf("Entries: %s", got)
+	}
+	for _, e := range Entries() {
+		if e.Name == "AZKAFKA_N" {
+			if e.Check("12") != nil || e.Check("x") == nil {
+				t.Errorf("Check of AZKAFKA_N does not parse as its Set does")
+			}
+		}
+	}
+}
