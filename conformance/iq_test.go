@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/iq"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol/describegroups"
@@ -288,7 +289,7 @@ func TestIQRoutesLikeKafkaStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale, err := iq.NewClient(src, iq.WithAllowStandby(true), iq.WithMaxLag(iq.DefaultMaxLag), iq.WithAZ("az-a"),
+	stale, err := iq.NewClient(src, iq.WithAllowStandby(true), iq.WithMaxLag(10_000), iq.WithAZ("az-a"),
 		iq.WithAttemptTimeout(time.Second), iq.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
@@ -303,8 +304,7 @@ func TestIQRoutesLikeKafkaStreams(t *testing.T) {
 	}
 
 	// Kill an instance other than the seed that is active for some keys.
-	snap := src.Snapshot()
-	victim, affected := pickVictim(t, app, snap, keys)
+	victim, affected := pickVictim(t, app, frozen(t, src), keys)
 
 	strict, err := iq.NewClient(src, iq.WithAllowStandby(true), iq.WithMaxLag(0), iq.WithAZ("az-a"),
 		iq.WithAttemptTimeout(time.Second), iq.WithLogger(quiet))
@@ -411,9 +411,9 @@ func stableView(ctx context.Context, app *iqApp, instances []int, prev string) (
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		d, err := iq.ParseDocument(u, body)
+		d, err := parseMetaDoc(body)
 		if err != nil {
-			return err.Error(), ""
+			return u + ": " + err.Error(), ""
 		}
 		if d.State != "RUNNING" {
 			return fmt.Sprintf("instance %d state %s", i, d.State), ""
@@ -514,7 +514,7 @@ func (a *iqApp) inputBehind(ctx context.Context) string {
 // pickVictim returns the first of instances 1 and 2 (never the seed, 0)
 // that snap routes some of keys of store iqStore to as active, and those
 // keys.
-func pickVictim(t *testing.T, app *iqApp, snap *iq.Snapshot, keys []string) (int, []string) {
+func pickVictim(t *testing.T, app *iqApp, snap *iq.Client, keys []string) (int, []string) {
 	t.Helper()
 	for _, v := range []int{1, 2} {
 		var affected []string
@@ -531,15 +531,66 @@ func pickVictim(t *testing.T, app *iqApp, snap *iq.Snapshot, keys []string) (int
 	return -1, nil
 }
 
-// refreshingSource is a Source that can be polled on demand.
-type refreshingSource interface {
-	iq.Source
-	Refresh(ctx context.Context) error
+// frozen returns a Client that routes with src's metadata as it is now,
+// so that a comparison over many keys sees one view.
+func frozen(t *testing.T, src *iq.Source) *iq.Client {
+	t.Helper()
+	md, ok := src.Metadata()
+	if !ok {
+		t.Fatal("the source has no metadata yet")
+	}
+	return staticClient(t, md)
+}
+
+// staticClient returns a Client that routes with md, and no settings
+// from the environment.
+func staticClient(t *testing.T, md iq.Metadata) *iq.Client {
+	t.Helper()
+	static, err := iq.NewStaticSource(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := iq.NewClient(static, iq.WithLookupEnv(func(string) (string, bool) { return "", false }), iq.WithAZ(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// metaDoc is the part of the metadata document (see package iq's doc) the
+// suite reads from the Java handler itself, decoded here on its own.
+type metaDoc struct {
+	State     string `json:"state"`
+	Instances []struct {
+		ActivePartitions  map[string][]int `json:"activePartitions"`
+		StandbyPartitions map[string][]int `json:"standbyPartitions"`
+	} `json:"instances"`
+	Lags map[string]map[string]struct {
+		Lag int64 `json:"lag"`
+	} `json:"lags"`
+}
+
+func parseMetaDoc(body []byte) (*metaDoc, error) {
+	var d metaDoc
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, fmt.Errorf("metadata document: %w", err)
+	}
+	return &d, nil
+}
+
+// metadataOf returns src's current metadata.
+func metadataOf(t *testing.T, src *iq.Source) iq.Metadata {
+	t.Helper()
+	md, ok := src.Metadata()
+	if !ok {
+		t.Fatal("the source has no metadata yet")
+	}
+	return md
 }
 
 // matchRoutes compares iq's Route with every instance's queryMetadataForKey
 // for all keys of store iqStore; see matchStoreRoutes.
-func matchRoutes(t *testing.T, ctx context.Context, app *iqApp, src refreshingSource, keys []string, instances []int) {
+func matchRoutes(t *testing.T, ctx context.Context, app *iqApp, src *iq.Source, keys []string, instances []int) {
 	t.Helper()
 	matchStoreRoutes(t, ctx, app, src, iqStore, keys, instances)
 }
@@ -547,7 +598,7 @@ func matchRoutes(t *testing.T, ctx context.Context, app *iqApp, src refreshingSo
 // matchStoreRoutes compares iq's Route with every instance's
 // queryMetadataForKey for all keys of store; a round is retried if Java's
 // answer changed meanwhile.
-func matchStoreRoutes(t *testing.T, ctx context.Context, app *iqApp, src refreshingSource, store string, keys []string, instances []int) {
+func matchStoreRoutes(t *testing.T, ctx context.Context, app *iqApp, src *iq.Source, store string, keys []string, instances []int) {
 	t.Helper()
 	start := time.Now()
 	for round := 1; ; round++ {
@@ -564,7 +615,7 @@ func matchStoreRoutes(t *testing.T, ctx context.Context, app *iqApp, src refresh
 				t.Fatal(err)
 			}
 		}
-		snap := src.Snapshot()
+		snap := frozen(t, src)
 		changed := false
 		for _, i := range instances {
 			after, err := queryJavaKeyMeta(ctx, app.url(i, ""), store, keys)
@@ -629,7 +680,7 @@ func checkValues(t *testing.T, ctx context.Context, hc *http.Client, c *iq.Clien
 // allowed within the default max lag, within max lag 0, active only) until
 // the active-only client succeeds again (tasks reassigned), then reports.
 // A wrong count is allowed only from a replica that reported a lag.
-func failover(t *testing.T, ctx context.Context, hc *http.Client, app *iqApp, src *iq.HTTPSource, victim int,
+func failover(t *testing.T, ctx context.Context, hc *http.Client, app *iqApp, src *iq.Source, victim int,
 	affected []string, want map[string]int64, stale, strict, activeOnly *iq.Client) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var (
@@ -808,13 +859,10 @@ func TestIQClusterSource(t *testing.T) {
 	t.Run("the fixture tells the old handler rule apart", func(t *testing.T) {
 		// Routing leftcount on every source of its subtopology, as the
 		// handler once did, must disagree with Java for many keys.
-		md := httpSrc.Snapshot().Metadata()
+		md := metadataOf(t, httpSrc)
 		md.StoreSourceTopics["leftcount"] = []string{app.left(), app.right()}
 		md.TopicPartitions[app.right()] = iqRightPartitions
-		old, err := iq.NewSnapshot(md)
-		if err != nil {
-			t.Fatal(err)
-		}
+		old := staticClient(t, md)
 		java, err := queryJavaKeyMeta(ctx, app.url(0, ""), "leftcount", keys)
 		if err != nil {
 			t.Fatal(err)
@@ -843,13 +891,13 @@ func TestIQClusterSource(t *testing.T) {
 			matchStoreRoutes(t, ctx, app, plain, st.name, storeKeys(keys, st.key), []int{0, 1, 2})
 		}
 		for _, st := range iqStores[2:] {
-			_, err := plain.Snapshot().Route(st.name, []byte(keys[0]))
+			_, err := frozen(t, plain).Route(st.name, []byte(keys[0]))
 			if !errors.Is(err, iq.ErrStoreTopicsUnknown) || !strings.Contains(err.Error(), "iq.WithStoreTopics(") {
 				t.Errorf("store %s: %v; want ErrStoreTopicsUnknown naming WithStoreTopics", st.name, err)
 			}
 			t.Logf("store %s: %v", st.name, err)
 		}
-		g := plain.Group()
+		g := iqinspect.GroupOf(plain)
 		t.Logf("group %s: protocol %s, state %s, %d members, store subtopologies %v", g.ApplicationID, g.Protocol, g.State, len(g.Members), g.StoreSubtopology)
 	})
 
@@ -905,7 +953,7 @@ func TestIQClusterSource(t *testing.T) {
 
 	t.Run("zones from client.rack, else the az client tag", func(t *testing.T) {
 		got := map[string]string{}
-		for _, in := range cluster.Snapshot().Metadata().Instances {
+		for _, in := range metadataOf(t, cluster).Instances {
 			got[in.HostInfo.String()] = in.AZ
 		}
 		for i := range iqInstances {
@@ -939,7 +987,7 @@ func TestIQClusterSource(t *testing.T) {
 // lagBoundCheck writes to the input topic while sampling, for each standby
 // copy, the lag its instance reports (allLocalStorePartitionLags) and then
 // the cluster source's bound; the bound must be at least the lag.
-func lagBoundCheck(t *testing.T, ctx context.Context, app *iqApp, addrs []string, cluster *iq.ClusterSource, keys []string) {
+func lagBoundCheck(t *testing.T, ctx context.Context, app *iqApp, addrs []string, cluster *iq.Source, keys []string) {
 	pctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -965,7 +1013,7 @@ func lagBoundCheck(t *testing.T, ctx context.Context, app *iqApp, addrs []string
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			d, err := iq.ParseDocument(app.url(i, iqMetaPath), body)
+			d, err := parseMetaDoc(body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -982,7 +1030,7 @@ func lagBoundCheck(t *testing.T, ctx context.Context, app *iqApp, addrs []string
 		if err := cluster.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for _, in := range cluster.Snapshot().Metadata().Instances {
+		for _, in := range metadataOf(t, cluster).Instances {
 			for store, ls := range in.Lags {
 				for p, l := range ls {
 					r, ok := reported[in.HostInfo.String()][store][p]
@@ -1015,11 +1063,10 @@ func lagBoundCheck(t *testing.T, ctx context.Context, app *iqApp, addrs []string
 // killMove kills an instance that is active for some keys of iqStore and
 // measures how long each source takes to stop routing to it, while a client
 // on the cluster source queries the affected keys (active only).
-func killMove(t *testing.T, ctx context.Context, app *iqApp, httpSrc *iq.HTTPSource, cluster *iq.ClusterSource, keys []string, want map[string]int64) {
+func killMove(t *testing.T, ctx context.Context, app *iqApp, httpSrc *iq.Source, cluster *iq.Source, keys []string, want map[string]int64) {
 	httpSrc.Start()
 	cluster.Start()
-	snap := cluster.Snapshot()
-	victim, affected := pickVictim(t, app, snap, keys)
+	victim, affected := pickVictim(t, app, frozen(t, cluster), keys)
 	quiet := slog.New(slog.DiscardHandler)
 	client, err := iq.NewClient(cluster, iq.WithAllowStandby(false), iq.WithAZ("az-a"),
 		iq.WithAttemptTimeout(time.Second), iq.WithLogger(quiet))
@@ -1028,10 +1075,14 @@ func killMove(t *testing.T, ctx context.Context, app *iqApp, httpSrc *iq.HTTPSou
 	}
 	hc := &http.Client{}
 	defer hc.CloseIdleConnections()
-	routesTo := func(src iq.Source) bool {
-		s := src.Snapshot()
+	routesTo := func(src *iq.Source) bool {
+		s, ok := src.Metadata()
+		if !ok {
+			return false
+		}
+		c := staticClient(t, s)
 		for _, k := range affected {
-			if r, err := s.Route(iqStore, []byte(k)); err == nil && r.Active.HostInfo.String() == app.host(victim) {
+			if r, err := c.Route(iqStore, []byte(k)); err == nil && r.Active.HostInfo.String() == app.host(victim) {
 				return true
 			}
 		}
@@ -1130,13 +1181,13 @@ func TestIQClusterSourceStreamsProtocol(t *testing.T) {
 	if err := plain.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g := plain.Group()
+	g := iqinspect.GroupOf(plain)
 	t.Logf("group %s: protocol %s, state %s, %d members, store subtopologies %v", g.ApplicationID, g.Protocol, g.State, len(g.Members), g.StoreSubtopology)
 	if g.Protocol != "streams" {
 		t.Fatalf("protocol %q, want streams", g.Protocol)
 	}
 	for _, st := range iqStores[2:] {
-		_, err := plain.Snapshot().Route(st.name, []byte(keys[0]))
+		_, err := frozen(t, plain).Route(st.name, []byte(keys[0]))
 		if !errors.Is(err, iq.ErrStoreTopicsUnknown) {
 			t.Errorf("store %s: %v; want ErrStoreTopicsUnknown", st.name, err)
 		}
@@ -1161,7 +1212,7 @@ func TestIQClusterSourceStreamsProtocol(t *testing.T) {
 // and reported. For joined, a merge of topics of different partition counts
 // spreads a key over two tasks, so the routed partition holding the key is
 // not the truth; Java's routing is, by design, and Go must equal it.
-func checkWhereData(t *testing.T, ctx context.Context, app *iqApp, src refreshingSource, store string, skeys []string) {
+func checkWhereData(t *testing.T, ctx context.Context, app *iqApp, src *iq.Source, store string, skeys []string) {
 	t.Helper()
 	protocol := app.protocol
 	if protocol == "" {
@@ -1199,12 +1250,12 @@ func checkWhereData(t *testing.T, ctx context.Context, app *iqApp, src refreshin
 }
 
 // measureWhereData is one round of checkWhereData.
-func measureWhereData(t *testing.T, ctx context.Context, app *iqApp, src refreshingSource, store string, skeys []string, protocol string) (goWrong, javaWrong, agree int, examples []string) {
+func measureWhereData(t *testing.T, ctx context.Context, app *iqApp, src *iq.Source, store string, skeys []string, protocol string) (goWrong, javaWrong, agree int, examples []string) {
 	t.Helper()
 	if err := src.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	snap := src.Snapshot()
+	snap := frozen(t, src)
 	where := map[string]map[string][]int{}
 	for i := range iqInstances {
 		w, err := whereKeys(ctx, app, i, store, skeys)

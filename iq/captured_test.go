@@ -43,7 +43,7 @@ func TestBuildClassicCapturedKafkaStreams431(t *testing.T) {
 		!strings.Contains(v.Routing.UnmappedStores["leftcount"], "left: 4") {
 		t.Errorf("stores: %v, unmapped %v", v.Info.StoreSubtopology, v.Routing.UnmappedStores)
 	}
-	snap, err := NewSnapshot(groupMetadata(v.Routing))
+	snap, err := newSnapshot(groupMetadata(v.Routing))
 	if err != nil {
 		t.Fatal(err)
 	}

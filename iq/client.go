@@ -2,61 +2,70 @@ package iq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/azkafka/azkafka/azdetect"
-	"github.com/azkafka/azkafka/iq/internal/wire"
+	"github.com/azkafka/azkafka/internal/iqinspect"
+	"github.com/azkafka/azkafka/internal/settings"
 	"github.com/azkafka/azkafka/metrics"
 )
 
-// Environment variables read by NewClient (through WithLookupEnv's
-// lookup, os.LookupEnv by default). Options passed to NewClient win over
-// them; a variable that is set but blank is an error.
+// Defaults of NewClient.
 const (
-	// EnvAllowStandby enables serving from standby replicas (and from an
-	// active copy that is still restoring): "true" or "false", in any case.
-	EnvAllowStandby = "AZKAFKA_IQ_ALLOW_STANDBY"
-	// EnvMaxLag is the largest lag, in offsets, a replica may have to be
-	// queried when standby serving is allowed: a non-negative integer.
-	EnvMaxLag = "AZKAFKA_IQ_MAX_LAG"
+	defaultMaxLag         = 10_000
+	defaultMaxAttempts    = 3
+	defaultAttemptTimeout = 2 * time.Second
 )
 
-// Defaults.
-const (
-	// DefaultMaxLag is the default MaxLag: 10,000 offsets.
-	DefaultMaxLag = 10_000
-	// DefaultMaxAttempts is the default number of replicas Query tries.
-	DefaultMaxAttempts = 3
-	// DefaultAttemptTimeout bounds one attempt of Query.
-	DefaultAttemptTimeout = 2 * time.Second
-)
+// clientVars is the table of NewClient's variables (see package
+// internal/settings: the README's rows are generated from it, with
+// clusterVars, by TestREADMEConfigTable, and each option's doc names its
+// variable).
+var clientVars = []settings.Var[config]{
+	{Name: "AZKAFKA_IQ_ALLOW_STANDBY", Default: settings.Code(false), Option: "WithAllowStandby",
+		Doc: "`iq.Client`: query standby replicas within the allowed lag, and an active copy still restoring. `iq.WithAllowStandby` wins.",
+		Set: func(c *config, v string) (err error) {
+			c.allowStandby, err = settings.ParseBool(v)
+			return err
+		}},
+	{Name: "AZKAFKA_IQ_MAX_LAG", Default: settings.Code(defaultMaxLag), Option: "WithMaxLag",
+		Doc: "`iq.Client`: the largest lag, in offsets, of a replica queried with standbys allowed. `iq.WithMaxLag` wins.",
+		Set: func(c *config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				return errors.New("not a non-negative integer")
+			}
+			c.maxLag = n
+			return nil
+		}},
+}
 
-// Source supplies the current routing metadata. Snapshot returns nil while
-// no metadata is known. Implementations must be safe for concurrent use.
-// *Snapshot (fixed metadata), *HTTPSource, *ClusterSource and
-// *CombinedSource implement it.
-type Source interface {
-	Snapshot() *Snapshot
+func init() {
+	settings.Register("iq", clientVars, func() config { return config{} })
+	iqinspect.PolicyOf = func(client any) iqinspect.Policy {
+		c := client.(*Client)
+		return iqinspect.Policy{AllowStandby: c.allowStandby, MaxLag: c.maxLag, CallerAZ: c.callerAZ}
+	}
 }
 
 // WithAllowStandby turns serving from standby replicas, and from an active
-// copy still restoring, on or off. Default: off, or EnvAllowStandby. Taken
-// by NewClient.
+// copy still restoring, on or off. Default: off, or
+// AZKAFKA_IQ_ALLOW_STANDBY. Taken by NewClient.
 func WithAllowStandby(allow bool) Option {
-	return option{"WithAllowStandby", forClient, func(c *config) { c.allowStandby = &allow }}
+	return option{"WithAllowStandby", forClient, func(c *config) { c.allowStandby = allow }}
 }
 
 // WithMaxLag sets the largest lag, in offsets, of a replica that may be
 // queried when standby serving is allowed; it must not be negative.
-// Default: DefaultMaxLag (10,000), or EnvMaxLag. Taken by NewClient.
+// Default: 10,000, or AZKAFKA_IQ_MAX_LAG. Taken by NewClient.
 func WithMaxLag(offsets int64) Option {
-	return option{"WithMaxLag", forClient, func(c *config) { c.maxLag = &offsets }}
+	return option{"WithMaxLag", forClient, func(c *config) { c.maxLag = offsets }}
 }
 
 // WithAZ sets the caller's availability zone, used to prefer replicas in
@@ -68,38 +77,27 @@ func WithAZ(az string) Option {
 	return option{"WithAZ", forClient, func(c *config) { c.az = &az }}
 }
 
-// WithPartitioner sets the partitioner for keys, for applications whose
-// Java code uses a custom StreamPartitioner. Default: Kafka's murmur2
-// (Partition). Taken by NewClient.
-func WithPartitioner(p Partitioner) Option {
-	return option{"WithPartitioner", forClient, func(c *config) { c.partitioner = p }}
-}
-
-// WithRandom sets the source of randomness used to shuffle equally good
-// replicas: intN(n) returns a number in [0, n). It must be safe for
-// concurrent use. Default: math/rand/v2.IntN. Taken by NewClient.
-func WithRandom(intN func(n int) int) Option {
-	return option{"WithRandom", forClient, func(c *config) { c.intN = intN }}
+// WithPartitioner sets the function that maps a serialized key to a
+// partition of topic, which has numPartitions partitions, for an
+// application whose Java code routes a store's source topic with a custom
+// StreamPartitioner: supply the same logic here. It must return a
+// partition in [0, numPartitions) and be safe for concurrent use.
+// Default: Kafka's murmur2 (Partition). Taken by NewClient.
+func WithPartitioner(partition func(topic string, key []byte, numPartitions int) int) Option {
+	return option{"WithPartitioner", forClient, func(c *config) { c.partitioner = partition }}
 }
 
 // WithMaxAttempts bounds how many replicas Query tries for one key; it
-// must be at least 1. Default: DefaultMaxAttempts (3). Taken by NewClient.
+// must be at least 1. Default: 3. Taken by NewClient.
 func WithMaxAttempts(n int) Option {
 	return option{"WithMaxAttempts", forClient, func(c *config) { c.maxAttempts = n }}
 }
 
 // WithAttemptTimeout bounds each attempt of Query; the context passed to the
-// query function carries it. Zero means no per-attempt bound. Default:
-// DefaultAttemptTimeout (2s). Taken by NewClient.
+// query function carries it. Zero means no per-attempt bound. Default: 2s.
+// Taken by NewClient.
 func WithAttemptTimeout(d time.Duration) Option {
 	return option{"WithAttemptTimeout", forClient, func(c *config) { c.attemptTimeout = d }}
-}
-
-// WithRetriable replaces the function that decides whether Query moves on
-// to the next replica after an error. Default: IsRetriable. Taken by
-// NewClient.
-func WithRetriable(f func(error) bool) Option {
-	return option{"WithRetriable", forClient, func(c *config) { c.retriable = f }}
 }
 
 // WithMetrics makes the Client report each Query to p (see package
@@ -110,17 +108,18 @@ func WithMetrics(p metrics.Provider) Option {
 	return option{"WithMetrics", forClient, func(c *config) { c.metrics = p }}
 }
 
-// Client routes interactive queries for one Kafka Streams application. It
-// is safe for concurrent use.
+// Client routes interactive queries for one Kafka Streams application: Route
+// says where a key lives, Candidates which replicas the policy allows, and
+// Query, the method most callers want, asks them in turn. It is safe for
+// concurrent use.
 type Client struct {
-	src            Source
+	src            *Source
 	allowStandby   bool
 	maxLag         int64
-	partitioner    Partitioner
+	partitioner    func(topic string, key []byte, numPartitions int) int
 	intN           func(int) int
 	maxAttempts    int
 	attemptTimeout time.Duration
-	retriable      func(error) bool
 	logger         *slog.Logger
 	rec            metrics.Recorder // nil without WithMetrics
 
@@ -130,68 +129,43 @@ type Client struct {
 	azDetectTimeout time.Duration
 }
 
-// NewClient returns a Client that reads metadata from src. Settings come
-// from opts, then from the environment (EnvAllowStandby, EnvMaxLag), then
-// from the defaults. A malformed or blank environment variable is an error
-// that names it and quotes its value; so is an option NewClient does not
-// take.
-func NewClient(src Source, opts ...Option) (*Client, error) {
+// NewClient returns a Client that routes with src's metadata. Settings come
+// from opts, then from the environment (AZKAFKA_IQ_ALLOW_STANDBY,
+// AZKAFKA_IQ_MAX_LAG), then from the defaults. A malformed or blank
+// variable is an error that names it and quotes its value, also when an
+// option overrides it; so is an option NewClient does not take.
+func NewClient(src *Source, opts ...Option) (*Client, error) {
 	if src == nil {
 		return nil, fmt.Errorf("iq: NewClient: nil Source")
 	}
 	cfg := newConfig()
-	cfg.maxAttempts = DefaultMaxAttempts
-	cfg.attemptTimeout = DefaultAttemptTimeout
+	cfg.maxLag = defaultMaxLag
+	cfg.maxAttempts = defaultMaxAttempts
+	cfg.attemptTimeout = defaultAttemptTimeout
 	cfg.azDetect = azdetect.Detect
 	cfg.azDetectTimeout = 2 * time.Second
-	if err := cfg.apply(forClient, opts); err != nil {
+	if err := cfg.load(forClient, clientVars, opts); err != nil {
 		return nil, err
+	}
+	switch {
+	case cfg.maxLag < 0:
+		return nil, fmt.Errorf("iq: WithMaxLag(%d): negative", cfg.maxLag)
+	case cfg.maxAttempts <= 0:
+		return nil, fmt.Errorf("iq: WithMaxAttempts(%d): must be at least 1", cfg.maxAttempts)
+	case cfg.attemptTimeout < 0:
+		return nil, fmt.Errorf("iq: WithAttemptTimeout(%s): negative", cfg.attemptTimeout)
 	}
 	c := &Client{
 		src:             src,
-		maxLag:          DefaultMaxLag,
+		allowStandby:    cfg.allowStandby,
+		maxLag:          cfg.maxLag,
 		partitioner:     cfg.partitioner,
 		intN:            cfg.intN,
 		maxAttempts:     cfg.maxAttempts,
 		attemptTimeout:  cfg.attemptTimeout,
-		retriable:       cfg.retriable,
 		logger:          cfg.logger,
 		azDetect:        cfg.azDetect,
 		azDetectTimeout: cfg.azDetectTimeout,
-	}
-	if cfg.allowStandby != nil {
-		c.allowStandby = *cfg.allowStandby
-	} else if v, ok, err := cfg.env(EnvAllowStandby); err != nil {
-		return nil, err
-	} else if ok {
-		switch strings.ToLower(v) {
-		case "true":
-			c.allowStandby = true
-		case "false":
-			c.allowStandby = false
-		default:
-			return nil, fmt.Errorf("iq: %s=%s: not a boolean (want true or false, in any case)", EnvAllowStandby, quote(v))
-		}
-	}
-	if cfg.maxLag != nil {
-		c.maxLag = *cfg.maxLag
-	} else if v, ok, err := cfg.env(EnvMaxLag); err != nil {
-		return nil, err
-	} else if ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("iq: %s=%s: not a non-negative integer", EnvMaxLag, quote(v))
-		}
-		c.maxLag = n
-	}
-	if c.maxLag < 0 {
-		return nil, fmt.Errorf("iq: WithMaxLag(%d): negative", c.maxLag)
-	}
-	if c.maxAttempts <= 0 {
-		return nil, fmt.Errorf("iq: WithMaxAttempts(%d): must be at least 1", c.maxAttempts)
-	}
-	if c.attemptTimeout < 0 {
-		return nil, fmt.Errorf("iq: WithAttemptTimeout(%s): negative", c.attemptTimeout)
 	}
 	if cfg.az != nil {
 		c.az = *cfg.az
@@ -199,9 +173,6 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 	}
 	if c.intN == nil {
 		c.intN = rand.IntN
-	}
-	if c.retriable == nil {
-		c.retriable = IsRetriable
 	}
 	if cfg.metrics != nil {
 		mc := metrics.Client{Kind: metrics.KindIQ}
@@ -213,22 +184,22 @@ func NewClient(src Source, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// AllowStandby reports whether standby serving is on.
-func (c *Client) AllowStandby() bool { return c.allowStandby }
-
-// MaxLag returns the largest lag, in offsets, of a queried replica.
-func (c *Client) MaxLag() int64 { return c.maxLag }
-
-// Route returns where key lives in store (see Snapshot.Route), using the
-// client's partitioner (WithPartitioner). It does not allocate unless it fails.
+// Route returns where key, serialized as the application's key serde does
+// (see Partition), lives in store: what Java's
+// KafkaStreams.queryMetadataForKey returns. The partition is computed
+// against the store's source topic with the most partitions (the first on
+// a tie) with the client's partitioner (WithPartitioner); the active copy
+// is on the instance whose active partitions include that partition of
+// any source topic of the store (when two claim it, the last in host, port
+// order, as in Java), the standbys likewise, ordered by host then port.
+// When no instance is active for the partition, the Route is still
+// returned (partition and standbys filled, Active nil) with an error
+// wrapping ErrNotAvailable; before the source has metadata the error also
+// wraps ErrNotAvailable. Errors name the store and wrap an "iq:" error. It
+// does not allocate unless it fails.
 func (c *Client) Route(store string, key []byte) (Route, error) {
-	return c.src.Snapshot().routeWith(store, key, c.partitioner)
+	return c.src.snapshot().route(store, key, c.partitioner)
 }
 
 // quote returns s quoted and truncated to 64 bytes, for error messages.
-func quote(s string) string { return wire.Quote(s) }
-
-// CallerAZ returns the caller's availability zone used to order replicas:
-// the WithAZ value, else the zone detected (once) with azdetect; "" when
-// unknown.
-func (c *Client) CallerAZ(ctx context.Context) string { return c.callerAZ(ctx) }
+func quote(s string) string { return settings.Quote(s) }

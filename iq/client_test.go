@@ -24,7 +24,7 @@ func envMap(m map[string]string) func(string) (string, bool) {
 }
 
 func TestNewClientConfig(t *testing.T) {
-	snap, _ := NewSnapshot(threeHosts())
+	snap, _ := newSnapshot(threeHosts())
 	tests := []struct {
 		name      string
 		env       map[string]string
@@ -34,21 +34,21 @@ func TestNewClientConfig(t *testing.T) {
 		errSubstr string
 	}{
 		{"defaults", nil, nil, false, 10000, ""},
-		{"env", map[string]string{EnvAllowStandby: "true", EnvMaxLag: " 42 "}, nil, true, 42, ""},
-		{"options win", map[string]string{EnvAllowStandby: "true", EnvMaxLag: "42"}, []Option{WithAllowStandby(false), WithMaxLag(7)}, false, 7, ""},
-		{"blank allow standby", map[string]string{EnvAllowStandby: ""}, nil, false, 0, "iq: AZKAFKA_IQ_ALLOW_STANDBY is set but blank"},
-		{"blank max lag", map[string]string{EnvMaxLag: " "}, nil, false, 0, "iq: AZKAFKA_IQ_MAX_LAG is set but blank"},
-		{"blank but overridden", map[string]string{EnvAllowStandby: "", EnvMaxLag: " "}, []Option{WithAllowStandby(true), WithMaxLag(3)}, true, 3, ""},
-		{"bad bool", map[string]string{EnvAllowStandby: "yes please"}, nil, false, 0, `AZKAFKA_IQ_ALLOW_STANDBY="yes please": not a boolean`},
-		{"bad lag", map[string]string{EnvMaxLag: "abc"}, nil, false, 0, `AZKAFKA_IQ_MAX_LAG="abc": not a non-negative integer`},
-		{"negative lag", map[string]string{EnvMaxLag: "-1"}, nil, false, 0, `AZKAFKA_IQ_MAX_LAG="-1"`},
-		{"long value truncated", map[string]string{EnvMaxLag: strings.Repeat("9", 100)}, nil, false, 0, `"` + strings.Repeat("9", 64) + `"...`},
+		{"env", map[string]string{envAllowStandby: "true", envMaxLag: " 42 "}, nil, true, 42, ""},
+		{"options win", map[string]string{envAllowStandby: "true", envMaxLag: "42"}, []Option{WithAllowStandby(false), WithMaxLag(7)}, false, 7, ""},
+		{"blank allow standby", map[string]string{envAllowStandby: ""}, nil, false, 0, "iq: AZKAFKA_IQ_ALLOW_STANDBY is set but blank"},
+		{"blank max lag", map[string]string{envMaxLag: " "}, nil, false, 0, "iq: AZKAFKA_IQ_MAX_LAG is set but blank"},
+		{"blank but overridden", map[string]string{envAllowStandby: "", envMaxLag: " "}, []Option{WithAllowStandby(true), WithMaxLag(3)}, false, 0, "iq: AZKAFKA_IQ_ALLOW_STANDBY is set but blank"},
+		{"bad bool", map[string]string{envAllowStandby: "yes please"}, nil, false, 0, `iq: AZKAFKA_IQ_ALLOW_STANDBY="yes please": want true or false (any case)`},
+		{"bad lag", map[string]string{envMaxLag: "abc"}, nil, false, 0, `AZKAFKA_IQ_MAX_LAG="abc": not a non-negative integer`},
+		{"negative lag", map[string]string{envMaxLag: "-1"}, nil, false, 0, `AZKAFKA_IQ_MAX_LAG="-1"`},
+		{"long value truncated", map[string]string{envMaxLag: strings.Repeat("9", 100)}, nil, false, 0, `"` + strings.Repeat("9", 64) + `"...`},
 		{"bad option", nil, []Option{WithMaxAttempts(0)}, false, 0, "WithMaxAttempts(0)"},
 		{"negative option", nil, []Option{WithMaxLag(-5)}, false, 0, "WithMaxLag(-5)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := NewClient(snap, append([]Option{WithLookupEnv(envMap(tt.env)), WithAZ("az1")}, tt.opts...)...)
+			c, err := NewClient(sourceOf(snap), append([]Option{WithLookupEnv(envMap(tt.env)), WithAZ("az1")}, tt.opts...)...)
 			if tt.errSubstr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.errSubstr) {
 					t.Fatalf("err = %v, want it to contain %s", err, tt.errSubstr)
@@ -58,8 +58,8 @@ func TestNewClientConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.AllowStandby() != tt.standby || c.MaxLag() != tt.maxLag {
-				t.Errorf("standby %v maxLag %d, want %v %d", c.AllowStandby(), c.MaxLag(), tt.standby, tt.maxLag)
+			if c.allowStandby != tt.standby || c.maxLag != tt.maxLag {
+				t.Errorf("standby %v maxLag %d, want %v %d", c.allowStandby, c.maxLag, tt.standby, tt.maxLag)
 			}
 		})
 	}
@@ -118,12 +118,12 @@ func TestCandidates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap, err := NewSnapshot(policyModel(tt.activeLag))
+			snap, err := newSnapshot(policyModel(tt.activeLag))
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := append([]Option{WithLookupEnv(noEnv), WithRandom(firstIndex), WithAZ("az1")}, tt.opts...)
-			c, err := NewClient(snap, opts...)
+			opts := append([]Option{WithLookupEnv(noEnv), withRandom(firstIndex), WithAZ("az1")}, tt.opts...)
+			c, err := NewClient(sourceOf(snap), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,12 +142,12 @@ func TestCandidates(t *testing.T) {
 }
 
 func TestCandidatesRandomAmongEquals(t *testing.T) {
-	snap, _ := NewSnapshot(policyModel(0))
+	snap, _ := newSnapshot(policyModel(0))
 	seen := map[string]bool{}
 	for i := range 50 {
 		seq := i
-		c, _ := NewClient(snap, WithLookupEnv(noEnv), WithAllowStandby(true), WithAZ("az2"),
-			WithRandom(func(n int) int { seq = seq*7 + 3; return seq % n }))
+		c, _ := NewClient(sourceOf(snap), WithLookupEnv(noEnv), WithAllowStandby(true), WithAZ("az2"),
+			withRandom(func(n int) int { seq = seq*7 + 3; return seq % n }))
 		_, got, _ := c.Candidates(context.Background(), "s", []byte("KH01"), nil)
 		if got[0].Host != "a" || got[3].Host != "b" {
 			t.Fatalf("order %v breaks active-first or zone preference", hosts(got))
@@ -160,9 +160,9 @@ func TestCandidatesRandomAmongEquals(t *testing.T) {
 }
 
 func TestCallerAZFromDetection(t *testing.T) {
-	snap, _ := NewSnapshot(policyModel(0))
+	snap, _ := newSnapshot(policyModel(0))
 	calls := 0
-	c, _ := NewClient(snap, WithLookupEnv(noEnv), WithAllowStandby(true), WithRandom(firstIndex))
+	c, _ := NewClient(sourceOf(snap), WithLookupEnv(noEnv), WithAllowStandby(true), withRandom(firstIndex))
 	c.azDetect = func(context.Context) (azdetect.Result, error) { calls++; return azdetect.Result{AZ: "az2"}, nil }
 	for range 3 {
 		_, got, _ := c.Candidates(context.Background(), "s", []byte("KH01"), nil)
@@ -173,7 +173,7 @@ func TestCallerAZFromDetection(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("detection ran %d times, want once", calls)
 	}
-	c2, _ := NewClient(snap, WithLookupEnv(noEnv), WithAllowStandby(true), WithRandom(firstIndex),
+	c2, _ := NewClient(sourceOf(snap), WithLookupEnv(noEnv), WithAllowStandby(true), withRandom(firstIndex),
 		WithLogger(slog.New(slog.DiscardHandler)))
 	c2.azDetect = func(context.Context) (azdetect.Result, error) { return azdetect.Result{}, azdetect.ErrNoAZ }
 	if _, got, _ := c2.Candidates(context.Background(), "s", []byte("KH01"), nil); len(got) != 4 {
@@ -303,15 +303,15 @@ func TestQueryFailover(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reps := startReplicas(t, tt.replicas...)
-			snap, err := NewSnapshot(queryModel(reps))
+			snap, err := newSnapshot(queryModel(reps))
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The rand source always picks the last index, which leaves a
 			// Fisher-Yates shuffle unchanged: active, then standbys by port.
 			opts := append([]Option{WithLookupEnv(noEnv), WithAZ(""), WithAllowStandby(true),
-				WithRandom(func(n int) int { return n - 1 })}, tt.opts...)
-			c, err := NewClient(snap, opts...)
+				withRandom(func(n int) int { return n - 1 })}, tt.opts...)
+			c, err := NewClient(sourceOf(snap), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,8 +351,8 @@ func TestQueryFailover(t *testing.T) {
 
 func TestQueryStopsWithContext(t *testing.T) {
 	reps := startReplicas(t, "hang", "hang", "hang")
-	snap, _ := NewSnapshot(queryModel(reps))
-	c, _ := NewClient(snap, WithLookupEnv(noEnv), WithAZ(""), WithAllowStandby(true), WithAttemptTimeout(0))
+	snap, _ := newSnapshot(queryModel(reps))
+	c, _ := NewClient(sourceOf(snap), WithLookupEnv(noEnv), WithAZ(""), WithAllowStandby(true), WithAttemptTimeout(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -367,7 +367,7 @@ func TestQueryStopsWithContext(t *testing.T) {
 }
 
 func TestQueryNotAvailable(t *testing.T) {
-	c, _ := NewClient(nilSource{}, WithLookupEnv(noEnv), WithAZ(""))
+	c, _ := NewClient(&Source{impl: &fakeSource{}}, WithLookupEnv(noEnv), WithAZ(""))
 	err := c.Query(context.Background(), "s", []byte("k"), func(context.Context, Replica) error {
 		t.Fatal("fn called without metadata")
 		return nil
@@ -376,10 +376,6 @@ func TestQueryNotAvailable(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNotAvailable", err)
 	}
 }
-
-type nilSource struct{}
-
-func (nilSource) Snapshot() *Snapshot { return nil }
 
 func TestIsRetriable(t *testing.T) {
 	tests := []struct {
@@ -397,25 +393,10 @@ func TestIsRetriable(t *testing.T) {
 		{errors.New("bad key"), false},
 	}
 	for _, tt := range tests {
-		if got := IsRetriable(tt.err); got != tt.want {
-			t.Errorf("IsRetriable(%v) = %v, want %v", tt.err, got, tt.want)
+		if got := isRetriable(tt.err); got != tt.want {
+			t.Errorf("isRetriable(%v) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
-}
-
-// handOverSource serves one snapshot until refreshed, then the next.
-type handOverSource struct {
-	snaps     []*Snapshot
-	refreshes int
-}
-
-func (h *handOverSource) Snapshot() *Snapshot {
-	return h.snaps[min(h.refreshes, len(h.snaps)-1)]
-}
-
-func (h *handOverSource) Refresh(context.Context) error {
-	h.refreshes++
-	return nil
 }
 
 // moved returns threeHosts with the active partitions of instance from
@@ -428,7 +409,7 @@ func moved(from, to int) Metadata {
 }
 
 func TestQueryRereadsMetadataWhenNoCopyIsActive(t *testing.T) {
-	before, _ := NewSnapshot(threeHosts())
+	before, _ := newSnapshot(threeHosts())
 	key := []byte("alice")
 	r, err := before.Route("counts", key)
 	if err != nil {
@@ -443,12 +424,12 @@ func TestQueryRereadsMetadataWhenNoCopyIsActive(t *testing.T) {
 			to = i
 		}
 	}
-	after, _ := NewSnapshot(moved(from, to))
+	after, _ := newSnapshot(moved(from, to))
 	newHost := threeHosts().Instances[to].HostInfo
 
 	// The old owner says not active; the re-read names the new one.
-	src := &handOverSource{snaps: []*Snapshot{before, after}}
-	c, err := NewClient(src, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
+	src := &fakeSource{snaps: []*snapshot{before, after}}
+	c, err := NewClient(&Source{impl: src}, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,8 +446,8 @@ func TestQueryRereadsMetadataWhenNoCopyIsActive(t *testing.T) {
 	}
 
 	// The re-read names the same owner: one re-read, a precise error.
-	src = &handOverSource{snaps: []*Snapshot{before}}
-	c, _ = NewClient(src, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
+	src = &fakeSource{snaps: []*snapshot{before}}
+	c, _ = NewClient(&Source{impl: src}, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
 	asked = nil
 	err = c.Query(context.Background(), "counts", key, func(_ context.Context, r Replica) error {
 		asked = append(asked, r.HostInfo)
@@ -478,8 +459,8 @@ func TestQueryRereadsMetadataWhenNoCopyIsActive(t *testing.T) {
 	}
 
 	// Another failure (a refused connection) is not a hand-over: no re-read.
-	src = &handOverSource{snaps: []*Snapshot{before, after}}
-	c, _ = NewClient(src, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
+	src = &fakeSource{snaps: []*snapshot{before, after}}
+	c, _ = NewClient(&Source{impl: src}, WithLookupEnv(noEnv), WithAZ(""), WithLogger(quietLogger()))
 	err = c.Query(context.Background(), "counts", key, func(context.Context, Replica) error { return syscall.ECONNREFUSED })
 	if err == nil || src.refreshes != 0 {
 		t.Fatalf("refused: err %v, refreshes %d", err, src.refreshes)

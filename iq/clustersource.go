@@ -18,32 +18,60 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/internal/iqinspect"
+	"github.com/azkafka/azkafka/internal/settings"
 	"github.com/azkafka/azkafka/iq/internal/group"
 	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
-// EnvAZTag names the client tag (Kafka Streams' client.tag.<key>) that
-// gives an instance's availability zone when its members set no
-// client.rack; read by NewClusterSource (through WithLookupEnv's lookup)
-// unless WithAZTag is given. Set but blank is an error. Default:
-// DefaultAZTag.
-const EnvAZTag = "AZKAFKA_IQ_AZ_TAG"
+// Defaults of NewClusterSource.
+const (
+	// defaultAZTag is the client tag read for an instance's zone, as in
+	// client.tag.az=eu-west-1a.
+	defaultAZTag              = "az"
+	defaultClusterPollTimeout = 10 * time.Second
+	// minMaxResponseBytes is the least frame guard limit accepted, as in
+	// package sdk.
+	minMaxResponseBytes = 64 << 10
+)
 
-// DefaultAZTag is the client tag read for an instance's zone: "az", as in
-// client.tag.az=eu-west-1a.
-const DefaultAZTag = "az"
+// clusterVars is the table of NewClusterSource's variables (see
+// clientVars). AZKAFKA_MAX_RESPONSE_BYTES is the SDK's, read as the SDK
+// reads it; its README row is the SDK's.
+var clusterVars = []settings.Var[config]{
+	{Name: "AZKAFKA_IQ_AZ_TAG", Default: settings.Code(defaultAZTag), Option: "WithAZTag",
+		Doc: "`iq.NewClusterSource`: the Kafka Streams client tag giving an instance's zone when it sets no `client.rack` (`client.tag.az=us-east-1a`). `iq.WithAZTag` wins.",
+		Set: func(c *config, v string) error { c.azTag = v; return nil }},
+	{Name: frameguard.LimitVar, Default: settings.Code(frameguard.DefaultMaxResponseBytes), Option: "WithTransport",
+		Set: func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < minMaxResponseBytes {
+				return fmt.Errorf("want an integer of at least %d", minMaxResponseBytes)
+			}
+			c.maxResponse = n
+			return nil
+		}},
+}
 
-// DefaultClusterPollTimeout bounds one poll of a ClusterSource: 10s.
-const DefaultClusterPollTimeout = 10 * time.Second
+func init() {
+	settings.Register("iq", clusterVars, func() config { return config{} })
+	iqinspect.GroupOf = func(src any) *iqinspect.Group {
+		cs, ok := src.(*Source).impl.(*clusterSource)
+		if !ok {
+			return nil
+		}
+		return cs.info.Load()
+	}
+}
 
 // WithTransport sets the kafka-go transport the source talks to the
 // brokers with: pass sdk.NewTransport(&kafka.Transport{TLS: ..., SASL:
 // ...}) for TLS, SASL and the SDK's client ID. Default: a kafka.Transport
 // with client ID "azkafka-iq", closed by Close. The default and the SDK's
 // Transports read through the SDK's frame guard (see "Misbehaving brokers"
-// in package sdk; its limit is $AZKAFKA_MAX_RESPONSE_BYTES); a
-// kafka.Transport of another origin is used as it is. Taken by
-// NewClusterSource.
+// in package sdk; the default's limit is AZKAFKA_MAX_RESPONSE_BYTES, as
+// the SDK reads it); a kafka.Transport of another origin is used as it
+// is. Taken by NewClusterSource.
 func WithTransport(rt kafka.RoundTripper) Option {
 	return option{"WithTransport", forCluster, func(c *config) { c.transport = rt }}
 }
@@ -66,19 +94,13 @@ func WithStoreTopics(store string, topics ...string) Option {
 }
 
 // WithAZTag sets the client tag that gives an instance's zone when it sets
-// no client.rack. Default: EnvAZTag, else DefaultAZTag ("az"). Taken by
-// NewClusterSource.
+// no client.rack. Default: AZKAFKA_IQ_AZ_TAG, else "az" (as in
+// client.tag.az=us-east-1a). Taken by NewClusterSource.
 func WithAZTag(key string) Option {
-	return option{"WithAZTag", forCluster, func(c *config) { c.azTag = &key }}
+	return option{"WithAZTag", forCluster, func(c *config) { c.azTag = key }}
 }
 
-// WithLagBounds turns the standby lag bounds on or off; they cost one
-// ListOffsets round per poll. Default: on. Taken by NewClusterSource.
-func WithLagBounds(on bool) Option {
-	return option{"WithLagBounds", forCluster, func(c *config) { c.lagBounds = on }}
-}
-
-// clusterAPI is what a ClusterSource asks the cluster.
+// clusterAPI is what a cluster source asks the cluster.
 type clusterAPI interface {
 	describeGroup(ctx context.Context, group string) (*describegroups.ResponseGroup, error)
 	describeStreamsGroup(ctx context.Context, group string) (*kmsg.StreamsGroupDescribeResponseGroup, error)
@@ -86,36 +108,14 @@ type clusterAPI interface {
 	endOffsets(ctx context.Context, tps []wire.TopicPartition) (map[wire.TopicPartition]int64, error)
 }
 
-// ClusterSource is a Source that reads a Kafka Streams application's
-// routing from its consumer group on the brokers, with no code on the Java
-// side. Each poll describes the group named by the application.id
-// (DescribeGroups), decodes its members' Kafka Streams assignment and
-// subscription data, reads topic partition counts (Metadata) and, for the
-// standby lag bounds, changelog end offsets (ListOffsets).
-//
-// It yields the same model as HTTPSource: instances with their zone (the
-// member's client.rack, else a client tag, see WithAZTag), active and
-// standby partitions per store, and for standbys an upper bound of their
-// lag (Lag.Bound). A store's source topics come from its changelog topic
-// (<application.id>-<store>-changelog) and the subtopology whose task count
-// matches it; when the group cannot tell which topics feed a store, Route
-// on it fails with ErrStoreTopicsUnknown and WithStoreTopics is the way out.
-//
-// Both rebalance protocols are read: classic (group.protocol=classic, via
-// DescribeGroups) and streams (KIP-1071, group.protocol=streams, via
-// StreamsGroupDescribe, tried when DescribeGroups does not find the group).
-// On the streams protocol lags are unknown. When a poll fails the last good
-// routing is kept. It is safe for concurrent use.
-type ClusterSource struct {
+// clusterSource reads a Kafka Streams application's routing from its
+// group on the brokers (see NewClusterSource).
+type clusterSource struct {
 	appID       string
-	brokers     []string
-	interval    time.Duration
 	timeout     time.Duration
-	transport   kafka.RoundTripper
 	ownTrans    *kafka.Transport
 	storeTopics map[string][]string
 	azTag       string
-	lagBounds   bool
 	maxResponse int // the frame guard's limit; 0: its default
 	// refused is the last response the frame guard of the source's own
 	// transport refused: kafka-go reports some of them as a broker not
@@ -124,19 +124,27 @@ type ClusterSource struct {
 	logger  *slog.Logger
 	api     clusterAPI
 
-	snap atomic.Pointer[Snapshot]
-	info atomic.Pointer[GroupInfo]
+	snap atomic.Pointer[snapshot]
+	info atomic.Pointer[iqinspect.Group]
 	poll *poller
 }
 
-// NewClusterSource returns a source that reads the group of the Kafka
-// Streams application applicationID from the cluster at brokers
-// (host:port, at least one). It does not poll until Start or Refresh. It
-// reads EnvAZTag and AZKAFKA_MAX_RESPONSE_BYTES (the frame guard's limit,
-// as the SDK reads it) through WithLookupEnv's lookup; a malformed or
-// blank variable is an error that names it, and so is an option
-// NewClusterSource does not take.
-func NewClusterSource(brokers []string, applicationID string, opts ...Option) (*ClusterSource, error) {
+// NewClusterSource returns a Source that reads the routing of the Kafka
+// Streams application applicationID from its group on the cluster at
+// brokers (host:port, at least one), with no code on the Java side (see
+// "Routing from the cluster" in the package doc). Each poll describes the
+// group named by the application.id (DescribeGroups; StreamsGroupDescribe
+// for a group on the streams protocol), decodes its members' Kafka
+// Streams assignment and subscription data, and reads topic partition
+// counts (Metadata) and, for the standby lag bounds of the classic
+// protocol, changelog end offsets (ListOffsets). It does not poll until
+// Start or Refresh.
+//
+// It reads AZKAFKA_IQ_AZ_TAG and AZKAFKA_MAX_RESPONSE_BYTES (the frame
+// guard's limit, as the SDK reads it) through WithLookupEnv's lookup; a
+// malformed or blank variable is an error that names it, and so is an
+// option NewClusterSource does not take.
+func NewClusterSource(brokers []string, applicationID string, opts ...Option) (*Source, error) {
 	if len(brokers) == 0 {
 		return nil, errors.New("iq: NewClusterSource: no broker address")
 	}
@@ -149,47 +157,29 @@ func NewClusterSource(brokers []string, applicationID string, opts ...Option) (*
 		return nil, errors.New("iq: NewClusterSource: empty application.id")
 	}
 	cfg := newConfig()
-	cfg.interval, cfg.timeout, cfg.lagBounds = DefaultPollInterval, DefaultClusterPollTimeout, true
-	if err := cfg.apply(forCluster, opts); err != nil {
+	cfg.interval, cfg.timeout, cfg.azTag = defaultPollInterval, defaultClusterPollTimeout, defaultAZTag
+	if err := cfg.load(forCluster, clusterVars, opts); err != nil {
 		return nil, err
 	}
-	s := &ClusterSource{
-		appID:       applicationID,
-		brokers:     slices.Clone(brokers),
-		interval:    cfg.interval,
-		timeout:     cfg.timeout,
-		transport:   cfg.transport,
-		storeTopics: cfg.storeTopics,
-		azTag:       DefaultAZTag,
-		lagBounds:   cfg.lagBounds,
-		logger:      cfg.logger,
-		api:         cfg.api,
+	if cfg.interval <= 0 || cfg.timeout <= 0 {
+		return nil, fmt.Errorf("iq: NewClusterSource: interval %s and timeout %s must be positive", max(cfg.interval, 0), max(cfg.timeout, 0))
 	}
-	if cfg.azTag != nil {
-		s.azTag = *cfg.azTag
-	} else if v, ok, err := cfg.env(EnvAZTag); err != nil {
-		return nil, err
-	} else if ok {
-		s.azTag = v
-	}
-	if s.interval <= 0 || s.timeout <= 0 {
-		return nil, fmt.Errorf("iq: NewClusterSource: interval %s and timeout %s must be positive", max(s.interval, 0), max(s.timeout, 0))
-	}
-	for store, topics := range s.storeTopics {
+	for store, topics := range cfg.storeTopics {
 		if store == "" || len(topics) == 0 || slices.Contains(topics, "") {
 			return nil, fmt.Errorf("iq: WithStoreTopics(%s, %s): want a store name and at least one topic name", quote(store), quote(strings.Join(topics, ",")))
 		}
 	}
-	if v, ok, err := cfg.env(frameguard.LimitVar); err != nil {
-		return nil, err
-	} else if ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 64<<10 {
-			return nil, fmt.Errorf("iq: NewClusterSource: %s=%s: want an integer of at least 65536", frameguard.LimitVar, quote(v))
-		}
-		s.maxResponse = n
+	s := &clusterSource{
+		appID:       applicationID,
+		timeout:     cfg.timeout,
+		storeTopics: cfg.storeTopics,
+		azTag:       cfg.azTag,
+		maxResponse: cfg.maxResponse,
+		logger:      cfg.logger,
+		api:         cfg.api,
 	}
-	if s.transport == nil {
+	transport := cfg.transport
+	if transport == nil {
 		// Its connections go through the frame guard, as the SDK's do.
 		dial := (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 		s.ownTrans = &kafka.Transport{ClientID: "azkafka-iq", Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -199,52 +189,34 @@ func NewClusterSource(brokers []string, applicationID string, opts ...Option) (*
 			}
 			return frameguard.Wrap(c, addr, s.maxResponse, s.noteRefusal), nil
 		}}
-		s.transport = s.ownTrans
+		transport = s.ownTrans
 	}
 	if s.api == nil {
 		s.api = &kafkaGoCluster{
-			client:      &kafka.Client{Addr: kafka.TCP(s.brokers...), Transport: s.transport},
+			client:      &kafka.Client{Addr: kafka.TCP(slices.Clone(brokers)...), Transport: transport},
 			maxResponse: s.maxResponse,
 		}
 	}
-	s.poll = newPoller("group", s.refresh)
-	s.poll.interval, s.poll.logger = s.interval, s.logger
-	return s, nil
+	s.poll = newPoller("group", cfg.interval, s.logger, s.pollOnce)
+	return &Source{impl: s}, nil
 }
 
-func (s *ClusterSource) noteRefusal(e *frameguard.Error) { s.refused.Store(e) }
+func (s *clusterSource) noteRefusal(e *frameguard.Error) { s.refused.Store(e) }
 
-// Snapshot returns the last good routing, or nil before the first
-// successful poll.
-func (s *ClusterSource) Snapshot() *Snapshot { return s.snap.Load() }
+func (s *clusterSource) snapshot() *snapshot                     { return s.snap.Load() }
+func (s *clusterSource) start()                                  { s.poll.start() }
+func (s *clusterSource) refresh(ctx context.Context) error       { return s.poll.refresh(ctx) }
+func (s *clusterSource) last() (lastOK time.Time, lastErr error) { return s.poll.last() }
 
-// Group returns what the last good poll read from the group, or nil.
-func (s *ClusterSource) Group() *GroupInfo { return s.info.Load() }
-
-// LastPoll returns the time of the last successful poll (zero before the
-// first) and the error of the last poll (nil if it succeeded).
-func (s *ClusterSource) LastPoll() (lastOK time.Time, lastErr error) { return s.poll.last() }
-
-// Start polls once right away and then every interval in a goroutine until
-// Close. Calling it more than once has no effect.
-func (s *ClusterSource) Start() { s.poll.start() }
-
-// Close stops polling, waits for the poller to exit and closes the idle
-// connections of the transport it made. It is safe to call more than
-// once, and without Start.
-func (s *ClusterSource) Close() error {
+func (s *clusterSource) close() {
 	s.poll.close()
 	if s.ownTrans != nil {
 		s.ownTrans.CloseIdleConnections()
 	}
-	return nil
 }
 
-// Refresh polls once, synchronously, and installs the new routing if the
-// poll succeeded. Concurrent calls share one poll.
-func (s *ClusterSource) Refresh(ctx context.Context) error { return s.poll.refresh(ctx) }
-
-func (s *ClusterSource) refresh(ctx context.Context) error {
+// pollOnce is one poll: it installs the new routing if it succeeded.
+func (s *clusterSource) pollOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	s.refused.Store(nil)
@@ -276,7 +248,7 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 	}
 	// On the streams protocol the group holds no offsets of its members
 	// (task offsets are empty on 4.3): lags stay unknown.
-	if s.lagBounds && v.Info.Protocol == "classic" {
+	if v.Info.Protocol == "classic" {
 		if targets := v.LagTargets(topics); len(targets) > 0 {
 			ends, err := s.api.endOffsets(ctx, targets)
 			if err != nil {
@@ -286,13 +258,12 @@ func (s *ClusterSource) refresh(ctx context.Context) error {
 			v.ApplyLagBounds(topics, ends)
 		}
 	}
-	snap, err := NewSnapshot(groupMetadata(v.Routing))
+	snap, err := newSnapshot(groupMetadata(v.Routing))
 	if err != nil {
 		return fmt.Errorf("iq: group %s: %w", quote(s.appID), err)
 	}
 	s.snap.Store(snap)
-	info := groupInfo(v.Info)
-	s.info.Store(&info)
+	s.info.Store(groupInfo(v.Info))
 	for store, why := range v.Routing.UnmappedStores {
 		s.logger.Debug("iq: store not routable from the group", "group", s.appID, "store", store, "reason", why)
 	}

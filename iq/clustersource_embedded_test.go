@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/iqinspect"
 
 	"github.com/azkafka/azkafka/iq/internal/wire"
 )
@@ -99,7 +100,7 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 	if err := s.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	snap := s.Snapshot()
+	snap := s.snapshot()
 	sawLag := false
 	for i := range 100 {
 		key := []byte(fmt.Sprint("key-", i))
@@ -123,7 +124,7 @@ func TestClusterSourceEmbeddedBroker(t *testing.T) {
 	if !sawLag {
 		t.Fatal("no key of partition 0 among 100")
 	}
-	if g := s.Group(); g.State != "Stable" || len(g.Members) != 1 || g.Members[0].AZ != "az-a" {
+	if g := iqinspect.GroupOf(s); g.State != "Stable" || len(g.Members) != 1 || g.Members[0].AZ != "az-a" {
 		t.Errorf("group info %+v", g)
 	}
 }
@@ -171,12 +172,12 @@ func TestClusterSourceStreamsProtocolEmbeddedBroker(t *testing.T) {
 	if err := s.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if g := s.Group(); g.Protocol != "streams" || len(g.Members) != 3 || g.StoreSubtopology["plain"] != "1" {
+	if g := iqinspect.GroupOf(s); g.Protocol != "streams" || len(g.Members) != 3 || g.StoreSubtopology["plain"] != "1" {
 		t.Fatalf("group %+v", g)
 	}
 	key := []byte("k1")
 	task := wire.TaskID{Subtopology: 1, Partition: int32(Partition(key, 6))}
-	if r, err := s.Snapshot().Route("plain", key); err != nil || r.Active.HostInfo != app.hosts[app.activeOf(task)] {
+	if r, err := s.snapshot().Route("plain", key); err != nil || r.Active.HostInfo != app.hosts[app.activeOf(task)] {
 		t.Fatalf("route %+v, %v; want active %s", r, err, app.hosts[app.activeOf(task)])
 	}
 

@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol/describegroups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/iq/internal/group"
 	"github.com/azkafka/azkafka/iq/internal/wire"
 	"github.com/azkafka/azkafka/iq/internal/wire/wiretest"
@@ -224,7 +225,7 @@ func (f *fakeCluster) set(g *describegroups.ResponseGroup, err error) {
 	f.group, f.err = g, err
 }
 
-func newTestClusterSource(t *testing.T, app *streamsApp, opts ...Option) (*ClusterSource, *fakeCluster) {
+func newTestClusterSource(t *testing.T, app *streamsApp, opts ...Option) (*Source, *fakeCluster) {
 	t.Helper()
 	fc := &fakeCluster{group: app.group(), counts: app.topics, ends: map[wire.TopicPartition]int64{}}
 	for topic, n := range app.topics {
@@ -247,7 +248,7 @@ func TestClusterSourceRoutes(t *testing.T) {
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	snap := s.Snapshot()
+	snap := s.snapshot()
 	cases := []struct {
 		store string
 		sub   int32
@@ -284,7 +285,7 @@ func TestClusterSourceRoutes(t *testing.T) {
 	if _, err := snap.Route("nosuch", []byte("k")); !errors.Is(err, ErrUnknownStore) {
 		t.Errorf("nosuch: %v", err)
 	}
-	g := s.Group()
+	g := iqinspect.GroupOf(s)
 	if g.Protocol != "classic" || g.State != "Stable" || len(g.Members) != 3 || g.StoreSubtopology["plain"] != "1" || g.StoreSubtopology["rekeyed"] != "3" {
 		t.Errorf("group info: %+v", g)
 	}
@@ -297,25 +298,25 @@ func TestClusterSourceAZ(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[HostInfo]string{}
-	for _, in := range s.Snapshot().Metadata().Instances {
+	for _, in := range s.snapshot().Metadata().Instances {
 		got[in.HostInfo] = in.AZ
 	}
 	want := map[HostInfo]string{app.hosts[0]: "az-a", app.hosts[1]: "az-b", app.hosts[2]: ""}
 	if !maps.Equal(got, want) {
 		t.Errorf("AZ from rack, else tag az, else unknown: got %v, want %v", got, want)
 	}
-	t.Setenv(EnvAZTag, "zone")
+	t.Setenv(envAZTag, "zone")
 	app.tags[2] = []wire.ClientTag{{Key: "zone", Value: "az-c"}}
 	s2, _ := newTestClusterSource(t, app)
 	if err := s2.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, in := range s2.Snapshot().Metadata().Instances {
+	for _, in := range s2.snapshot().Metadata().Instances {
 		if in.HostInfo == app.hosts[2] && in.AZ != "az-c" {
-			t.Errorf("%s=zone: instance 3 AZ %q, want az-c", EnvAZTag, in.AZ)
+			t.Errorf("%s=zone: instance 3 AZ %q, want az-c", envAZTag, in.AZ)
 		}
 		if in.HostInfo == app.hosts[1] && in.AZ != "" {
-			t.Errorf("%s=zone: instance 2 AZ %q, want none (its tag is az)", EnvAZTag, in.AZ)
+			t.Errorf("%s=zone: instance 2 AZ %q, want none (its tag is az)", envAZTag, in.AZ)
 		}
 	}
 }
@@ -326,7 +327,7 @@ func TestClusterSourceLagBound(t *testing.T) {
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	snap := s.Snapshot()
+	snap := s.snapshot()
 	for i := range 100 {
 		key := []byte(fmt.Sprintf("k%d", i))
 		r, err := snap.Route("plain", key)
@@ -357,7 +358,7 @@ func TestClusterSourceLagBound(t *testing.T) {
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := s.Snapshot().Route("plain", []byte("k1"))
+	r, _ := s.snapshot().Route("plain", []byte("k1"))
 	if l := r.Standbys[0].Lag; l.Lag != 1000+int64(r.Partition) || !l.Bound {
 		t.Errorf("no offset sum: lag %+v", l)
 	}
@@ -369,7 +370,7 @@ func TestClusterSourceBadInput(t *testing.T) {
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	good := s.Snapshot()
+	good := s.snapshot()
 	member := func(mod func(m *describegroups.ResponseGroupMember)) *describegroups.ResponseGroup {
 		g := app.group()
 		g.Members = slices.Clone(g.Members)
@@ -438,7 +439,7 @@ func TestClusterSourceBadInput(t *testing.T) {
 				t.Errorf("%s: %v\n does not contain %q", c.name, err, w)
 			}
 		}
-		if s.Snapshot() != good {
+		if s.snapshot() != good {
 			t.Errorf("%s: the last good routing was replaced", c.name)
 		}
 		if _, last := s.LastPoll(); last == nil {
@@ -446,7 +447,7 @@ func TestClusterSourceBadInput(t *testing.T) {
 		}
 	}
 	fc.set(app.group(), nil)
-	if err := s.Refresh(context.Background()); err != nil || s.Snapshot() == good {
+	if err := s.Refresh(context.Background()); err != nil || s.snapshot() == good {
 		t.Errorf("recovery: %v", err)
 	}
 }
@@ -486,7 +487,7 @@ func FuzzBuildClassic(f *testing.F) {
 			return
 		}
 		v.ApplyLagBounds(app.topics, map[wire.TopicPartition]int64{})
-		if snap, err := NewSnapshot(groupMetadata(v.Routing)); err == nil {
+		if snap, err := newSnapshot(groupMetadata(v.Routing)); err == nil {
 			_, _ = snap.Route("plain", []byte("k"))
 		}
 	})

@@ -5,17 +5,6 @@ import (
 	"testing"
 )
 
-type countingSource struct {
-	snap      *Snapshot
-	refreshes int
-}
-
-func (c *countingSource) Snapshot() *Snapshot { return c.snap }
-func (c *countingSource) Refresh(context.Context) error {
-	c.refreshes++
-	return nil
-}
-
 func TestCombinedSource(t *testing.T) {
 	routing := threeHosts()
 	bound := Lag{Current: 1, End: 100, Lag: 99, Bound: true}
@@ -25,15 +14,15 @@ func TestCombinedSource(t *testing.T) {
 	}
 	lags := threeHosts()
 	lags.Instances = lags.Instances[:2] // b did not answer: it keeps its bound
-	r, _ := NewSnapshot(routing)
-	l, _ := NewSnapshot(lags)
-	rs, ls := &countingSource{snap: r}, &countingSource{snap: l}
-	c, err := NewCombinedSource(rs, ls)
+	r, _ := newSnapshot(routing)
+	l, _ := newSnapshot(lags)
+	rs, ls := &fakeSource{snaps: []*snapshot{r}}, &fakeSource{snaps: []*snapshot{l}}
+	c, err := NewCombinedSource(&Source{impl: rs}, &Source{impl: ls})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c.Snapshot()
-	if c.Snapshot() != s {
+	s := c.snapshot()
+	if c.snapshot() != s {
 		t.Error("snapshot rebuilt although neither source changed")
 	}
 	got := map[string]Instance{}
@@ -49,11 +38,11 @@ func TestCombinedSource(t *testing.T) {
 	if err := c.Refresh(context.Background()); err != nil || rs.refreshes != 1 || ls.refreshes != 1 {
 		t.Errorf("Refresh: %v, %d, %d", err, rs.refreshes, ls.refreshes)
 	}
-	rs.snap = nil
-	if c.Snapshot() != nil {
+	rs.snaps = nil
+	if c.snapshot() != nil {
 		t.Error("no routing, yet a snapshot")
 	}
-	if _, err := NewCombinedSource(nil, ls); err == nil {
+	if _, err := NewCombinedSource(nil, &Source{impl: ls}); err == nil {
 		t.Error("nil source accepted")
 	}
 }

@@ -20,15 +20,12 @@
 //	})
 //
 // Keys are routed in their serialized form: pass the bytes the Java
-// application's key serde produces (AppendStringKey, AppendInt32Key and
-// AppendInt64Key match Kafka's built-in serializers). An application with a
-// custom StreamPartitioner supplies the same logic with WithPartitioner.
-// Route returns what queryMetadataForKey returns (see Snapshot.Route;
-// the partition is computed on the store's source topic with the most
-// partitions, the first such topic on a tie, and when two instances claim
-// a partition the last in host, port order wins, as in Java),
-// Client.Candidates the order Query tries, Client.Query the failover.
-// Global stores and named topologies are not supported.
+// application's key serde produces (see Partition for Kafka's built-in
+// serializers). An application with a custom StreamPartitioner supplies
+// the same logic with WithPartitioner. Client.Route returns what
+// queryMetadataForKey returns, Client.Candidates the order Query tries,
+// Client.Query the failover. Global stores and named topologies are not
+// supported.
 //
 // Routing needs the metadata of the whole application; until it is known,
 // or while no instance is active for a key's partition, Route and Query
@@ -39,22 +36,25 @@
 //
 // # Sources
 //
-// A Source supplies the routing. ClusterSource reads it from the
+// A Source supplies the routing. NewClusterSource reads it from the
 // application's consumer group on the brokers, with no code on the Java
 // side; its standby lags are upper bounds (classic protocol) or unknown
-// (streams protocol). HTTPSource polls the metadata endpoint the instances
-// may serve (below), which gives measured lags. CombinedSource routes with
-// one and takes lags (and zones the first lacks) from the other:
+// (streams protocol). NewHTTPSource polls the metadata endpoint the
+// instances may serve (below), which gives measured lags.
+// NewCombinedSource routes with one and takes lags (and zones the first
+// lacks) from the other; NewStaticSource holds fixed metadata, for tests:
 //
 //	group, _ := iq.NewClusterSource(brokers, "orders-app")
 //	endpoint, _ := iq.NewHTTPSource([]string{"http://streams-0:7070/azkafka/iq/metadata"})
-//	group.Start(); endpoint.Start()
 //	src, _ := iq.NewCombinedSource(group, endpoint) // routing from the group, lags from the endpoint
+//	src.Start()                                     // starts both
+//	defer src.Close()                               // closes both
 //	client, _ := iq.NewClient(src, iq.WithAllowStandby(true))
 //
-// Both sources poll every 5 s (WithPollInterval); a poll that fails is
-// logged at warn level and the last good routing is kept. Both are
-// Refreshers, which Query uses across a hand-over.
+// Both polling sources poll every 5 s once started (WithPollInterval); a
+// poll that fails is logged at warn level and the last good routing is
+// kept. Query refreshes the source across a hand-over (every replica
+// answered ErrNotActive).
 //
 // # Routing from the cluster
 //
@@ -66,10 +66,10 @@
 // of every instance) and, while the group is Stable, the member metadata (a
 // Subscription with the member's client.rack and Streams' SubscriptionInfo:
 // process ID, application.server, client tags, and the changelog offset
-// sums of its tasks at join time). ClusterSource polls that (DescribeGroups,
-// Metadata for partition counts, ListOffsets for changelog end offsets)
-// through kafka-go's protocol layer and builds the same model as the HTTP
-// source. Versions 1 to 11 (Kafka Streams 4.3) of AssignmentInfo and
+// sums of its tasks at join time). The cluster source polls that
+// (DescribeGroups, Metadata for partition counts, ListOffsets for changelog
+// end offsets) through kafka-go's protocol layer and builds the same model
+// as the HTTP source. Versions 1 to 11 (Kafka Streams 4.3) of AssignmentInfo and
 // SubscriptionInfo are decoded; a newer one is ErrUnsupportedVersion.
 //
 // Stores and their source topics: a store is found by its changelog topic,
@@ -133,12 +133,11 @@
 // Kafka Streams knows the assignment of every instance
 // (metadataForAllStreamsClients) but each instance knows only its own lags
 // (allLocalStorePartitionLags) and its own zone. So every instance serves
-// one JSON document (Document, version DocumentVersion; unknown fields are
-// ignored) with the metadata for all and its own lags and zone, and
-// HTTPSource polls the seed URLs and, from the second poll on, every
-// instance the metadata lists (WithPeerDiscovery): polling one instance
-// would leave every standby's lag unknown, and a standby of unknown lag is
-// never chosen. The fields:
+// one JSON document (version 1; unknown fields are ignored) with the
+// metadata for all and its own lags and zone, and the HTTP source polls
+// the seed URLs and, from the second poll on, every instance the metadata
+// lists: polling one instance would leave every standby's lag unknown, and
+// a standby of unknown lag is never chosen. The fields:
 //
 //   - version: 1.
 //   - self: {"host", "port"}, the serving instance's application.server.
@@ -180,23 +179,17 @@
 //
 // # Configuration
 //
-// AZKAFKA_IQ_ALLOW_STANDBY (default false) and AZKAFKA_IQ_MAX_LAG (default
-// 10000 offsets) for the Client, AZKAFKA_IQ_AZ_TAG (default "az") for the
-// ClusterSource; options win. A malformed variable is an error naming it,
-// e.g. iq: AZKAFKA_IQ_MAX_LAG="abc": not a non-negative integer.
-//
-// # Configuration
-//
 // NewClient, NewClusterSource and NewHTTPSource take one Option type; each
 // option's doc says which constructors take it, and the others refuse it
 // with an error naming it. WithLogger and WithLookupEnv are taken by all
 // three. The environment is read through WithLookupEnv's lookup
-// (os.LookupEnv by default): AZKAFKA_IQ_ALLOW_STANDBY (EnvAllowStandby,
-// default false) and AZKAFKA_IQ_MAX_LAG (EnvMaxLag, default 10000 offsets)
-// by NewClient; AZKAFKA_IQ_AZ_TAG (EnvAZTag, default "az") and the SDK's
-// AZKAFKA_MAX_RESPONSE_BYTES by NewClusterSource. Options win over the
-// environment; a variable that is set but blank or malformed is an error
-// naming it, e.g. "iq: AZKAFKA_IQ_MAX_LAG is set but blank".
+// (os.LookupEnv by default): AZKAFKA_IQ_ALLOW_STANDBY (default false) and
+// AZKAFKA_IQ_MAX_LAG (default 10000 offsets) by NewClient;
+// AZKAFKA_IQ_AZ_TAG (default "az") and the SDK's AZKAFKA_MAX_RESPONSE_BYTES
+// by NewClusterSource. Options win over the environment; a variable that
+// is set but blank or malformed is an error naming it, also when an option
+// overrides it, e.g. iq: AZKAFKA_IQ_MAX_LAG="abc": not a non-negative
+// integer.
 //
 // # Errors
 //
@@ -205,13 +198,13 @@
 // error they wrap. Callers can match these with errors.Is:
 // ErrNotAvailable (no metadata yet, or no active instance for the key;
 // ErrNoReplica, no replica the policy allows, is also ErrNotAvailable),
-// ErrUnknownStore, ErrStoreTopicsUnknown, and, in the error of a
-// ClusterSource poll, ErrGroupNotFound, ErrNotStreamsGroup, ErrRebalancing
-// and ErrUnsupportedVersion. A query function returns ErrNotActive for a
+// ErrUnknownStore, ErrStoreTopicsUnknown, and, in the error of a cluster
+// source's poll (Refresh, LastPoll), ErrGroupNotFound, ErrNotStreamsGroup,
+// ErrRebalancing and ErrUnsupportedVersion. A query function returns ErrNotActive for a
 // host that is not active for the key. With errors.As: *QueryError (every
 // error of Query; errors.Is and errors.As see through it to each attempt's
 // error) and *StatusError (an HTTP status a query function or an
-// HTTPSource poll met). Configuration errors (those of the constructors)
+// HTTP source's poll met). Configuration errors (those of the constructors)
 // are not meant to be matched: they name the option or the variable and
 // its value.
 //

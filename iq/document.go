@@ -10,17 +10,17 @@ import (
 	"strconv"
 )
 
-// DocumentVersion is the version of the metadata document this package
+// documentVersion is the version of the metadata document this package
 // reads.
-const DocumentVersion = 1
+const documentVersion = 1
 
-// Document is the JSON document one Kafka Streams instance serves at its
+// document is the JSON document one Kafka Streams instance serves at its
 // metadata endpoint (see the package documentation for the schema and a
 // Java handler). It carries the application's view of every instance
 // (KafkaStreams.metadataForAllStreamsClients) and what only the serving
 // instance knows: its own zone and its store partition lags
 // (KafkaStreams.allLocalStorePartitionLags).
-type Document struct {
+type document struct {
 	Version int `json:"version"`
 	// Self is the serving instance's application.server.
 	Self docHost `json:"self"`
@@ -33,10 +33,10 @@ type Document struct {
 	// Topics maps each source topic to its partition count.
 	Topics map[string]int `json:"topics"`
 	// Instances is metadataForAllStreamsClients.
-	Instances []DocumentInstance `json:"instances"`
+	Instances []documentInstance `json:"instances"`
 	// Lags maps store, then partition (a decimal string), to the serving
 	// instance's own lag.
-	Lags map[string]map[string]DocumentLag `json:"lags"`
+	Lags map[string]map[string]documentLag `json:"lags"`
 }
 
 type docHost struct {
@@ -44,9 +44,9 @@ type docHost struct {
 	Port int    `json:"port"`
 }
 
-// DocumentInstance is one StreamsMetadata in a Document. Partitions map a
+// documentInstance is one StreamsMetadata in a document. Partitions map a
 // topic to its partition numbers.
-type DocumentInstance struct {
+type documentInstance struct {
 	Host              string           `json:"host"`
 	Port              int              `json:"port"`
 	ActiveStores      []string         `json:"activeStores"`
@@ -55,18 +55,18 @@ type DocumentInstance struct {
 	StandbyPartitions map[string][]int `json:"standbyPartitions"`
 }
 
-// DocumentLag is one LagInfo: offsets of the local copy and the changelog end.
-type DocumentLag struct {
+// documentLag is one LagInfo: offsets of the local copy and the changelog end.
+type documentLag struct {
 	Current int64 `json:"current"`
 	End     int64 `json:"end"`
 	Lag     int64 `json:"lag"`
 }
 
-// ParseDocument decodes and validates a metadata document read from source
+// parseDocument decodes and validates a metadata document read from source
 // (a URL or file name, used in errors). Unknown fields are ignored, so
 // newer servers may add some. Errors name source and the offending field.
-func ParseDocument(source string, body []byte) (*Document, error) {
-	var d Document
+func parseDocument(source string, body []byte) (*document, error) {
+	var d document
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&d); err != nil {
@@ -81,9 +81,9 @@ func ParseDocument(source string, body []byte) (*Document, error) {
 	return &d, nil
 }
 
-func (d *Document) validate() error {
-	if d.Version != DocumentVersion {
-		return fmt.Errorf("field version: got %d, want %d", d.Version, DocumentVersion)
+func (d *document) validate() error {
+	if d.Version != documentVersion {
+		return fmt.Errorf("field version: got %d, want %d", d.Version, documentVersion)
 	}
 	if err := checkHost("self", d.Self.Host, d.Self.Port); err != nil {
 		return err
@@ -165,7 +165,7 @@ func checkHost(field, host string, port int) error {
 }
 
 // instance returns the document's view of one instance without AZ or lags.
-func (di DocumentInstance) instance() Instance {
+func (di documentInstance) instance() Instance {
 	return Instance{
 		HostInfo:          HostInfo{di.Host, di.Port},
 		ActiveStores:      di.ActiveStores,
@@ -191,7 +191,7 @@ func topicPartitions(m map[string][]int) []TopicPartition {
 }
 
 // lags converts the document's lags to Instance.Lags.
-func (d *Document) lags() map[string]map[int]Lag {
+func (d *document) lags() map[string]map[int]Lag {
 	out := make(map[string]map[int]Lag, len(d.Lags))
 	for store, m := range d.Lags {
 		lm := make(map[int]Lag, len(m))
@@ -209,8 +209,8 @@ func (d *Document) lags() map[string]map[int]Lag {
 // (one instance's view of all); each instance's AZ and lags come from that
 // instance's own document among docs. Instances without a document have
 // unknown AZ and lags.
-func mergeDocuments(primary *Document, docs []*Document) Metadata {
-	own := make(map[HostInfo]*Document, len(docs))
+func mergeDocuments(primary *document, docs []*document) Metadata {
+	own := make(map[HostInfo]*document, len(docs))
 	for _, d := range docs {
 		own[HostInfo{d.Self.Host, d.Self.Port}] = d
 	}

@@ -17,11 +17,11 @@ const docJSON = `{"version":1,"self":{"host":"127.0.0.1","port":7001},"az":"az1"
 "futureField":{"ignored":true}}`
 
 func TestParseDocumentAndMerge(t *testing.T) {
-	d, err := ParseDocument("http://127.0.0.1:7001/m", []byte(docJSON))
+	d, err := parseDocument("http://127.0.0.1:7001/m", []byte(docJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := NewSnapshot(mergeDocuments(d, []*Document{d}))
+	snap, err := newSnapshot(mergeDocuments(d, []*document{d}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestParseDocumentErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseDocument("http://h:1/meta", []byte(tt.body))
+			_, err := parseDocument("http://h:1/meta", []byte(tt.body))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -87,14 +87,14 @@ func FuzzParseDocument(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"version":1e99}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		d, err := ParseDocument("fuzz", body)
+		d, err := parseDocument("fuzz", body)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "iq: fuzz: ") {
 				t.Fatalf("error does not name its source: %v", err)
 			}
 			return
 		}
-		snap, err := NewSnapshot(mergeDocuments(d, []*Document{d}))
+		snap, err := newSnapshot(mergeDocuments(d, []*document{d}))
 		if err != nil {
 			return // e.g. an instance listed twice after merge is reported, not a panic
 		}

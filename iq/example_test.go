@@ -2,6 +2,7 @@ package iq_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,14 +11,19 @@ import (
 	"github.com/azkafka/azkafka/iq"
 )
 
+// Keys are routed as the Java application's key serde writes them.
 func ExamplePartition() {
 	for _, key := range []string{"KH01", "KH07", "KH32"} {
-		fmt.Println(key, iq.Partition([]byte(key), 3), iq.PartitionString(key, 8))
+		fmt.Println(key, iq.Partition([]byte(key), 3), iq.Partition([]byte(key), 8)) // StringSerializer
 	}
+	fmt.Println(iq.Partition(binary.BigEndian.AppendUint32(nil, 42), 7)) // IntegerSerializer
+	fmt.Println(iq.Partition(binary.BigEndian.AppendUint64(nil, 42), 7)) // LongSerializer
 	// Output:
 	// KH01 0 6
 	// KH07 2 6
 	// KH32 1 1
+	// 5
+	// 6
 }
 
 // Two instances; a is active for partition 0 of "orders" (3 partitions), b
@@ -39,20 +45,22 @@ func exampleMetadata() iq.Metadata {
 	}
 }
 
-func ExampleNewSnapshot() {
-	snap, err := iq.NewSnapshot(exampleMetadata())
+// Fixed metadata, as a test of code that queries would give it.
+func ExampleNewStaticSource() {
+	src, err := iq.NewStaticSource(exampleMetadata())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	r, err := snap.Route("counts", iq.AppendStringKey(nil, "KH07"))
+	client, _ := iq.NewClient(src)
+	r, err := client.Route("counts", []byte("KH07"))
 	fmt.Println(r.Partition, r.Active.HostInfo, r.Standbys[0].HostInfo, r.Standbys[0].Lag.Lag, err)
 	// Output: 2 10.0.0.2:7070 10.0.0.1:7070 50000 <nil>
 }
 
 func ExampleNewClient() {
-	snap, _ := iq.NewSnapshot(exampleMetadata())
-	client, err := iq.NewClient(snap, iq.WithAllowStandby(true), iq.WithAZ("us-east-1a"))
+	src, _ := iq.NewStaticSource(exampleMetadata())
+	client, err := iq.NewClient(src, iq.WithAllowStandby(true), iq.WithAZ("us-east-1a"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -92,9 +100,10 @@ func ExampleNewHTTPSource() {
 		fmt.Println(err)
 		return
 	}
-	r, err := src.Snapshot().Route("counts", []byte("any key"))
-	fmt.Println(r.Partition, r.Active.HostInfo.String() == srv.Listener.Addr().String(), r.Active.AZ, err)
-	// Output: 0 true us-east-1a <nil>
+	md, _ := src.Metadata()
+	in := md.Instances[0]
+	fmt.Println(in.HostInfo.String() == srv.Listener.Addr().String(), in.AZ, in.Lags["counts"][0].Lag)
+	// Output: true us-east-1a 0
 }
 
 // The routing of a Kafka Streams application read from its consumer group,
@@ -114,25 +123,27 @@ func ExampleNewClusterSource() {
 		fmt.Println(err)
 		return
 	}
-	r, err := client.Route("counts", iq.AppendStringKey(nil, "alice"))
+	r, err := client.Route("counts", []byte("alice"))
 	fmt.Println(r.Partition, err)
 }
 
-// Routing from one source, lags from another: here two fixed snapshots
-// stand for a ClusterSource (no lags) and an HTTPSource (measured lags).
+// Routing from one source, lags from another: here two fixed sources stand
+// for NewClusterSource (no lags) and NewHTTPSource (measured lags).
 func ExampleNewCombinedSource() {
 	routing := exampleMetadata()
 	for i := range routing.Instances {
 		routing.Instances[i].Lags, routing.Instances[i].AZ = nil, ""
 	}
-	fromGroup, _ := iq.NewSnapshot(routing)
-	fromHTTP, _ := iq.NewSnapshot(exampleMetadata())
+	fromGroup, _ := iq.NewStaticSource(routing)
+	fromHTTP, _ := iq.NewStaticSource(exampleMetadata())
 	src, err := iq.NewCombinedSource(fromGroup, fromHTTP)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	r, _ := src.Snapshot().Route("counts", iq.AppendStringKey(nil, "KH07"))
+	defer src.Close() // closes both
+	client, _ := iq.NewClient(src)
+	r, _ := client.Route("counts", []byte("KH07"))
 	fmt.Println(r.Active.HostInfo, r.Standbys[0].HostInfo, r.Standbys[0].AZ, r.Standbys[0].Lag.Lag, r.Standbys[0].LagKnown)
 	// Output: 10.0.0.2:7070 10.0.0.1:7070 us-east-1a 50000 true
 }
@@ -142,18 +153,18 @@ func ExampleNewCombinedSource() {
 func ExampleWithLookupEnv() {
 	env := map[string]string{"AZKAFKA_IQ_ALLOW_STANDBY": "true", "AZKAFKA_IQ_MAX_LAG": "500"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	snap, _ := iq.NewSnapshot(exampleMetadata())
-	client, err := iq.NewClient(snap, iq.WithLookupEnv(lookup), iq.WithAZ("us-east-1a"))
-	fmt.Println(client.AllowStandby(), client.MaxLag(), err)
+	src, _ := iq.NewStaticSource(exampleMetadata())
+	_, err := iq.NewClient(src, iq.WithLookupEnv(lookup), iq.WithAZ("us-east-1a"))
+	fmt.Println(err)
 
-	_, err = iq.NewClient(snap, iq.WithLookupEnv(lookup), iq.WithStoreTopics("counts", "orders"))
+	_, err = iq.NewClient(src, iq.WithLookupEnv(lookup), iq.WithStoreTopics("counts", "orders"))
 	fmt.Println(err)
 
 	env["AZKAFKA_IQ_MAX_LAG"] = " "
-	_, err = iq.NewClient(snap, iq.WithLookupEnv(lookup))
+	_, err = iq.NewClient(src, iq.WithLookupEnv(lookup))
 	fmt.Println(err)
 	// Output:
-	// true 500 <nil>
+	// <nil>
 	// iq: NewClient: WithStoreTopics is an option of NewClusterSource only
-	// iq: AZKAFKA_IQ_MAX_LAG is set but blank
+	// iq: AZKAFKA_IQ_MAX_LAG is set but blank: unset it or give it a value
 }

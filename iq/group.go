@@ -1,13 +1,14 @@
 package iq
 
 import (
+	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/iq/internal/group"
 	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
-// Errors of a ClusterSource poll; test with errors.Is. Each is wrapped in
-// an error that names the group and, where it applies, the member and
-// field.
+// Errors of a poll of a source made by NewClusterSource (Refresh,
+// LastPoll); test with errors.Is. Each is wrapped in an error that names
+// the group and, where it applies, the member and field.
 var (
 	// ErrGroupNotFound: the group does not exist, is empty, or is not a
 	// group of the protocol asked.
@@ -25,50 +26,19 @@ var (
 	ErrUnsupportedVersion = wire.ErrUnsupportedVersion
 )
 
-// GroupMember is one member of a Kafka Streams group (one stream thread in
-// the classic protocol, one instance in the streams protocol).
-type GroupMember struct {
-	MemberID  string
-	ClientID  string
-	ProcessID string
-	// Endpoint is the instance's application.server; zero when not set.
-	Endpoint HostInfo
-	// RackID is the member's client.rack; empty when not set.
-	RackID string
-	// AZ is the zone the source gives the instance: RackID, else the
-	// client tag named by WithAZTag; empty when unknown.
-	AZ string
-	// ClientTags are the instance's client.tag.* settings.
-	ClientTags []ClientTag
-}
-
-// ClientTag is one client.tag.<key>=<value> setting of a Streams instance.
-type ClientTag struct{ Key, Value string }
-
-// GroupInfo is what a cluster source read from the group on its last good
-// poll, besides the routing metadata.
-type GroupInfo struct {
-	ApplicationID string
-	// Protocol is "classic" or "streams".
-	Protocol string
-	// State is the group state the broker reports, e.g. "Stable".
-	State   string
-	Members []GroupMember
-	// StoreSubtopology maps each store mapped from the group to its
-	// subtopology; stores given by WithStoreTopics are included when their
-	// topics belong to one subtopology.
-	StoreSubtopology map[string]string
-}
-
-// groupInfo converts what the group reader read to the exported form.
-func groupInfo(in group.Info) GroupInfo {
-	out := GroupInfo{ApplicationID: in.ApplicationID, Protocol: in.Protocol, State: in.State,
-		StoreSubtopology: in.StoreSubtopology, Members: make([]GroupMember, len(in.Members))}
+// groupInfo converts what the group reader read to what the azkafka
+// command shows (iq describe).
+func groupInfo(in group.Info) *iqinspect.Group {
+	out := &iqinspect.Group{ApplicationID: in.ApplicationID, Protocol: in.Protocol, State: in.State,
+		StoreSubtopology: in.StoreSubtopology, Members: make([]iqinspect.Member, len(in.Members))}
 	for i, m := range in.Members {
-		gm := GroupMember{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: m.ProcessID,
-			Endpoint: HostInfo(m.Endpoint), RackID: m.RackID, AZ: m.AZ}
+		gm := iqinspect.Member{MemberID: m.MemberID, ClientID: m.ClientID, ProcessID: m.ProcessID,
+			RackID: m.RackID, AZ: m.AZ}
+		if m.Endpoint.Port > 0 {
+			gm.Endpoint = HostInfo(m.Endpoint).String()
+		}
 		for _, t := range m.ClientTags {
-			gm.ClientTags = append(gm.ClientTags, ClientTag(t))
+			gm.ClientTags = append(gm.ClientTags, t.Key+"="+t.Value)
 		}
 		out.Members[i] = gm
 	}
@@ -76,7 +46,7 @@ func groupInfo(in group.Info) GroupInfo {
 }
 
 // groupMetadata converts the routing the group reader read to Metadata.
-// NewSnapshot copies the result, so maps are shared, not copied.
+// newSnapshot copies the result, so maps are shared, not copied.
 func groupMetadata(r group.Routing) Metadata {
 	md := Metadata{StoreSourceTopics: r.StoreSourceTopics, TopicPartitions: r.TopicPartitions,
 		UnmappedStores: r.UnmappedStores, Instances: make([]Instance, len(r.Instances))}

@@ -14,19 +14,17 @@ import (
 	"time"
 )
 
-// Defaults of HTTPSource.
+// Defaults of the sources.
 const (
-	// DefaultPollInterval is how often HTTPSource polls: 5s.
-	DefaultPollInterval = 5 * time.Second
-	// DefaultPollTimeout bounds one poll of one instance: 2s.
-	DefaultPollTimeout = 2 * time.Second
-	// DefaultMaxBodyBytes caps a metadata document: 1 MiB.
-	DefaultMaxBodyBytes = 1 << 20
+	defaultPollInterval = 5 * time.Second
+	// defaultPollTimeout bounds one poll of one instance.
+	defaultPollTimeout  = 2 * time.Second
+	defaultMaxBodyBytes = 4 << 20
 )
 
-// WithMaxBodyBytes caps the size of a document; a larger one is an error.
-// It must be positive. Default: DefaultMaxBodyBytes (1 MiB). Taken by
-// NewHTTPSource.
+// WithMaxBodyBytes caps the size of a metadata document; a larger one
+// fails that instance's poll. It must be positive. Default: 4 MiB. Taken
+// by NewHTTPSource.
 func WithMaxBodyBytes(n int64) Option {
 	return option{"WithMaxBodyBytes", forHTTP, func(c *config) { c.maxBody = n }}
 }
@@ -38,26 +36,16 @@ func WithHTTPClient(hc *http.Client) Option {
 	return option{"WithHTTPClient", forHTTP, func(c *config) { c.httpClient = hc }}
 }
 
-// WithPeerDiscovery turns polling of the other instances on or off. When on,
-// each poll also fetches the document of every instance listed in the last
-// good metadata, at the seed URL's scheme and path with the instance's
-// application.server as host:port, because lags and zones are known only
-// by each instance itself. Default: on. Taken by NewHTTPSource.
-func WithPeerDiscovery(on bool) Option {
-	return option{"WithPeerDiscovery", forHTTP, func(c *config) { c.discover = on }}
+// withPeerDiscovery turns polling of the other instances on or off (on by
+// default); tests turn it off to count the seed's polls.
+func withPeerDiscovery(on bool) Option {
+	return option{"withPeerDiscovery", forHTTP, func(c *config) { c.discover = on }}
 }
 
-// HTTPSource is a Source that polls the metadata endpoint of a Kafka
-// Streams application. Each poll fetches the seed URLs and (with peer
-// discovery) every known instance concurrently, validates each document and
-// merges them: the instance list comes from the first
-// document in state RUNNING, seeds before discovered instances (else from
-// the first document received), each instance's zone and lags from its own
-// document. When a whole poll fails
-// the last good metadata is kept. It is safe for concurrent use.
-type HTTPSource struct {
+// httpSource polls the metadata endpoint of a Kafka Streams application
+// (see NewHTTPSource).
+type httpSource struct {
 	seeds     []*url.URL
-	interval  time.Duration
 	timeout   time.Duration
 	maxBody   int64
 	client    *http.Client
@@ -65,21 +53,30 @@ type HTTPSource struct {
 	discover  bool
 	logger    *slog.Logger
 
-	snap atomic.Pointer[Snapshot]
+	snap atomic.Pointer[snapshot]
 	poll *poller
 }
 
-// NewHTTPSource returns a source that polls the given metadata URLs (at
-// least one, http or https). It does not poll until Start or Refresh.
-func NewHTTPSource(urls []string, opts ...Option) (*HTTPSource, error) {
+// NewHTTPSource returns a Source that polls the metadata endpoint of a
+// Kafka Streams application at urls (at least one, http or https; see
+// "The metadata endpoint" in the package doc). Each poll fetches the seed
+// URLs and every instance the last good metadata lists (at the seed URL's
+// scheme and path, with the instance's application.server as host:port:
+// each instance knows only its own lags and zone) concurrently, validates
+// each document and merges them: the instance list comes from the first
+// document in state RUNNING, seeds before discovered instances (else from
+// the first document received), each instance's zone and lags from its
+// own document. A poll fails only when no instance answered with a valid
+// document. It does not poll until Start or Refresh.
+func NewHTTPSource(urls []string, opts ...Option) (*Source, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("iq: NewHTTPSource: no metadata URL")
 	}
 	defaultClient := &http.Client{}
 	cfg := newConfig()
-	cfg.interval, cfg.timeout = DefaultPollInterval, DefaultPollTimeout
-	cfg.maxBody, cfg.httpClient, cfg.discover = DefaultMaxBodyBytes, defaultClient, true
-	s := &HTTPSource{}
+	cfg.interval, cfg.timeout = defaultPollInterval, defaultPollTimeout
+	cfg.maxBody, cfg.httpClient, cfg.discover = defaultMaxBodyBytes, defaultClient, true
+	s := &httpSource{}
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -87,57 +84,43 @@ func NewHTTPSource(urls []string, opts ...Option) (*HTTPSource, error) {
 		}
 		s.seeds = append(s.seeds, u)
 	}
-	if err := cfg.apply(forHTTP, opts); err != nil {
+	if err := cfg.load(forHTTP, nil, opts); err != nil {
 		return nil, err
 	}
-	s.interval, s.timeout, s.maxBody = cfg.interval, cfg.timeout, cfg.maxBody
+	s.timeout, s.maxBody = cfg.timeout, cfg.maxBody
 	s.client, s.discover, s.logger = cfg.httpClient, cfg.discover, cfg.logger
 	s.ownClient = s.client == defaultClient
 	if s.client == nil {
 		return nil, errors.New("iq: NewHTTPSource: nil HTTP client")
 	}
-	if s.interval <= 0 || s.timeout <= 0 || s.maxBody <= 0 {
-		return nil, fmt.Errorf("iq: NewHTTPSource: interval %s, timeout %s and max body %d must be positive", max(s.interval, 0), max(s.timeout, 0), s.maxBody)
+	if cfg.interval <= 0 || s.timeout <= 0 || s.maxBody <= 0 {
+		return nil, fmt.Errorf("iq: NewHTTPSource: interval %s, timeout %s and max body %d must be positive", max(cfg.interval, 0), max(s.timeout, 0), s.maxBody)
 	}
-	s.poll = newPoller("metadata", s.refresh)
-	s.poll.interval, s.poll.logger = s.interval, s.logger
-	return s, nil
+	s.poll = newPoller("metadata", cfg.interval, s.logger, s.pollOnce)
+	return &Source{impl: s}, nil
 }
 
-// Snapshot returns the last good metadata, or nil before the first
-// successful poll.
-func (s *HTTPSource) Snapshot() *Snapshot { return s.snap.Load() }
+func (s *httpSource) snapshot() *snapshot                     { return s.snap.Load() }
+func (s *httpSource) start()                                  { s.poll.start() }
+func (s *httpSource) refresh(ctx context.Context) error       { return s.poll.refresh(ctx) }
+func (s *httpSource) last() (lastOK time.Time, lastErr error) { return s.poll.last() }
 
-// LastPoll returns the time of the last successful poll (zero before the
-// first) and the error of the last poll (nil if it succeeded).
-func (s *HTTPSource) LastPoll() (lastOK time.Time, lastErr error) { return s.poll.last() }
-
-// Start polls once right away and then every interval in a goroutine until
-// Close. Calling it more than once has no effect.
-func (s *HTTPSource) Start() { s.poll.start() }
-
-// Close stops polling and waits for the poller to exit. It is safe to call
-// more than once, and without Start.
-func (s *HTTPSource) Close() error {
+func (s *httpSource) close() {
 	s.poll.close()
 	if s.ownClient {
 		s.client.CloseIdleConnections()
 	}
-	return nil
 }
 
 type fetched struct {
 	u   *url.URL
-	doc *Document
+	doc *document
 	err error
 }
 
-// Refresh polls once, synchronously, and installs the merged metadata if at
-// least one seed or instance answered with a valid document. Concurrent
-// calls share one poll.
-func (s *HTTPSource) Refresh(ctx context.Context) error { return s.poll.refresh(ctx) }
-
-func (s *HTTPSource) refresh(ctx context.Context) error {
+// pollOnce is one poll: it installs the merged metadata if at least one
+// seed or instance answered with a valid document.
+func (s *httpSource) pollOnce(ctx context.Context) error {
 	targets := s.targets()
 	results := make([]fetched, len(targets))
 	var wg sync.WaitGroup
@@ -151,8 +134,8 @@ func (s *HTTPSource) refresh(ctx context.Context) error {
 	}
 	wg.Wait()
 
-	var docs []*Document
-	var primary *Document
+	var docs []*document
+	var primary *document
 	var errs []error
 	for _, r := range results {
 		if r.err != nil {
@@ -168,7 +151,7 @@ func (s *HTTPSource) refresh(ctx context.Context) error {
 	if primary == nil {
 		err = fmt.Errorf("iq: metadata poll: no instance answered: %w", errors.Join(errs...))
 	} else {
-		snap, serr := NewSnapshot(mergeDocuments(primary, docs))
+		snap, serr := newSnapshot(mergeDocuments(primary, docs))
 		if serr != nil {
 			err = fmt.Errorf("iq: metadata from %s:%d: %w", primary.Self.Host, primary.Self.Port, serr)
 		} else {
@@ -184,7 +167,7 @@ func (s *HTTPSource) refresh(ctx context.Context) error {
 // targets returns the seeds and, with discovery, the URL of every instance
 // of the last good metadata, without duplicates. The first len(seeds) are
 // the seeds, so the primary prefers them.
-func (s *HTTPSource) targets() []*url.URL {
+func (s *httpSource) targets() []*url.URL {
 	out := append([]*url.URL(nil), s.seeds...)
 	snap := s.snap.Load()
 	if !s.discover || snap == nil {
@@ -207,7 +190,7 @@ func (s *HTTPSource) targets() []*url.URL {
 	return out
 }
 
-func (s *HTTPSource) fetch(ctx context.Context, u *url.URL) (*Document, error) {
+func (s *httpSource) fetch(ctx context.Context, u *url.URL) (*document, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	src := u.String()
@@ -229,9 +212,9 @@ func (s *HTTPSource) fetch(ctx context.Context, u *url.URL) (*Document, error) {
 		return nil, fmt.Errorf("iq: %s: %w", src, &StatusError{Code: resp.StatusCode, Body: truncate(string(body), 200)})
 	}
 	if int64(len(body)) > s.maxBody {
-		return nil, fmt.Errorf("iq: %s: metadata document larger than %d bytes (WithMaxBodyBytes)", src, s.maxBody)
+		return nil, fmt.Errorf("iq: %s: metadata document larger than %d bytes (iq.WithMaxBodyBytes)", src, s.maxBody)
 	}
-	return ParseDocument(src, body)
+	return parseDocument(src, body)
 }
 
 func truncate(s string, n int) string {

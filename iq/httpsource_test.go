@@ -96,7 +96,7 @@ func (a *fakeApp) url(i int) string { return a.servers[i].URL + "/azkafka/iq/met
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // standbyLags returns, for each partition, the standby's known lag or -1.
-func standbyLags(t *testing.T, s *Snapshot, n int) []int64 {
+func standbyLags(t *testing.T, s *snapshot, n int) []int64 {
 	t.Helper()
 	var out []int64
 	for p := range n {
@@ -120,7 +120,7 @@ func TestHTTPSourceDiscoversPeersForLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if src.Snapshot() != nil {
+	if src.snapshot() != nil {
 		t.Fatal("snapshot before first poll")
 	}
 	ctx := context.Background()
@@ -128,17 +128,17 @@ func TestHTTPSourceDiscoversPeersForLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Only the seed answered: only its own standby lag (partition 1) is known.
-	if got := fmt.Sprint(standbyLags(t, src.Snapshot(), 3)); got != "[-1 100 -1]" {
+	if got := fmt.Sprint(standbyLags(t, src.snapshot(), 3)); got != "[-1 100 -1]" {
 		t.Errorf("after first poll lags = %s, want [-1 100 -1]", got)
 	}
 	if err := src.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Partition p's standby is instance p-1, whose lag is 100*p (p-1+1).
-	if got := fmt.Sprint(standbyLags(t, src.Snapshot(), 3)); got != "[300 100 200]" {
+	if got := fmt.Sprint(standbyLags(t, src.snapshot(), 3)); got != "[300 100 200]" {
 		t.Errorf("after discovery lags = %s, want [300 100 200]", got)
 	}
-	r, _ := src.Snapshot().Route("counts", []byte("KH07")) // partition 2 of 3
+	r, _ := src.snapshot().Route("counts", []byte("KH07")) // partition 2 of 3
 	if r.Active.HostInfo != app.hosts[2] || r.Active.AZ != "az2" {
 		t.Errorf("active = %+v, want %s in az2", r.Active, app.hosts[2])
 	}
@@ -151,7 +151,7 @@ func TestHTTPSourceDiscoversPeersForLags(t *testing.T) {
 
 func TestHTTPSourceWithoutDiscoveryPollsSeedsOnly(t *testing.T) {
 	app := newFakeApp(t, 3)
-	src, _ := NewHTTPSource([]string{app.url(1)}, WithPeerDiscovery(false), WithLogger(quietLogger()))
+	src, _ := NewHTTPSource([]string{app.url(1)}, withPeerDiscovery(false), WithLogger(quietLogger()))
 	defer src.Close()
 	for range 2 {
 		if err := src.Refresh(context.Background()); err != nil {
@@ -175,7 +175,7 @@ func TestHTTPSourcePrefersRunningSeed(t *testing.T) {
 	if err := src.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.Snapshot().Route("counts", []byte("KH01")); err != nil {
+	if _, err := src.snapshot().Route("counts", []byte("KH01")); err != nil {
 		t.Fatalf("route from the RUNNING seed's view: %v", err)
 	}
 }
@@ -202,7 +202,7 @@ func TestHTTPSourceKeepsLastGoodMetadata(t *testing.T) {
 			if err := src.Refresh(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			good := src.Snapshot()
+			good := src.snapshot()
 			if tt.kill {
 				app.servers[0].Close()
 			} else {
@@ -217,7 +217,7 @@ func TestHTTPSourceKeepsLastGoodMetadata(t *testing.T) {
 					t.Errorf("err = %q, want %q", err, w)
 				}
 			}
-			if src.Snapshot() != good {
+			if src.snapshot() != good {
 				t.Error("last good metadata dropped")
 			}
 			if ok, last := src.LastPoll(); last == nil || ok.IsZero() {

@@ -28,29 +28,29 @@ func TestQueryMetrics(t *testing.T) {
 		fn        QueryFunc
 		want      metricstest.Query
 	}{
-		{"active answers", 0, DefaultMaxLag, context.Background(), failing(nil),
+		{"active answers", 0, defaultMaxLag, context.Background(), failing(nil),
 			metricstest.Query{Outcome: metrics.QueryOK, Copy: metrics.CopyActive, Attempts: 1}},
-		{"standby in zone answers", 0, DefaultMaxLag, context.Background(), failing(map[string]error{"a": ErrNotActive}),
+		{"standby in zone answers", 0, defaultMaxLag, context.Background(), failing(map[string]error{"a": ErrNotActive}),
 			metricstest.Query{Outcome: metrics.QueryOK, Copy: metrics.CopyStandbyInZone, Attempts: 2}},
-		{"standby of another zone answers", 0, DefaultMaxLag, context.Background(), failing(map[string]error{"a": ErrNotActive, "b": ErrNotActive}),
+		{"standby of another zone answers", 0, defaultMaxLag, context.Background(), failing(map[string]error{"a": ErrNotActive, "b": ErrNotActive}),
 			metricstest.Query{Outcome: metrics.QueryOK, Copy: metrics.CopyStandbyOtherZone, Attempts: 3}},
-		{"every attempt fails", 0, DefaultMaxLag, context.Background(), failing(map[string]error{"a": ErrNotActive, "b": ErrNotActive, "f": ErrNotActive}),
+		{"every attempt fails", 0, defaultMaxLag, context.Background(), failing(map[string]error{"a": ErrNotActive, "b": ErrNotActive, "f": ErrNotActive}),
 			metricstest.Query{Outcome: metrics.QueryFailed, Copy: metrics.CopyStandbyOtherZone, Attempts: 3}},
-		{"an error not worth another", 0, DefaultMaxLag, context.Background(), failing(map[string]error{"a": errHard}),
+		{"an error not worth another", 0, defaultMaxLag, context.Background(), failing(map[string]error{"a": errHard}),
 			metricstest.Query{Outcome: metrics.QueryFailed, Copy: metrics.CopyActive, Attempts: 1}},
 		{"no replica", 50000, 2, context.Background(), failing(nil),
 			metricstest.Query{Outcome: metrics.QueryNoReplica, Copy: metrics.CopyNone}},
-		{"canceled", 0, DefaultMaxLag, canceled, failing(nil),
+		{"canceled", 0, defaultMaxLag, canceled, failing(nil),
 			metricstest.Query{Outcome: metrics.QueryCanceled, Copy: metrics.CopyNone}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap, err := NewSnapshot(policyModel(tt.activeLag))
+			snap, err := newSnapshot(policyModel(tt.activeLag))
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := metricstest.New()
-			c, err := NewClient(snap, WithAllowStandby(true), WithAZ("az1"), WithMaxLag(tt.maxLag), WithRandom(firstIndex),
+			c, err := NewClient(sourceOf(snap), WithAllowStandby(true), WithAZ("az1"), WithMaxLag(tt.maxLag), withRandom(firstIndex),
 				WithLookupEnv(envMap(nil)), WithMetrics(p))
 			if err != nil {
 				t.Fatal(err)

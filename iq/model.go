@@ -21,8 +21,8 @@ var ErrUnknownStore = errors.New("iq: unknown store")
 
 // ErrStoreTopicsUnknown reports a store known to exist whose source topics
 // could not be determined (Metadata.UnmappedStores): Route on it returns
-// an error wrapping it that gives the reason and the way out, for a
-// ClusterSource WithStoreTopics. Test with errors.Is.
+// an error wrapping it that gives the reason and the way out, for
+// NewClusterSource WithStoreTopics. Test with errors.Is.
 var ErrStoreTopicsUnknown = errors.New("iq: source topics of the store unknown")
 
 // HostInfo identifies a Kafka Streams instance by its application.server
@@ -77,7 +77,8 @@ type Instance struct {
 }
 
 // Metadata is everything Route needs, as one Kafka Streams application
-// reports it.
+// reports it: what Source.Metadata returns, and what NewStaticSource
+// takes.
 type Metadata struct {
 	// StoreSourceTopics maps each store to the source topics of its
 	// subtopology, in the order the topology lists them.
@@ -106,7 +107,7 @@ type Replica struct {
 
 // Route is where a key lives, as Java's KeyQueryMetadata says: the
 // partition, the active copy and the standby copies. Its slices are shared
-// with the Snapshot that produced it and must not be modified.
+// with the Client's current metadata and must not be modified.
 type Route struct {
 	Store     string
 	Partition int
@@ -117,10 +118,9 @@ type Route struct {
 	Standbys []Replica
 }
 
-// Snapshot is an immutable, indexed form of Metadata. Route on it takes a
-// map lookup, one hash and a slice index; it is safe for concurrent use.
-// A *Snapshot is also a Source that always returns itself.
-type Snapshot struct {
+// snapshot is an immutable, indexed form of Metadata: route on it takes a
+// map lookup, one hash and a slice index. It is safe for concurrent use.
+type snapshot struct {
 	md     Metadata
 	stores map[string]*storeIndex
 }
@@ -138,15 +138,15 @@ type storeIndex struct {
 
 // maxIndexedPartitions bounds the sum over stores of the partition count of
 // each store's widest source topic, so that metadata from outside cannot
-// make NewSnapshot allocate without bound.
+// make newSnapshot allocate without bound.
 const maxIndexedPartitions = 1 << 20
 
-// NewSnapshot validates md and indexes it for Route. md is copied; later
+// newSnapshot validates md and indexes it for route. md is copied; later
 // changes to it do not affect the snapshot. The stores may have 1,048,576
 // partitions in all (the partition count of each store's widest source
 // topic, summed): metadata from outside cannot make it allocate without
 // bound.
-func NewSnapshot(md Metadata) (*Snapshot, error) {
+func newSnapshot(md Metadata) (*snapshot, error) {
 	md = cloneMetadata(md)
 	seen := make(map[HostInfo]bool, len(md.Instances))
 	for i, in := range md.Instances {
@@ -184,7 +184,7 @@ func NewSnapshot(md Metadata) (*Snapshot, error) {
 			return nil, fmt.Errorf("iq: metadata: stores have more than %d partitions in all (at store %q)", maxIndexedPartitions, store)
 		}
 	}
-	s := &Snapshot{md: md, stores: make(map[string]*storeIndex, len(md.StoreSourceTopics))}
+	s := &snapshot{md: md, stores: make(map[string]*storeIndex, len(md.StoreSourceTopics))}
 	for store, topics := range md.StoreSourceTopics {
 		s.stores[store] = indexStore(store, topics, md)
 	}
@@ -236,30 +236,13 @@ func replicaOf(in Instance, store string, p int, active bool) Replica {
 	return r
 }
 
-// Metadata returns a copy of the metadata the snapshot was built from, with
-// instances ordered by host then port.
-func (s *Snapshot) Metadata() Metadata { return cloneMetadata(s.md) }
+// metadata returns a copy of the metadata the snapshot was built from,
+// with instances ordered by host then port.
+func (s *snapshot) metadata() Metadata { return cloneMetadata(s.md) }
 
-// Snapshot returns s, making a fixed snapshot a Source.
-func (s *Snapshot) Snapshot() *Snapshot { return s }
-
-// Route returns where key, serialized as the application's key serde does
-// (see AppendStringKey), lives in store, using Kafka's default partitioner
-// (Client.Route uses the client's, WithPartitioner). The result equals
-// Java's KafkaStreams.queryMetadataForKey: the partition is computed
-// against the store's source topic with the most partitions; the active
-// host is the instance whose active partitions include that partition of
-// any source topic of the store; the standbys likewise. When no instance is
-// active for the partition, the Route is still returned (partition and
-// standbys filled, Active nil) together with an error wrapping
-// ErrNotAvailable. A nil receiver reports ErrNotAvailable. It does not
-// allocate unless it returns an error.
-func (s *Snapshot) Route(store string, key []byte) (Route, error) {
-	return s.routeWith(store, key, nil)
-}
-
-// routeWith is Route with partitioner p; nil means Kafka's default.
-func (s *Snapshot) routeWith(store string, key []byte, p Partitioner) (Route, error) {
+// route is Client.Route with partitioner p; nil means Kafka's default. A
+// nil snapshot (no metadata yet) reports ErrNotAvailable.
+func (s *snapshot) route(store string, key []byte, p func(topic string, key []byte, numPartitions int) int) (Route, error) {
 	if s == nil {
 		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: no metadata loaded yet: %w", store, ErrNotAvailable)
 	}
@@ -277,7 +260,7 @@ func (s *Snapshot) routeWith(store string, key []byte, p Partitioner) (Route, er
 	if p == nil {
 		part = Partition(key, idx.maxPartitions)
 	} else {
-		part = p.Partition(idx.topicWithMostPartitions, key, idx.maxPartitions)
+		part = p(idx.topicWithMostPartitions, key, idx.maxPartitions)
 		if part < 0 || part >= idx.maxPartitions {
 			return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: partitioner returned partition %d for topic %q with %d partitions", store, part, idx.topicWithMostPartitions, idx.maxPartitions)
 		}

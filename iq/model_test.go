@@ -80,7 +80,7 @@ func TestRoute(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := NewSnapshot(tt.md)
+			s, err := newSnapshot(tt.md)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestRoute(t *testing.T) {
 }
 
 func TestRouteLagsAndAZ(t *testing.T) {
-	s, err := NewSnapshot(threeHosts())
+	s, err := newSnapshot(threeHosts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,18 +120,18 @@ func TestRouteLagsAndAZ(t *testing.T) {
 }
 
 func TestRouteNilSnapshotIsNotAvailable(t *testing.T) {
-	var s *Snapshot
+	var s *snapshot
 	if _, err := s.Route("counts", []byte("k")); !errors.Is(err, ErrNotAvailable) {
 		t.Fatalf("err = %v, want ErrNotAvailable", err)
 	}
 }
 
 func TestRouteWithCustomPartitioner(t *testing.T) {
-	s, _ := NewSnapshot(threeHosts())
+	s, _ := newSnapshot(threeHosts())
 	var gotTopic string
 	var gotN int
-	p := PartitionerFunc(func(topic string, key []byte, n int) int { gotTopic, gotN = topic, n; return int(key[0] - '0') })
-	c, err := NewClient(s, WithPartitioner(p), WithLookupEnv(noEnv))
+	p := func(topic string, key []byte, n int) int { gotTopic, gotN = topic, n; return int(key[0] - '0') }
+	c, err := NewClient(sourceOf(s), WithPartitioner(p), WithLookupEnv(noEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestNewSnapshotRejectsBadMetadata(t *testing.T) {
 	neg := threeHosts()
 	neg.TopicPartitions["in"] = -1
 	for name, md := range map[string]Metadata{"duplicate": dup, "port": badPort, "negative": neg} {
-		if _, err := NewSnapshot(md); err == nil {
+		if _, err := newSnapshot(md); err == nil {
 			t.Errorf("%s: NewSnapshot accepted bad metadata", name)
 		}
 	}
@@ -160,7 +160,7 @@ func TestNewSnapshotRejectsBadMetadata(t *testing.T) {
 
 func TestSnapshotIsACopy(t *testing.T) {
 	md := threeHosts()
-	s, _ := NewSnapshot(md)
+	s, _ := newSnapshot(md)
 	md.Instances[1].ActivePartitions[0].Partition = 2
 	md.TopicPartitions["in"] = 1
 	r, err := s.Route("counts", []byte("KH01"))
@@ -194,7 +194,7 @@ func model64() Metadata {
 }
 
 func TestRouteDoesNotAllocate(t *testing.T) {
-	s, _ := NewSnapshot(model64())
+	s, _ := newSnapshot(model64())
 	key := []byte("customer-000042")
 	if a := testing.AllocsPerRun(100, func() { _, _ = s.Route("counts", key) }); a != 0 {
 		t.Errorf("Route allocates %.1f times", a)
@@ -204,7 +204,7 @@ func TestRouteDoesNotAllocate(t *testing.T) {
 var sinkRoute Route
 
 func BenchmarkRoute(b *testing.B) {
-	s, err := NewSnapshot(model64())
+	s, err := newSnapshot(model64())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func BenchmarkRoute(b *testing.B) {
 			sinkRoute, _ = s.Route("counts", key)
 		}
 	})
-	c, err := NewClient(s, WithAZ("az1"), WithLookupEnv(noEnv))
+	c, err := NewClient(sourceOf(s), WithAZ("az1"), WithLookupEnv(noEnv))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func BenchmarkRoute(b *testing.B) {
 			sinkRoute, _ = c.Route("counts", key)
 		}
 	})
-	c2, _ := NewClient(s, WithAZ("az1"), WithAllowStandby(true), WithLookupEnv(noEnv))
+	c2, _ := NewClient(sourceOf(s), WithAZ("az1"), WithAllowStandby(true), WithLookupEnv(noEnv))
 	b.Run("Client.Candidates-standby/64p-3hosts", func(b *testing.B) {
 		var buf [4]Replica
 		ctx := b.Context()

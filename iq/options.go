@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/azkafka/azkafka/azdetect"
+	"github.com/azkafka/azkafka/internal/settings"
 	"github.com/azkafka/azkafka/metrics"
 )
 
@@ -72,22 +73,23 @@ func (o option) apply(c *config, to constructor) error {
 	return nil
 }
 
-// config holds what options set, for every constructor; each constructor
-// fills in its defaults first and reads the fields it uses.
+// config holds what the environment and the options set, for every
+// constructor; each constructor fills in its defaults first, then load
+// applies its table of variables and the options, and it reads the fields
+// it uses.
 type config struct {
 	// Every constructor.
 	logger    *slog.Logger
 	lookupEnv func(string) (string, bool)
 
 	// NewClient.
-	allowStandby    *bool
-	maxLag          *int64
+	allowStandby    bool
+	maxLag          int64
 	az              *string
-	partitioner     Partitioner
+	partitioner     func(topic string, key []byte, numPartitions int) int
 	intN            func(n int) int
 	maxAttempts     int
 	attemptTimeout  time.Duration
-	retriable       func(error) bool
 	azDetect        func(context.Context) (azdetect.Result, error)
 	azDetectTimeout time.Duration
 	metrics         metrics.Provider
@@ -98,8 +100,8 @@ type config struct {
 	// NewClusterSource.
 	transport   kafka.RoundTripper
 	storeTopics map[string][]string
-	azTag       *string
-	lagBounds   bool
+	azTag       string
+	maxResponse int // the frame guard's limit; 0: its default
 	api         clusterAPI
 
 	// NewHTTPSource.
@@ -112,6 +114,22 @@ type config struct {
 // defaults.
 func newConfig() config {
 	return config{logger: slog.Default(), lookupEnv: os.LookupEnv}
+}
+
+// load applies, for constructor to, the variables of table (read through
+// WithLookupEnv's lookup, os.LookupEnv by default), then opts, which win.
+// Every variable is validated, also one an option overrides.
+func (c *config) load(to constructor, table []settings.Var[config], opts []Option) error {
+	// The lookup is itself an option: find it first.
+	probe := newConfig()
+	if err := probe.apply(to, opts); err != nil {
+		return err
+	}
+	c.lookupEnv = probe.lookupEnv
+	if err := settings.Apply("iq", table, c, c.lookupEnv); err != nil {
+		return err
+	}
+	return c.apply(to, opts)
 }
 
 // apply applies opts for constructor to.
@@ -133,20 +151,6 @@ func (c *config) apply(to constructor, opts []Option) error {
 	return nil
 }
 
-// env reads the environment variable name through the configured lookup.
-// It returns the value with surrounding spaces removed, and whether the
-// variable is set; a variable that is set but blank is an error.
-func (c *config) env(name string) (string, bool, error) {
-	v, ok := c.lookupEnv(name)
-	if !ok {
-		return "", false, nil
-	}
-	if strings.TrimSpace(v) == "" {
-		return "", false, fmt.Errorf("iq: %s is set but blank", name)
-	}
-	return strings.TrimSpace(v), true, nil
-}
-
 // WithLogger sets the logger. Default: slog.Default(). Taken by every
 // constructor.
 func WithLogger(l *slog.Logger) Option {
@@ -154,27 +158,26 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithLookupEnv replaces os.LookupEnv as the source of the environment
-// variables the constructors read (EnvAllowStandby and EnvMaxLag for
-// NewClient; EnvAZTag and AZKAFKA_MAX_RESPONSE_BYTES for
-// NewClusterSource; none for NewHTTPSource): tests and programs that keep
-// their settings elsewhere pass their own. A variable the lookup reports
-// as set but blank (empty or spaces) is an error. Taken by every
-// constructor.
+// variables the constructors read (AZKAFKA_IQ_ALLOW_STANDBY and
+// AZKAFKA_IQ_MAX_LAG for NewClient; AZKAFKA_IQ_AZ_TAG and
+// AZKAFKA_MAX_RESPONSE_BYTES for NewClusterSource; none for
+// NewHTTPSource): tests and programs that keep their settings elsewhere
+// pass their own. A variable the lookup reports as set but blank (empty
+// or spaces) is an error. Taken by every constructor.
 func WithLookupEnv(lookup func(string) (string, bool)) Option {
 	return option{"WithLookupEnv", forAll, func(c *config) { c.lookupEnv = lookup }}
 }
 
-// WithPollInterval sets the time between polls. It must be positive.
-// Default: DefaultPollInterval (5s). Taken by NewClusterSource and
-// NewHTTPSource.
+// WithPollInterval sets the time between the polls Start begins. It must
+// be positive. Default: 5s. Taken by NewClusterSource and NewHTTPSource.
 func WithPollInterval(d time.Duration) Option {
 	return option{"WithPollInterval", forSources, func(c *config) { c.interval = d }}
 }
 
 // WithPollTimeout bounds one poll: the request to one instance
 // (HTTPSource) or the requests of one poll (ClusterSource). It must be
-// positive. Default: DefaultPollTimeout (2s) for NewHTTPSource,
-// DefaultClusterPollTimeout (10s) for NewClusterSource. Taken by both.
+// positive. Default: 2s for NewHTTPSource, 10s for NewClusterSource. Taken
+// by both.
 func WithPollTimeout(d time.Duration) Option {
 	return option{"WithPollTimeout", forSources, func(c *config) { c.timeout = d }}
 }

@@ -14,13 +14,13 @@ import (
 // constructor: taken where its doc says, refused by the others with an
 // error naming it and the constructors that take it.
 func TestOptionsApplyWhereTheySay(t *testing.T) {
-	snap, _ := NewSnapshot(threeHosts())
+	snap, _ := newSnapshot(threeHosts())
 	constructors := []struct {
 		name string
 		new  func(opts ...Option) (func() error, error)
 	}{
 		{"NewClient", func(opts ...Option) (func() error, error) {
-			_, err := NewClient(snap, opts...)
+			_, err := NewClient(sourceOf(snap), opts...)
 			return func() error { return nil }, err
 		}},
 		{"NewClusterSource", func(opts ...Option) (func() error, error) {
@@ -52,18 +52,14 @@ func TestOptionsApplyWhereTheySay(t *testing.T) {
 		{"WithAllowStandby", WithAllowStandby(true), []string{"NewClient"}},
 		{"WithMaxLag", WithMaxLag(1), []string{"NewClient"}},
 		{"WithAZ", WithAZ("az1"), []string{"NewClient"}},
-		{"WithPartitioner", WithPartitioner(PartitionerFunc(func(string, []byte, int) int { return 0 })), []string{"NewClient"}},
-		{"WithRandom", WithRandom(func(int) int { return 0 }), []string{"NewClient"}},
+		{"WithPartitioner", WithPartitioner(func(string, []byte, int) int { return 0 }), []string{"NewClient"}},
 		{"WithMaxAttempts", WithMaxAttempts(1), []string{"NewClient"}},
 		{"WithAttemptTimeout", WithAttemptTimeout(time.Second), []string{"NewClient"}},
-		{"WithRetriable", WithRetriable(IsRetriable), []string{"NewClient"}},
 		{"WithTransport", WithTransport(&kafka.Transport{}), []string{"NewClusterSource"}},
 		{"WithStoreTopics", WithStoreTopics("s", "t"), []string{"NewClusterSource"}},
 		{"WithAZTag", WithAZTag("zone"), []string{"NewClusterSource"}},
-		{"WithLagBounds", WithLagBounds(false), []string{"NewClusterSource"}},
 		{"WithMaxBodyBytes", WithMaxBodyBytes(1024), []string{"NewHTTPSource"}},
 		{"WithHTTPClient", WithHTTPClient(&http.Client{}), []string{"NewHTTPSource"}},
-		{"WithPeerDiscovery", WithPeerDiscovery(false), []string{"NewHTTPSource"}},
 	} {
 		for _, c := range constructors {
 			closeFn, err := c.new(WithLookupEnv(noEnv), o.opt)
@@ -88,7 +84,7 @@ func TestOptionsApplyWhereTheySay(t *testing.T) {
 			}
 		}
 	}
-	if _, err := NewClient(snap, WithAZ("az1"), nil); err == nil || err.Error() != "iq: NewClient: option 1 is nil" {
+	if _, err := NewClient(sourceOf(snap), WithAZ("az1"), nil); err == nil || err.Error() != "iq: NewClient: option 1 is nil" {
 		t.Errorf("nil option: %v", err)
 	}
 }
@@ -100,33 +96,37 @@ func TestEnvThroughLookup(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{EnvAZTag: ""}, "iq: AZKAFKA_IQ_AZ_TAG is set but blank"},
-		{map[string]string{EnvAZTag: "\t"}, "iq: AZKAFKA_IQ_AZ_TAG is set but blank"},
-		{map[string]string{"AZKAFKA_MAX_RESPONSE_BYTES": " "}, "iq: AZKAFKA_MAX_RESPONSE_BYTES is set but blank"},
-		{map[string]string{"AZKAFKA_MAX_RESPONSE_BYTES": "12"}, `iq: NewClusterSource: AZKAFKA_MAX_RESPONSE_BYTES="12": want an integer of at least 65536`},
+		{map[string]string{envAZTag: ""}, "iq: AZKAFKA_IQ_AZ_TAG is set but blank: unset it or give it a value"},
+		{map[string]string{envAZTag: "\t"}, "iq: AZKAFKA_IQ_AZ_TAG is set but blank: unset it or give it a value"},
+		{map[string]string{"AZKAFKA_MAX_RESPONSE_BYTES": " "}, "iq: AZKAFKA_MAX_RESPONSE_BYTES is set but blank: unset it or give it a value"},
+		{map[string]string{"AZKAFKA_MAX_RESPONSE_BYTES": "12"}, `iq: AZKAFKA_MAX_RESPONSE_BYTES="12": want an integer of at least 65536`},
 	} {
 		_, err := NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(envMap(c.env)))
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%v: got %v, want %q", c.env, err, c.want)
 		}
 	}
-	// An option wins over a blank variable, which is then not read.
-	s, err := NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(envMap(map[string]string{EnvAZTag: ""})), WithAZTag("zone"))
-	if err != nil || s.azTag != "zone" {
+	// A broken variable is reported also when an option overrides it.
+	_, err := NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(envMap(map[string]string{envAZTag: ""})), WithAZTag("zone"))
+	if err == nil || err.Error() != "iq: AZKAFKA_IQ_AZ_TAG is set but blank: unset it or give it a value" {
 		t.Fatalf("WithAZTag over a blank variable: %v", err)
 	}
+	s, err := NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(envMap(map[string]string{envAZTag: "env-zone"})), WithAZTag("zone"))
+	if err != nil || clusterOf(s).azTag != "zone" {
+		t.Fatalf("WithAZTag over a variable: %v", err)
+	}
 	s.Close()
-	s, err = NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(envMap(map[string]string{EnvAZTag: " zone ", "AZKAFKA_MAX_RESPONSE_BYTES": "65536"})))
-	if err != nil || s.azTag != "zone" || s.maxResponse != 65536 {
+	s, err = NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(envMap(map[string]string{envAZTag: " zone ", "AZKAFKA_MAX_RESPONSE_BYTES": "65536"})))
+	if err != nil || clusterOf(s).azTag != "zone" || clusterOf(s).maxResponse != 65536 {
 		t.Fatalf("from the lookup: %v", err)
 	}
 	s.Close()
 	// A lookup that knows nothing leaves the defaults, whatever the
 	// process environment says.
-	t.Setenv(EnvAZTag, "from-process")
+	t.Setenv(envAZTag, "from-process")
 	s, err = NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(noEnv))
-	if err != nil || s.azTag != DefaultAZTag || s.maxResponse != 0 {
-		t.Fatalf("empty lookup: %v, tag %q", err, s.azTag)
+	if err != nil || clusterOf(s).azTag != defaultAZTag || clusterOf(s).maxResponse != 0 {
+		t.Fatalf("empty lookup: %v, tag %q", err, clusterOf(s).azTag)
 	}
 	s.Close()
 }

@@ -25,13 +25,10 @@ func TestMurmur2KnownValues(t *testing.T) {
 			if got := murmur2([]byte(tt.key)); got != tt.murmur2 {
 				t.Errorf("murmur2(%q) = %d, want %d", tt.key, got, tt.murmur2)
 			}
-			if got := murmur2(tt.key); got != tt.murmur2 {
-				t.Errorf("murmur2 of the string %q = %d, want %d", tt.key, got, tt.murmur2)
-			}
 			if got := Partition([]byte(tt.key), 3); got != tt.part3 {
 				t.Errorf("Partition(%q, 3) = %d, want %d", tt.key, got, tt.part3)
 			}
-			if got := PartitionString(tt.key, 8); got != tt.part8 {
+			if got := Partition([]byte(tt.key), 8); got != tt.part8 {
 				t.Errorf("PartitionString(%q, 8) = %d, want %d", tt.key, got, tt.part8)
 			}
 		})
@@ -56,7 +53,7 @@ func TestGrowingThreeToSixMovesSixteenOfThirtyTwo(t *testing.T) {
 	moved := 0
 	for i := 1; i <= 32; i++ {
 		k := fmt.Sprintf("KH%02d", i)
-		if PartitionString(k, 3) != PartitionString(k, 6) {
+		if Partition([]byte(k), 3) != Partition([]byte(k), 6) {
 			moved++
 		}
 	}
@@ -84,9 +81,6 @@ func TestPartitionMatchesKafkaGoMurmur2Balancer(t *testing.T) {
 				if got := Partition(key, n); got != want {
 					t.Fatalf("Partition(%x, %d) = %d, kafka-go says %d", key, n, got, want)
 				}
-				if got := PartitionString(string(key), n); got != want {
-					t.Fatalf("PartitionString(%x, %d) = %d, kafka-go says %d", key, n, got, want)
-				}
 			}
 		}
 	}
@@ -94,37 +88,8 @@ func TestPartitionMatchesKafkaGoMurmur2Balancer(t *testing.T) {
 
 func TestPartitionDoesNotAllocate(t *testing.T) {
 	key := []byte("customer-000042")
-	s := "customer-000042"
 	if a := testing.AllocsPerRun(100, func() { _ = Partition(key, 64) }); a != 0 {
 		t.Errorf("Partition allocates %.1f times", a)
-	}
-	if a := testing.AllocsPerRun(100, func() { _ = PartitionString(s, 64) }); a != 0 {
-		t.Errorf("PartitionString allocates %.1f times", a)
-	}
-}
-
-func TestKeySerializersMatchJava(t *testing.T) {
-	tests := []struct {
-		name string
-		got  []byte
-		want []byte
-	}{
-		{"StringSerializer", AppendStringKey(nil, "é1"), []byte{0xc3, 0xa9, '1'}},
-		{"IntegerSerializer", AppendInt32Key(nil, 1), []byte{0, 0, 0, 1}},
-		{"IntegerSerializer negative", AppendInt32Key(nil, -2), []byte{0xff, 0xff, 0xff, 0xfe}},
-		{"LongSerializer", AppendInt64Key([]byte{9}, 258), []byte{9, 0, 0, 0, 0, 0, 0, 1, 2}},
-	}
-	for _, tt := range tests {
-		if string(tt.got) != string(tt.want) {
-			t.Errorf("%s: got %x, want %x", tt.name, tt.got, tt.want)
-		}
-	}
-}
-
-func TestPartitionerFunc(t *testing.T) {
-	var p Partitioner = PartitionerFunc(func(topic string, key []byte, n int) int { return len(topic) % n })
-	if got := p.Partition("abcd", nil, 3); got != 1 {
-		t.Errorf("PartitionerFunc = %d, want 1", got)
 	}
 }
 
@@ -142,13 +107,6 @@ func BenchmarkPartition(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			sinkInt += Partition(key, 64)
-		}
-	})
-	b.Run("iq.PartitionString", func(b *testing.B) {
-		s := string(key)
-		b.ReportAllocs()
-		for b.Loop() {
-			sinkInt += PartitionString(s, 64)
 		}
 	})
 	b.Run("kafka-go.Murmur2Balancer", func(b *testing.B) {

@@ -31,8 +31,8 @@ type pollRun struct {
 	err  error
 }
 
-func newPoller(what string, poll func(context.Context) error) *poller {
-	return &poller{what: what, poll: poll, done: make(chan struct{})}
+func newPoller(what string, interval time.Duration, logger *slog.Logger, poll func(context.Context) error) *poller {
+	return &poller{what: what, interval: interval, logger: logger, poll: poll, done: make(chan struct{})}
 }
 
 // refresh polls now, or joins the poll already running, and returns its

@@ -25,7 +25,8 @@ var ErrNotActive = errors.New("iq: host not active for the key or rebalancing")
 var ErrNoReplica = fmt.Errorf("iq: no eligible replica: %w", ErrNotAvailable)
 
 // StatusError is an HTTP status a host answered with. A query function may
-// return it for non-2xx answers; 5xx and 429 are retriable.
+// return it for a status that is not 2xx; 5xx, 429 and 421 are retriable.
+// An HTTP source's poll reports a metadata endpoint's status with it too.
 type StatusError struct {
 	Code int
 	// Body is a prefix of the answer, for the error message.
@@ -46,11 +47,9 @@ func (e *StatusError) Retriable() bool {
 	return e.Code >= 500 || e.Code == http.StatusTooManyRequests || e.Code == http.StatusMisdirectedRequest
 }
 
-// IsRetriable reports whether err, returned by one replica, is worth trying
-// the next: ErrNotActive, refused / reset / closed connections, timeouts,
-// and any error with a Retriable() bool method that says true (StatusError:
-// 5xx, 429, 421). Cancellation (context.Canceled) is not retriable.
-func IsRetriable(err error) bool {
+// isRetriable reports whether err, returned by one replica, is worth trying
+// the next (see QueryFunc).
+func isRetriable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
@@ -154,11 +153,14 @@ func (c *Client) callerAZ(ctx context.Context) string {
 	return c.az
 }
 
-// QueryFunc asks one replica for the key. It returns nil on success; on
-// failure an error that IsRetriable (or the WithRetriable function) judges:
-// return ErrNotActive (wrapped) when the host answers that it is not active
-// or is rebalancing, a *StatusError for other HTTP statuses. ctx carries the
-// attempt timeout.
+// QueryFunc asks one replica for the key; ctx carries the attempt timeout
+// (WithAttemptTimeout). It returns nil on success. Query moves on to the
+// next replica after an error that is worth it: ErrNotActive (wrapped),
+// which the function returns when the host answers that it is not active
+// or is rebalancing; a refused, reset or closed connection; a timeout; and
+// any error with a Retriable() bool method that says true, such as a
+// *StatusError of 5xx, 429 or 421. Any other error, and the caller's
+// cancellation, end the Query.
 type QueryFunc func(ctx context.Context, r Replica) error
 
 // Attempt is one replica Query tried and why it failed.
@@ -213,18 +215,12 @@ func (e *QueryError) Unwrap() []error {
 	return errs
 }
 
-// Refresher is a Source that can re-read its metadata on demand; Query
-// uses it across a hand-over. *HTTPSource and *ClusterSource implement it.
-type Refresher interface {
-	Refresh(ctx context.Context) error
-}
-
 // Query calls fn for the candidates of key (see Candidates) in order until
 // one succeeds, an error is not retriable, MaxAttempts replicas were tried,
 // or ctx ends. When every replica tried answered ErrNotActive (the tasks
-// are moving) and the Source is a Refresher, Query re-reads the metadata
-// once, forcing a poll, and tries the replicas it did not try yet, with a
-// new MaxAttempts budget. It returns nil or a *QueryError naming every
+// are moving), Query re-reads the metadata once (Source.Refresh, forcing
+// a poll) and tries the replicas it did not try yet, with a new
+// WithMaxAttempts budget. It returns nil or a *QueryError naming every
 // replica tried and why it failed.
 func (c *Client) Query(ctx context.Context, store string, key []byte, fn QueryFunc) error {
 	var start time.Time
@@ -254,12 +250,16 @@ func (c *Client) query(ctx context.Context, store string, key []byte, fn QueryFu
 	if answered, ok = c.try(ctx, store, cands, fn, qe); ok {
 		return qe, answered, true
 	}
-	ref, isRef := c.src.(Refresher)
-	if !isRef || !allNotActive(qe) || ctx.Err() != nil {
+	if !allNotActive(qe) || ctx.Err() != nil {
 		return qe, Replica{}, false
 	}
-	if err := ref.Refresh(ctx); err != nil {
+	before := c.src.snapshot()
+	if err := c.src.Refresh(ctx); err != nil {
 		qe.Err = fmt.Errorf("every replica answered not active, and re-reading the metadata failed: %w", err)
+		return qe, Replica{}, false
+	}
+	if c.src.snapshot() == before { // nothing new (a static source): no new budget
+		qe.Err = fmt.Errorf("every replica answered not active, and the re-read metadata names no other (the hand-over is not visible yet): %w", qe.Err)
 		return qe, Replica{}, false
 	}
 	r, cands, err = c.Candidates(ctx, store, key, buf[:0])
@@ -341,7 +341,7 @@ func (c *Client) try(ctx context.Context, store string, cands []Replica, fn Quer
 			qe.Err = ctx.Err()
 			return Replica{}, false
 		}
-		if !c.retriable(err) {
+		if !isRetriable(err) {
 			return Replica{}, false
 		}
 		c.logger.Debug("iq: replica failed, trying next", "store", store, "host", rep.HostInfo.String(), "error", err)

@@ -1,11 +1,16 @@
 package iq
 
 import (
+	"flag"
 	"os"
 	"reflect"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/internal/settings"
+	"github.com/azkafka/azkafka/internal/settings/settingstest"
 )
 
 // metadataHandler is the Java handler users copy into their Kafka Streams
@@ -15,7 +20,7 @@ const metadataHandler = "conformance/java/streams/src/main/java/azkafka/conforma
 // TestREADMENamesTheMetadataHandler: the README and the package doc name
 // the handler by its path, the file is there, and it writes every field of
 // the document this package reads, so the file named is the one that
-// serves Document.
+// serves document.
 func TestREADMENamesTheMetadataHandler(t *testing.T) {
 	for _, doc := range []string{"../README.md", "doc.go"} {
 		b, err := os.ReadFile(doc)
@@ -51,9 +56,9 @@ func TestREADMENamesTheMetadataHandler(t *testing.T) {
 			walk(f.Type)
 		}
 	}
-	walk(reflect.TypeFor[Document]())
+	walk(reflect.TypeFor[document]())
 	if len(fields) < 15 {
-		t.Fatalf("found %d JSON fields in Document: %v", len(fields), fields)
+		t.Fatalf("found %d JSON fields in document: %v", len(fields), fields)
 	}
 	for name := range fields {
 		// The handler writes each name as a Java string literal, \"name\".
@@ -63,49 +68,58 @@ func TestREADMENamesTheMetadataHandler(t *testing.T) {
 	}
 }
 
-// TestREADMEListsIQVariables: the README's configuration table has a row
-// per variable of this package, in the shape of the SDK's rows (name,
-// default, meaning), with the defaults the code applies; setting each to
-// the default its row states changes nothing.
-func TestREADMEListsIQVariables(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defaults := map[string]string{
-		EnvAllowStandby: "false",
-		EnvMaxLag:       strconv.Itoa(DefaultMaxLag),
-		EnvAZTag:        DefaultAZTag,
-	}
-	for name, def := range defaults {
-		if row := "| `" + name + "` | `" + def + "` |"; !strings.Contains(string(readme), row) {
-			t.Errorf("README lacks the row start %q", row)
+var updateREADME = flag.Bool("update", false, "rewrite the README's rows of iq's variables from clientVars and clusterVars")
+
+// TestREADMEConfigTable: the README's rows of iq's variables are generated
+// from clientVars and clusterVars (variable, default from the default
+// constant, description), in their order; `go test ./iq -run
+// TestREADMEConfigTable -update` rewrites them.
+func TestREADMEConfigTable(t *testing.T) {
+	rows := slices.Concat(settings.Rows(clientVars), settings.Rows(clusterVars))
+	settingstest.CheckREADME(t, "../README.md", rows, *updateREADME, "go test ./iq -run TestREADMEConfigTable -update")
+}
+
+// TestOptionsNameTheirVariables: the doc of each variable's option names
+// the variable.
+func TestOptionsNameTheirVariables(t *testing.T) {
+	settingstest.CheckOptionDocs(t, []string{"client.go", "clustersource.go"}, clientVars)
+	settingstest.CheckOptionDocs(t, []string{"client.go", "clustersource.go"}, clusterVars)
+}
+
+// TestEnvDefaultsAreTheDefaults: setting each variable to the default its
+// row states changes nothing.
+func TestEnvDefaultsAreTheDefaults(t *testing.T) {
+	defaults := map[string]string{}
+	for _, v := range slices.Concat(clientVars, clusterVars) {
+		if strings.HasPrefix(v.Default, "`") {
+			defaults[v.Name] = strings.Trim(v.Default, "`")
 		}
 	}
-
-	snap, err := NewSnapshot(threeHosts())
+	if len(defaults) != 4 {
+		t.Fatalf("%d variables have a literal default: %v", len(defaults), defaults)
+	}
+	snap, err := newSnapshot(threeHosts())
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := NewClient(snap, WithLookupEnv(envMap(nil)))
+	plain, err := NewClient(sourceOf(snap), WithLookupEnv(envMap(nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	explicit, err := NewClient(snap, WithLookupEnv(envMap(defaults)))
+	explicit, err := NewClient(sourceOf(snap), WithLookupEnv(envMap(defaults)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.AllowStandby() != explicit.AllowStandby() || plain.MaxLag() != explicit.MaxLag() {
+	if plain.allowStandby != explicit.allowStandby || plain.maxLag != explicit.maxLag {
 		t.Errorf("defaults: standby %v, max lag %d; with the documented defaults set: %v, %d",
-			plain.AllowStandby(), plain.MaxLag(), explicit.AllowStandby(), explicit.MaxLag())
+			plain.allowStandby, plain.maxLag, explicit.allowStandby, explicit.maxLag)
 	}
-	t.Setenv(EnvAZTag, defaults[EnvAZTag])
-	src, err := NewClusterSource([]string{"127.0.0.1:9092"}, "app")
+	src, err := NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(envMap(defaults)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if src.azTag != DefaultAZTag {
-		t.Errorf("%s=%s: tag %q, want the default %q", EnvAZTag, defaults[EnvAZTag], src.azTag, DefaultAZTag)
+	if cs := clusterOf(src); cs.azTag != defaultAZTag || cs.maxResponse != frameguard.DefaultMaxResponseBytes {
+		t.Errorf("with the documented defaults set: tag %q, limit %d", cs.azTag, cs.maxResponse)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go/protocol/describegroups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/iq/internal/group"
 	"github.com/azkafka/azkafka/iq/internal/wire"
 )
@@ -109,10 +110,10 @@ func TestClusterSourceStreamsProtocol(t *testing.T) {
 	if err := s.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if g := s.Group(); g.Protocol != "streams" || g.State != "Stable" || g.StoreSubtopology["plain"] != "1" || g.StoreSubtopology["rekeyed"] != "3" {
+	if g := iqinspect.GroupOf(s); g.Protocol != "streams" || g.State != "Stable" || g.StoreSubtopology["plain"] != "1" || g.StoreSubtopology["rekeyed"] != "3" {
 		t.Fatalf("group %+v", g)
 	}
-	snap := s.Snapshot()
+	snap := s.snapshot()
 	for _, c := range []struct {
 		store string
 		sub   int32
@@ -149,7 +150,7 @@ func TestClusterSourceStreamsProtocol(t *testing.T) {
 	}
 
 	// Bad input keeps the last good routing.
-	good := s.Snapshot()
+	good := s.snapshot()
 	for _, c := range []struct {
 		mod  func(g *kmsg.StreamsGroupDescribeResponseGroup)
 		want string
@@ -175,7 +176,7 @@ func TestClusterSourceStreamsProtocol(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `group "app"`) {
 			t.Errorf("got %v, want it to contain %q", err, c.want)
 		}
-		if s.Snapshot() != good {
+		if s.snapshot() != good {
 			t.Errorf("%q: last good routing replaced", c.want)
 		}
 	}
@@ -200,7 +201,7 @@ func FuzzDecodeStreamsGroupDescribe(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			if snap, err := NewSnapshot(groupMetadata(v.Routing)); err == nil {
+			if snap, err := newSnapshot(groupMetadata(v.Routing)); err == nil {
 				_, _ = snap.Route("plain", []byte("k"))
 			}
 		}

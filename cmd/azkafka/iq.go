@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/iq"
 )
 
@@ -189,11 +190,7 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 			opts = append(opts, iq.WithAZ(*az))
 		}
 	})
-	var src interface {
-		iq.Source
-		iq.Refresher
-		Close() error
-	}
+	var src *iq.Source
 	var httpSrc bool
 	if *metaURL != "" {
 		s, err := iq.NewHTTPSource([]string{*metaURL}, iq.WithLookupEnv(iqLookupEnv), iq.WithPollTimeout(*timeout), iq.WithLogger(quiet))
@@ -224,7 +221,8 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 		_ = src.Refresh(ctx) // a second poll reaches the instances the first one listed; the first result stays if it fails
 	}
 
-	out := routeOutput{Store: *store, Key: rest[0], AllowStandby: client.AllowStandby(), MaxLag: client.MaxLag(),
+	policy := iqinspect.PolicyOf(client)
+	out := routeOutput{Store: *store, Key: rest[0], AllowStandby: policy.AllowStandby, MaxLag: policy.MaxLag,
 		Standbys: []replicaOutput{}, Order: []replicaOutput{}}
 	route, order, rerr := client.Candidates(ctx, *store, key, nil)
 	out.Partition = route.Partition
@@ -238,8 +236,8 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 	for _, r := range order {
 		out.Order = append(out.Order, replicaOut(r))
 	}
-	if client.AllowStandby() {
-		out.CallerAZ = client.CallerAZ(ctx)
+	if policy.AllowStandby {
+		out.CallerAZ = policy.CallerAZ(ctx)
 	}
 	if rerr != nil {
 		out.Error = rerr.Error()

@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/iq"
 )
 
-// clusterFlags are the flags that build an iq.ClusterSource.
+// clusterFlags are the flags that build an iq.NewClusterSource.
 type clusterFlags struct {
 	bootstrap   string
 	appID       string
@@ -42,7 +43,7 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	})
 }
 
-func (c *clusterFlags) source(timeout time.Duration, logger *slog.Logger) (*iq.ClusterSource, error) {
+func (c *clusterFlags) source(timeout time.Duration, logger *slog.Logger) (*iq.Source, error) {
 	if c.appID == "" {
 		return nil, errors.New("--application-id is required with --bootstrap")
 	}
@@ -135,7 +136,8 @@ func runIQDescribe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "azkafka iq describe: %v\n", err)
 		return exitFail
 	}
-	out := describe(src.Group(), src.Snapshot().Metadata())
+	md, _ := src.Metadata()
+	out := describe(iqinspect.GroupOf(src), md)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -146,18 +148,14 @@ func runIQDescribe(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func describe(g *iq.GroupInfo, md iq.Metadata) describeOutput {
+func describe(g *iqinspect.Group, md iq.Metadata) describeOutput {
 	out := describeOutput{ApplicationID: g.ApplicationID, Protocol: g.Protocol, State: g.State,
 		Stores: map[string]storeOutput{}, Unmapped: md.UnmappedStores, TopicCounts: md.TopicPartitions}
 	if out.Unmapped == nil {
 		out.Unmapped = map[string]string{}
 	}
 	for _, m := range g.Members {
-		ep := ""
-		if m.Endpoint.Port > 0 {
-			ep = m.Endpoint.String()
-		}
-		out.Members = append(out.Members, memberOutput{m.MemberID, m.ClientID, m.ProcessID, ep, m.RackID, m.AZ})
+		out.Members = append(out.Members, memberOutput{m.MemberID, m.ClientID, m.ProcessID, m.Endpoint, m.RackID, m.AZ})
 	}
 	for store, topics := range md.StoreSourceTopics {
 		out.Stores[store] = storeOutput{Topics: topics, Subtopology: g.StoreSubtopology[store]}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/iq"
 )
 
@@ -182,8 +183,8 @@ func TestIQDescribeCommandNoGroup(t *testing.T) {
 }
 
 func TestIQDescribeOutput(t *testing.T) {
-	g := &iq.GroupInfo{ApplicationID: "app", Protocol: "classic", State: "Stable",
-		Members:          []iq.GroupMember{{MemberID: "m-1", ClientID: "c-1", ProcessID: "p-1", Endpoint: iq.HostInfo{Host: "10.0.0.1", Port: 7070}, RackID: "az-a", AZ: "az-a"}},
+	g := &iqinspect.Group{ApplicationID: "app", Protocol: "classic", State: "Stable",
+		Members:          []iqinspect.Member{{MemberID: "m-1", ClientID: "c-1", ProcessID: "p-1", Endpoint: "10.0.0.1:7070", RackID: "az-a", AZ: "az-a"}},
 		StoreSubtopology: map[string]string{"counts": "0"}}
 	md := iq.Metadata{
 		StoreSourceTopics: map[string][]string{"counts": {"in"}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -195,19 +196,19 @@ func splitKeys(s string) []string {
 func serializeKey(serde, k string) ([]byte, error) {
 	switch serde {
 	case "string":
-		return iq.AppendStringKey(nil, k), nil
+		return []byte(k), nil // StringSerializer: UTF-8
 	case "int32":
 		v, err := strconv.ParseInt(k, 10, 32)
 		if err != nil {
 			return nil, fmt.Errorf("key %s: not an int32 (--key-serde int32)", strconv.Quote(k))
 		}
-		return iq.AppendInt32Key(nil, int32(v)), nil
+		return binary.BigEndian.AppendUint32(nil, uint32(int32(v))), nil // IntegerSerializer
 	case "int64":
 		v, err := strconv.ParseInt(k, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("key %s: not an int64 (--key-serde int64)", strconv.Quote(k))
 		}
-		return iq.AppendInt64Key(nil, v), nil
+		return binary.BigEndian.AppendUint64(nil, uint64(v)), nil // LongSerializer
 	}
 	return nil, fmt.Errorf("--key-serde %s: want string, int32 or int64", strconv.Quote(serde))
 }
