@@ -30,7 +30,7 @@ func queryAlice(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return client.Query(ctx, "counts", []byte("alice"), func(ctx context.Context, r iq.Replica) error { // the key as its serde writes it
+	return client.Query(ctx, "counts", []byte("alice"), func(ctx context.Context, r iq.Replica) error {
 		// r.HostInfo is the instance's application.server: ask it with your own endpoint.
 		return get(ctx, "http://"+r.HostInfo.String()+"/counts/alice")
 	})

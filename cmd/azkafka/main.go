@@ -38,6 +38,7 @@ var commands = map[string]command{
 	"clientid":  {"print the Kafka client ID this process would send", runClientID},
 	"detect":    {"show the availability zone this process would detect", runDetect},
 	"diagnose":  {"connect to a cluster and show brokers, racks, in-zone leaders, round trips and what the SDK would do", runDiagnose},
+	"env":       {"list every setting read from the environment, its value and source, and check them", runEnv},
 	"iq":        {"route interactive queries: which Kafka Streams instance holds a key", runIQ},
 	"partition": {"show where keys land on partitions and what moves when a topic grows", runPartition},
 	"version":   {"print the azkafka version", runVersion},

@@ -14,6 +14,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/azkafka/azkafka/internal/settings"
 )
 
 // envSASLPassword holds the SASL password of the commands that reach
@@ -23,6 +25,19 @@ const envSASLPassword = "AZKAFKA_SASL_PASSWORD"
 // securityGetenv is where the commands read the SASL password; tests
 // replace it.
 var securityGetenv = os.Getenv
+
+// cliSettings is what the command's own variables set.
+type cliSettings struct{ saslPassword string }
+
+// cliVars is the table of the command's own variables (see package
+// internal/settings; TestREADMEConfigTable generates the README's row).
+var cliVars = []settings.Var[cliSettings]{
+	{Name: envSASLPassword, Default: "none", Option: "--sasl-user",
+		Doc: "The `azkafka` commands only: the password for `--sasl-user`. The SDK takes SASL from your `kafka.Transport` and `kafka.Dialer`.",
+		Set: func(c *cliSettings, v string) error { c.saslPassword = v; return nil }},
+}
+
+func init() { settings.Register("azkafka", cliVars, func() cliSettings { return cliSettings{} }) }
 
 const securityUsage = `  --tls               connect with TLS, verifying the brokers against the
                       system's CAs (or --tls-ca)

@@ -155,15 +155,19 @@ func Register[C any](pkg string, table []Var[C], newC func() C) {
 
 // Entries returns every registered variable: the packages' tables in the
 // order they registered, each in its own order. A variable two packages
-// read (AZKAFKA_MAX_RESPONSE_BYTES: sdk and iq) is listed once, as its
-// first package registered it.
+// read (AZKAFKA_MAX_RESPONSE_BYTES: sdk and iq) is listed once, as the
+// package that documents it (its row has a Doc) registered it.
 func Entries() []Entry {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	var out []Entry
 	for _, e := range registry {
-		if !slices.ContainsFunc(out, func(o Entry) bool { return o.Name == e.Name }) {
+		i := slices.IndexFunc(out, func(o Entry) bool { return o.Name == e.Name })
+		switch {
+		case i < 0:
 			out = append(out, e)
+		case out[i].Doc == "" && e.Doc != "":
+			out = append(slices.Delete(out, i, i+1), e)
 		}
 	}
 	return out
