@@ -191,7 +191,7 @@ var envVars = []settings.Var[Config]{
 			return errors.New(`want "name" or "id" (any case)`)
 		}},
 	{Name: EnvDetectProviders, Default: "all", Option: "Config.Providers",
-		Doc: "Comma-separated subset of `env,ecs,ec2,gcp,azure,kubernetes`; an unknown name is an error.",
+		Doc: "Comma-separated subset of `env,ecs,ec2,gcp,azure,kubernetes`, in any case; an unknown name is an error.",
 		Set: func(c *Config, v string) (err error) {
 			c.Providers, err = parseProviders(v)
 			return err
@@ -287,7 +287,7 @@ func setURL(field *string, v string) error {
 func parseProviders(list string) ([]string, error) {
 	var names []string
 	for _, n := range strings.Split(list, ",") {
-		n = strings.TrimSpace(n)
+		n = strings.ToLower(strings.TrimSpace(n))
 		if n == "" {
 			continue
 		}

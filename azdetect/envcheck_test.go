@@ -33,3 +33,15 @@ func TestAZFormatIsCaseInsensitive(t *testing.T) {
 		t.Errorf("AZKAFKA_AZ_FORMAT=ID: %+v, %v", cfg.Format, err)
 	}
 }
+
+func TestProvidersAreCaseInsensitive(t *testing.T) {
+	cfg, err := ConfigFromEnv(func(k string) string {
+		if k == EnvDetectProviders {
+			return "EC2, Kubernetes"
+		}
+		return ""
+	})
+	if err != nil || strings.Join(cfg.Providers, ",") != "ec2,kubernetes" {
+		t.Errorf("AZKAFKA_DETECT_PROVIDERS=\"EC2, Kubernetes\": %v, %v", cfg.Providers, err)
+	}
+}

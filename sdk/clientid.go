@@ -46,6 +46,14 @@ type ClientIDParts struct {
 // ClientID returns the client ID for p, or an error naming the invalid
 // field. It is a pure function, safe for concurrent use.
 func ClientID(p ClientIDParts) (string, error) {
+	id, err := clientID(p)
+	if err != nil {
+		return "", fmt.Errorf("sdk: %w", err)
+	}
+	return id, nil
+}
+
+func clientID(p ClientIDParts) (string, error) {
 	user, err := cleanUserID(p.UserID)
 	if err != nil {
 		return "", err
@@ -86,6 +94,14 @@ func ClientID(p ClientIDParts) (string, error) {
 // invalid values are errors. ParseClientID(id) followed by ClientID gives
 // back an ID that parses to the same parts. Safe for concurrent use.
 func ParseClientID(s string) (ClientIDParts, error) {
+	p, err := parseClientID(s)
+	if err != nil {
+		return ClientIDParts{}, fmt.Errorf("sdk: %w", err)
+	}
+	return p, nil
+}
+
+func parseClientID(s string) (ClientIDParts, error) {
 	var p ClientIDParts
 	if len(s) > MaxClientIDLen {
 		return p, fmt.Errorf("client ID is %d bytes, longer than Kafka's limit of %d", len(s), MaxClientIDLen)

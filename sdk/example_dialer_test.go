@@ -101,7 +101,7 @@ func ExampleParseClientID() {
 	fmt.Println(err)
 	// Output:
 	// "billing" "us-east-1a" true <nil>
-	// client ID "warpstream_session_id=0b8e4b1e-5d2a-4c3f-9f1e-2a6b7c8d9e0f,warps"...(90 bytes): duplicated key "warpstream_az"
+	// sdk: client ID "warpstream_session_id=0b8e4b1e-5d2a-4c3f-9f1e-2a6b7c8d9e0f,warps"...(90 bytes): duplicated key "warpstream_az"
 }
 
 func ExampleResolveIdentity() {

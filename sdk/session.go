@@ -71,7 +71,7 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 		}
 		sid = u.String()
 	}
-	id, err := ClientID(ClientIDParts{UserID: c.userID, SessionID: sid, AZ: c.az, InterzoneLB: c.interzoneLB})
+	id, err := clientID(ClientIDParts{UserID: c.userID, SessionID: sid, AZ: c.az, InterzoneLB: c.interzoneLB})
 	if err != nil {
 		return nil, fmt.Errorf("sdk: %w", err)
 	}
