@@ -41,12 +41,7 @@ func TestConfigFieldsNameTheirVariables(t *testing.T) {
 // row states changes nothing, so the documented defaults are the real
 // ones.
 func TestEnvDefaultsAreTheDefaults(t *testing.T) {
-	literal := map[string]string{}
-	for _, v := range envVars {
-		if strings.HasPrefix(v.Default, "`") {
-			literal[v.Name] = strings.Trim(v.Default, "`")
-		}
-	}
+	literal := settingstest.Defaults(envVars)
 	if len(literal) < 5 {
 		t.Fatalf("only %d variables have a literal default: %v", len(literal), literal)
 	}

@@ -89,12 +89,7 @@ func TestOptionsNameTheirVariables(t *testing.T) {
 // TestEnvDefaultsAreTheDefaults: setting each variable to the default its
 // row states changes nothing.
 func TestEnvDefaultsAreTheDefaults(t *testing.T) {
-	defaults := map[string]string{}
-	for _, v := range slices.Concat(clientVars, clusterVars) {
-		if strings.HasPrefix(v.Default, "`") {
-			defaults[v.Name] = strings.Trim(v.Default, "`")
-		}
-	}
+	defaults := settingstest.Defaults(slices.Concat(clientVars, clusterVars))
 	if len(defaults) != 4 {
 		t.Fatalf("%d variables have a literal default: %v", len(defaults), defaults)
 	}

@@ -324,12 +324,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 // table row states changes nothing, so the documented defaults are the
 // real ones.
 func TestEnvDefaultsAreTheDefaults(t *testing.T) {
-	defaults := map[string]string{}
-	for _, v := range envVars {
-		if strings.HasPrefix(v.Default, "`") {
-			defaults[v.Name] = strings.Trim(v.Default, "`")
-		}
-	}
+	defaults := settingstest.Defaults(envVars)
 	if len(defaults) < 8 {
 		t.Fatalf("only %d variables have a literal default", len(defaults))
 	}

@@ -111,3 +111,16 @@ func CheckOptionDocs[C any](t testing.TB, files []string, table []settings.Var[C
 		}
 	}
 }
+
+// Defaults returns the variables of table whose default is a value
+// (settings.Code), with that value: setting each to it must change
+// nothing, which each package's TestEnvDefaultsAreTheDefaults checks.
+func Defaults[C any](table []settings.Var[C]) map[string]string {
+	out := map[string]string{}
+	for _, v := range table {
+		if strings.HasPrefix(v.Default, "`") {
+			out[v.Name] = strings.Trim(v.Default, "`")
+		}
+	}
+	return out
+}
