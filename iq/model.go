@@ -244,7 +244,7 @@ func (s *snapshot) metadata() Metadata { return cloneMetadata(s.md) }
 // nil snapshot (no metadata yet) reports ErrNotAvailable.
 func (s *snapshot) route(store string, key []byte, p func(topic string, key []byte, numPartitions int) int) (Route, error) {
 	if s == nil {
-		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: no metadata loaded yet: %w", store, ErrNotAvailable)
+		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: no metadata loaded yet (the source has not polled successfully: Start it, and see its LastPoll): %w", store, ErrNotAvailable)
 	}
 	idx := s.stores[store]
 	if idx == nil {

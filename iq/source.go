@@ -16,7 +16,8 @@ import (
 // A polling source does nothing until Start (poll now, then every
 // WithPollInterval) or Refresh (poll once, now); when a poll fails it
 // keeps the last good metadata and logs at Warn. Close stops it. A Source
-// is safe for concurrent use.
+// is safe for concurrent use; make one with the constructors (the zero
+// Source is not usable).
 type Source struct {
 	impl source
 }
