@@ -56,11 +56,12 @@ var clusterVars = []settings.Var[config]{
 func init() {
 	settings.Register("iq", clusterVars, func() config { return config{} })
 	iqinspect.GroupOf = func(src any) *iqinspect.Group {
-		cs, ok := src.(*Source).impl.(*clusterSource)
-		if !ok {
-			return nil
+		if s, ok := src.(*Source); ok {
+			if cs, ok := s.impl.(*clusterSource); ok {
+				return cs.info.Load()
+			}
 		}
-		return cs.info.Load()
+		return nil
 	}
 }
 

@@ -32,8 +32,10 @@ func withRandom(intN func(n int) int) Option {
 
 // fakeSource is a source whose snapshot and refresh the test controls.
 type fakeSource struct {
-	snaps     []*snapshot // served in turn, one more per refresh
-	refreshes int
+	snaps          []*snapshot // served in turn, one more per refresh
+	refreshes      int
+	starts, closes int
+	lastOK         time.Time
 }
 
 func (f *fakeSource) snapshot() *snapshot {
@@ -42,10 +44,10 @@ func (f *fakeSource) snapshot() *snapshot {
 	}
 	return f.snaps[min(f.refreshes, len(f.snaps)-1)]
 }
-func (f *fakeSource) start() {}
+func (f *fakeSource) start() { f.starts++ }
 func (f *fakeSource) refresh(context.Context) error {
 	f.refreshes++
 	return nil
 }
-func (f *fakeSource) last() (time.Time, error) { return time.Time{}, nil }
-func (f *fakeSource) close()                   {}
+func (f *fakeSource) last() (time.Time, error) { return f.lastOK, nil }
+func (f *fakeSource) close()                   { f.closes++ }
