@@ -175,7 +175,7 @@ func WithPollInterval(d time.Duration) Option {
 }
 
 // WithPollTimeout bounds one poll: the request to one instance
-// (HTTPSource) or the requests of one poll (ClusterSource). It must be
+// (NewHTTPSource) or the requests of one poll (NewClusterSource). It must be
 // positive. Default: 2s for NewHTTPSource, 10s for NewClusterSource. Taken
 // by both.
 func WithPollTimeout(d time.Duration) Option {

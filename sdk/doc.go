@@ -153,7 +153,7 @@
 //
 // Every connection a client of this package dials (Writer, Reader, the
 // kafka-go clients given NewAZAwareDialer or NewTransport, and
-// iq.ClusterSource with its default Transport or one of NewTransport)
+// iq.NewClusterSource with its default Transport or one of NewTransport)
 // reads through a frame guard before any decoder: a response whose size prefix is
 // negative, shorter than a correlation ID or above the limit
 // (WithMaxResponseBytes, AZKAFKA_MAX_RESPONSE_BYTES, DefaultMaxResponseBytes)

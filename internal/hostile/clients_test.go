@@ -33,7 +33,7 @@ const (
 
 // clientNames are the clients of the SDK run against every case: its own
 // Writer and Reader, kafka-go's clients on the SDK's Dialer and Transport,
-// iq's ClusterSource and azkafka diagnose.
+// iq's cluster source and azkafka diagnose.
 var clientNames = []string{
 	"sdk.Writer/idempotent",
 	"sdk.Writer/acks=1",
@@ -41,7 +41,7 @@ var clientNames = []string{
 	"kafka.Writer+NewTransport",
 	"kafka.Reader+NewAZAwareDialer",
 	"kafka.Client+NewTransport",
-	"iq.ClusterSource",
+	"iq.NewClusterSource",
 	"azkafka diagnose",
 }
 

@@ -92,7 +92,7 @@ var clients = map[string]client{
 		}
 		return kafkaGoClient(ctx, addr, tr)
 	},
-	"iq.ClusterSource": func(ctx context.Context, addr string, cfg *tls.Config, log *errLog) call {
+	"iq.NewClusterSource": func(ctx context.Context, addr string, cfg *tls.Config, log *errLog) call {
 		opts := []iq.Option{iq.WithLogger(slog.New(log))}
 		if cfg != nil {
 			tr, err := sdk.NewTransport(&kafka.Transport{TLS: cfg, DialTimeout: 2 * time.Second}, hermetic(log)...)
