@@ -87,7 +87,7 @@
 // Route then fails with ErrStoreTopicsUnknown, whose message names the
 // topics and the way out, WithStoreTopics, e.g.
 //
-//	store "leftcount": subtopology 0 reads topics of different partition counts (left: 4, right: 8), and the group does not say which feed the store; name them with iq.WithStoreTopics("leftcount", topics...) or use the HTTP source
+//	iq: store "leftcount": subtopology 0 reads topics of different partition counts (left: 4, right: 8), and the group does not say which feed the store; name them with iq.WithStoreTopics("leftcount", topics...) or use the HTTP source: source topics of the store unknown
 //
 // Zones: an instance's zone is its members' client.rack (set
 // main.consumer.client.rack), else the client tag named by WithAZTag or
@@ -193,9 +193,8 @@
 //
 // # Errors
 //
-// Errors of the constructors, of polls and of Query start with "iq:";
-// those of Route and Candidates name the store and end with the "iq:"
-// error they wrap. Callers can match these with errors.Is:
+// Errors the package returns start with "iq:"; those of Route and
+// Candidates then name the store. Callers can match these with errors.Is:
 // ErrNotAvailable (no metadata yet, or no active instance for the key;
 // ErrNoReplica, no replica the policy allows, is also ErrNotAvailable),
 // ErrUnknownStore, ErrStoreTopicsUnknown, and, in the error of a cluster

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // ErrNotAvailable reports that routing metadata is incomplete: no metadata
@@ -24,6 +25,27 @@ var ErrUnknownStore = errors.New("iq: unknown store")
 // an error wrapping it that gives the reason and the way out, for
 // NewClusterSource WithStoreTopics. Test with errors.Is.
 var ErrStoreTopicsUnknown = errors.New("iq: source topics of the store unknown")
+
+// storeError is an error of Route and Candidates: it names the store,
+// then says what went wrong, and wraps the error value callers match
+// (ErrNotAvailable, ErrUnknownStore, ...), e.g.
+//
+//	iq: store "counts" partition 2: no active instance: routing metadata not available
+type storeError struct {
+	store  string
+	detail string // what follows the store's name
+	err    error  // the error value it wraps; nil for none
+}
+
+func (e *storeError) Error() string {
+	s := "iq: store " + strconv.Quote(e.store) + e.detail
+	if e.err != nil {
+		s += ": " + strings.TrimPrefix(e.err.Error(), "iq: ")
+	}
+	return s
+}
+
+func (e *storeError) Unwrap() error { return e.err }
 
 // HostInfo identifies a Kafka Streams instance by its application.server
 // setting (Java's HostInfo).
@@ -244,17 +266,17 @@ func (s *snapshot) metadata() Metadata { return cloneMetadata(s.md) }
 // nil snapshot (no metadata yet) reports ErrNotAvailable.
 func (s *snapshot) route(store string, key []byte, p func(topic string, key []byte, numPartitions int) int) (Route, error) {
 	if s == nil {
-		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: no metadata loaded yet (the source has not polled successfully: Start it, and see its LastPoll): %w", store, ErrNotAvailable)
+		return Route{Store: store, Partition: -1}, &storeError{store, ": no metadata loaded yet (the source has not polled successfully: Start it, and see its LastPoll)", ErrNotAvailable}
 	}
 	idx := s.stores[store]
 	if idx == nil {
 		if why, ok := s.md.UnmappedStores[store]; ok {
-			return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: %s: %w", store, why, ErrStoreTopicsUnknown)
+			return Route{Store: store, Partition: -1}, &storeError{store, ": " + why, ErrStoreTopicsUnknown}
 		}
-		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: %w", store, ErrUnknownStore)
+		return Route{Store: store, Partition: -1}, &storeError{store, "", ErrUnknownStore}
 	}
 	if idx.maxPartitions == 0 {
-		return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: partition count of source topics unknown: %w", store, ErrNotAvailable)
+		return Route{Store: store, Partition: -1}, &storeError{store, ": partition count of source topics unknown", ErrNotAvailable}
 	}
 	var part int
 	if p == nil {
@@ -262,12 +284,12 @@ func (s *snapshot) route(store string, key []byte, p func(topic string, key []by
 	} else {
 		part = p(idx.topicWithMostPartitions, key, idx.maxPartitions)
 		if part < 0 || part >= idx.maxPartitions {
-			return Route{Store: store, Partition: -1}, fmt.Errorf("store %q: partitioner returned partition %d for topic %q with %d partitions", store, part, idx.topicWithMostPartitions, idx.maxPartitions)
+			return Route{Store: store, Partition: -1}, &storeError{store, fmt.Sprintf(": partitioner returned partition %d for topic %q with %d partitions", part, idx.topicWithMostPartitions, idx.maxPartitions), nil}
 		}
 	}
 	r := idx.routes[part]
 	if r.Active == nil {
-		return r, fmt.Errorf("store %q partition %d: no active instance: %w", store, part, ErrNotAvailable)
+		return r, &storeError{store, fmt.Sprintf(" partition %d: no active instance", part), ErrNotAvailable}
 	}
 	return r, nil
 }

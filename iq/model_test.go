@@ -1,9 +1,11 @@
 package iq
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -237,3 +239,45 @@ func BenchmarkRoute(b *testing.B) {
 }
 
 func noEnv(string) (string, bool) { return "", false }
+
+// TestRouteErrorsStartWithIQ: every error of Route and Candidates starts
+// with "iq: store", names the store once, and matches its error value.
+func TestRouteErrorsStartWithIQ(t *testing.T) {
+	md := threeHosts()
+	md.UnmappedStores = map[string]string{"joined": "subtopology 0 reads topics of different partition counts"}
+	md.Instances[0].ActivePartitions = nil // partition of a's keys: no active copy
+	s, _ := newSnapshot(md)
+	c, err := NewClient(sourceOf(s), WithLookupEnv(noEnv), WithAZ(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inactive []byte
+	for i := 0; inactive == nil; i++ {
+		k := []byte(fmt.Sprint("k", i))
+		if r, _ := s.Route("counts", k); r.Active == nil {
+			inactive = k
+		}
+	}
+	none, _ := NewClient(&Source{impl: &fakeSource{}}, WithLookupEnv(noEnv), WithAZ(""))
+	for _, tc := range []struct {
+		err  func() error
+		want string
+		is   error
+	}{
+		{func() error { _, err := c.Route("nope", nil); return err }, `iq: store "nope": unknown store`, ErrUnknownStore},
+		{func() error { _, err := c.Route("joined", nil); return err },
+			`iq: store "joined": subtopology 0 reads topics of different partition counts: source topics of the store unknown`, ErrStoreTopicsUnknown},
+		{func() error { _, err := c.Route("counts", inactive); return err }, `: no active instance: routing metadata not available`, ErrNotAvailable},
+		{func() error { _, err := none.Route("counts", nil); return err }, `iq: store "counts": no metadata loaded yet`, ErrNotAvailable},
+		{func() error { _, _, err := c.Candidates(context.Background(), "counts", inactive, nil); return err }, `: no active instance: routing metadata not available`, ErrNotAvailable},
+	} {
+		err := tc.err()
+		if err == nil || !strings.HasPrefix(err.Error(), `iq: store "`) || !strings.Contains(err.Error(), tc.want) ||
+			strings.Count(err.Error(), "iq:") != 1 || !errors.Is(err, tc.is) {
+			t.Errorf("err = %v; want it to start with iq: store, contain %q, and match %v", err, tc.want, tc.is)
+		}
+	}
+	if !errors.Is(ErrNoReplica, ErrNotAvailable) || errors.Is(ErrNotAvailable, ErrNoReplica) {
+		t.Error("ErrNoReplica is not an ErrNotAvailable")
+	}
+}

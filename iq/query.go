@@ -22,7 +22,12 @@ var ErrNotActive = errors.New("iq: host not active for the key or rebalancing")
 
 // ErrNoReplica reports that the policy found no replica to query. Test with
 // errors.Is; it is also ErrNotAvailable.
-var ErrNoReplica = fmt.Errorf("iq: no eligible replica: %w", ErrNotAvailable)
+var ErrNoReplica error = noReplicaError{}
+
+type noReplicaError struct{}
+
+func (noReplicaError) Error() string        { return "iq: no eligible replica" }
+func (noReplicaError) Is(target error) bool { return target == ErrNotAvailable }
 
 // StatusError is an HTTP status a host answered with. A query function may
 // return it for a status that is not 2xx; 5xx, 429 and 421 are retriable.
@@ -104,7 +109,7 @@ func (c *Client) Candidates(ctx context.Context, store string, key []byte, dst [
 	}
 	c.shuffle(dst[remote:])
 	if len(dst) == start {
-		return r, dst, fmt.Errorf("store %q partition %d: %s: %w", store, r.Partition, c.whyNone(r), ErrNoReplica)
+		return r, dst, &storeError{store, fmt.Sprintf(" partition %d: %s", r.Partition, c.whyNone(r)), ErrNoReplica}
 	}
 	return r, dst, nil
 }
@@ -188,7 +193,7 @@ func (e *QueryError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "iq: query store %q key %s partition %d failed", e.Store, e.Key, e.Partition)
 	if len(e.Attempts) == 0 {
-		fmt.Fprintf(&b, ": %v", e.Err)
+		fmt.Fprintf(&b, ": %s", strings.TrimPrefix(e.Err.Error(), "iq: "))
 		return b.String()
 	}
 	fmt.Fprintf(&b, " after %d attempt(s):", len(e.Attempts))
@@ -199,8 +204,8 @@ func (e *QueryError) Error() string {
 		}
 		fmt.Fprintf(&b, " [%s %s: %v]", role, a.Replica.HostInfo, a.Err)
 	}
-	if len(e.Attempts) > 0 && e.Err != e.Attempts[len(e.Attempts)-1].Err {
-		fmt.Fprintf(&b, ": %v", e.Err)
+	if e.Err != e.Attempts[len(e.Attempts)-1].Err {
+		fmt.Fprintf(&b, ": %s", strings.TrimPrefix(e.Err.Error(), "iq: "))
 	}
 	return b.String()
 }

@@ -73,7 +73,7 @@ func TestIQRouteCommand(t *testing.T) {
 			[]string{"partition 2", "lag 20000 (current 1, end 20001)", "order 1:"}, nil},
 		{"not available", []string{"KH01"}, nil, true, exitFail,
 			[]string{"active:   none (not available"}, []string{"routing metadata not available"}},
-		{"unknown store", []string{"--store", "nope", "KH01"}, nil, false, exitFail, nil, []string{`store "nope": iq: unknown store`}},
+		{"unknown store", []string{"--store", "nope", "KH01"}, nil, false, exitFail, nil, []string{`iq: store "nope": unknown store`}},
 		{"bad env", []string{"KH01"}, map[string]string{"AZKAFKA_IQ_MAX_LAG": "lots"}, false, exitUsage, nil, []string{`AZKAFKA_IQ_MAX_LAG="lots": not a non-negative integer`}},
 		{"bad max lag", []string{"--max-lag", "-3", "KH01"}, nil, false, exitUsage, nil, []string{`--max-lag "-3"`}},
 		{"two keys", []string{"KH01", "KH02"}, nil, false, exitUsage, nil, []string{"exactly one KEY"}},
