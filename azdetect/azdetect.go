@@ -96,6 +96,8 @@ type DetectError struct {
 	Elapsed time.Duration
 }
 
+// Error says that no zone was found and why: the configuration error, or
+// each provider's outcome.
 func (e *DetectError) Error() string {
 	var b strings.Builder
 	b.WriteString(ErrNoAZ.Error())

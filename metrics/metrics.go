@@ -346,20 +346,53 @@ type Nop struct{}
 
 var _ Recorder = Nop{}
 
-func (Nop) Dialed(string, bool)                                      {}
-func (Nop) ConnClosed(string, CloseCause)                            {}
-func (Nop) DialWaited(string, WaitReason, time.Duration)             {}
+// Dialed records nothing.
+func (Nop) Dialed(string, bool) {}
+
+// ConnClosed records nothing.
+func (Nop) ConnClosed(string, CloseCause) {}
+
+// DialWaited records nothing.
+func (Nop) DialWaited(string, WaitReason, time.Duration) {}
+
+// Requested records nothing.
 func (Nop) Requested(Broker, int16, int, int, time.Duration, string) {}
-func (Nop) Absorbed(string)                                          {}
-func (Nop) Produced(Broker, string, int32, int, int, int)            {}
-func (Nop) ProduceFailed(string, int32, int, string)                 {}
-func (Nop) Resent(ResendCause)                                       {}
-func (Nop) ProducerID(int64, int16)                                  {}
-func (Nop) Fetched(Broker, string, int32, int, int, int)             {}
-func (Nop) Consumed(string, int32, int, int, int64)                  {}
-func (Nop) Released(string, int32)                                   {}
-func (Nop) Retried(Op)                                               {}
-func (Nop) FetchSource(string, int32, Broker, bool)                  {}
-func (Nop) ZoneFallback(bool)                                        {}
-func (Nop) Queried(string, QueryOutcome, Copy, int, time.Duration)   {}
-func (Nop) Closed()                                                  {}
+
+// Absorbed records nothing.
+func (Nop) Absorbed(string) {}
+
+// Produced records nothing.
+func (Nop) Produced(Broker, string, int32, int, int, int) {}
+
+// ProduceFailed records nothing.
+func (Nop) ProduceFailed(string, int32, int, string) {}
+
+// Resent records nothing.
+func (Nop) Resent(ResendCause) {}
+
+// ProducerID records nothing.
+func (Nop) ProducerID(int64, int16) {}
+
+// Fetched records nothing.
+func (Nop) Fetched(Broker, string, int32, int, int, int) {}
+
+// Consumed records nothing.
+func (Nop) Consumed(string, int32, int, int, int64) {}
+
+// Released records nothing.
+func (Nop) Released(string, int32) {}
+
+// Retried records nothing.
+func (Nop) Retried(Op) {}
+
+// FetchSource records nothing.
+func (Nop) FetchSource(string, int32, Broker, bool) {}
+
+// ZoneFallback records nothing.
+func (Nop) ZoneFallback(bool) {}
+
+// Queried records nothing.
+func (Nop) Queried(string, QueryOutcome, Copy, int, time.Duration) {}
+
+// Closed records nothing.
+func (Nop) Closed() {}
