@@ -80,11 +80,14 @@
 //
 //	sdk: AZKAFKA_MAX_CONN_RATE="abc": not a number (connections per second, or off)
 //
-// and a variable is checked even when an option overrides it. The AZ is
-// WithAZ, else AZKAFKA_AZ or WARPSTREAM_AVAILABILITY_ZONE, else detected
-// with azdetect (once per process, with azdetect's variables); an unknown
-// AZ is not an error: the warpstream_az pair is left out and a warning is
-// logged once per process.
+// and a variable is checked even when an option overrides it; one set to
+// blanks is an error too. An AZKAFKA_* variable no package reads is
+// logged once per process with the closest known name (CheckEnv). The AZ
+// is WithAZ, else AZKAFKA_AZ or WARPSTREAM_AVAILABILITY_ZONE, else
+// detected with azdetect (once per process, with azdetect's variables); an
+// unknown AZ is not an error: the warpstream_az pair is left out and a
+// warning is logged once per process. The command azkafka env lists every
+// variable with its value and checks it.
 //
 // # TLS and SASL
 //
