@@ -375,7 +375,7 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	// A variable set to blanks is a mistake, not "unset": settings.Apply
 	// says so of the SDK's own, and this of those azdetect reads for it,
 	// whose getenv cannot tell set to "" from unset.
-	for _, name := range envcheck.Azdetect {
+	for _, name := range azdetectVars() {
 		if v, ok := lookup(name); ok && strings.TrimSpace(v) == "" {
 			return config{}, fmt.Errorf("sdk: %s is set but blank: unset it or give it a value", name)
 		}
@@ -544,6 +544,17 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 }
 
 func init() { settings.Register("sdk", envVars, func() config { return config{} }) }
+
+// azdetectVars are the names of azdetect's own variables, from its table.
+func azdetectVars() []string {
+	var names []string
+	for _, e := range settings.Entries() {
+		if e.Package == "azdetect" && !e.Foreign {
+			names = append(names, e.Name)
+		}
+	}
+	return names
+}
 
 // envVars is the table of the package's settings: every variable
 // loadConfig reads for itself, in the README's order (see package

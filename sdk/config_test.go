@@ -354,15 +354,21 @@ func TestEnvDefaultsAreTheDefaults(t *testing.T) {
 	}
 }
 
-// TestEnvcheckListsTheSDKsVariables: the list of known variables that
-// CheckEnv uses is the SDK's own table.
-func TestEnvcheckListsTheSDKsVariables(t *testing.T) {
-	var names []string
+// TestCheckEnvKnowsEveryTable: CheckEnv calls none of the variables of
+// the SDK's, azdetect's, iq's or the command's tables unknown.
+func TestCheckEnvKnowsEveryTable(t *testing.T) {
+	var environ []string
 	for _, v := range envVars {
-		names = append(names, v.Name)
+		environ = append(environ, v.Name+"=x")
 	}
-	if !slices.Equal(names, envcheck.SDK) {
-		t.Errorf("envVars %v, envcheck.SDK %v", names, envcheck.SDK)
+	for _, name := range slices.Concat(azdetectVars(), envcheck.IQ, envcheck.CLI) {
+		environ = append(environ, name+"=x")
+	}
+	if len(environ) < 25 {
+		t.Fatalf("only %d variables", len(environ))
+	}
+	if errs := CheckEnv(environ); len(errs) != 0 {
+		t.Errorf("known variables called unknown: %v", errs)
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/azkafka/azkafka/internal/envcheck"
 	"github.com/azkafka/azkafka/internal/settings"
 	"github.com/azkafka/azkafka/internal/settings/settingstest"
 )
@@ -100,4 +102,16 @@ var updateREADME = flag.Bool("update", false, "rewrite the README's row of the c
 // TestREADMEConfigTable -update` rewrites it.
 func TestREADMEConfigTable(t *testing.T) {
 	settingstest.CheckREADME(t, "../../README.md", settings.Rows(cliVars), *updateREADME, "go test ./cmd/azkafka -run TestREADMEConfigTable -update")
+}
+
+// TestEnvcheckListsTheCommandsVariable: the command's variable is known
+// to the unknown-variable check of programs that do not link the command.
+func TestEnvcheckListsTheCommandsVariable(t *testing.T) {
+	var names []string
+	for _, v := range cliVars {
+		names = append(names, v.Name)
+	}
+	if !slices.Equal(names, envcheck.CLI) {
+		t.Errorf("cliVars %v, envcheck.CLI %v", names, envcheck.CLI)
+	}
 }

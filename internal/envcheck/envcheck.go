@@ -6,32 +6,40 @@ package envcheck
 import (
 	"slices"
 	"strings"
+
+	"github.com/azkafka/azkafka/internal/settings"
 )
 
 // Prefix is what every variable of the project begins with.
 const Prefix = "AZKAFKA_"
 
-// The AZKAFKA_* variables each package of the project reads. Each
-// package's test checks that its own variables are listed.
+// The AZKAFKA_* variables of the packages a program built on the SDK may
+// not link, iq and the azkafka command: always known, so that a variable
+// meant for another program sharing the environment is not called
+// misspelled. Each of those packages' tests checks its own list against
+// its table. The variables of sdk and azdetect, which every such program
+// links, come from their tables (settings.Register).
 var (
-	SDK = []string{
-		"AZKAFKA_CLIENT_ID", "AZKAFKA_SESSION_ID", "AZKAFKA_INTERZONE_LB",
-		"AZKAFKA_MAX_CONN_RATE", "AZKAFKA_MAX_CONN_BURST",
-		"AZKAFKA_REDIAL_BACKOFF_MIN", "AZKAFKA_REDIAL_BACKOFF_MAX",
-		"AZKAFKA_RETRY_MAX_ATTEMPTS", "AZKAFKA_RETRY_BACKOFF_MIN", "AZKAFKA_RETRY_BACKOFF_MAX",
-		"AZKAFKA_IDEMPOTENCE", "AZKAFKA_RACK_AWARE_PARTITIONING", "AZKAFKA_FETCH_FROM_FOLLOWER",
-		"AZKAFKA_GROUP_PROTOCOL", "AZKAFKA_MAX_RESPONSE_BYTES",
-	}
-	Azdetect = []string{
-		"AZKAFKA_AZ", "AZKAFKA_AZ_FORMAT", "AZKAFKA_DETECT_PROVIDERS", "AZKAFKA_DETECT_TIMEOUT",
-		"AZKAFKA_AZURE_IMDS_ENDPOINT", "AZKAFKA_K8S_TOKEN_FILE", "AZKAFKA_K8S_CA_FILE",
-	}
 	IQ  = []string{"AZKAFKA_IQ_ALLOW_STANDBY", "AZKAFKA_IQ_MAX_LAG", "AZKAFKA_IQ_AZ_TAG"}
 	CLI = []string{"AZKAFKA_SASL_PASSWORD"}
 )
 
-// Known is every variable of the lists above.
-var Known = slices.Concat(SDK, Azdetect, IQ, CLI)
+// Known returns every AZKAFKA_* variable known: those of the tables
+// registered with package settings, IQ and CLI.
+func Known() []string {
+	var known []string
+	for _, e := range settings.Entries() {
+		if strings.HasPrefix(e.Name, Prefix) {
+			known = append(known, e.Name)
+		}
+	}
+	for _, n := range slices.Concat(IQ, CLI) {
+		if !slices.Contains(known, n) {
+			known = append(known, n)
+		}
+	}
+	return known
+}
 
 // testPrefix marks the variables of the project's own test suites, which
 // are not settings of the SDK.
@@ -50,19 +58,25 @@ type Unknown struct {
 // NAME=value) that are not Known, in environ's order.
 func Check(environ []string) []Unknown {
 	var out []Unknown
+	var known []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, Prefix) || strings.HasPrefix(name, testPrefix) || slices.Contains(Known, name) {
+		if !strings.HasPrefix(name, Prefix) || strings.HasPrefix(name, testPrefix) {
 			continue
 		}
-		out = append(out, Unknown{Name: name, Closest: closest(name)})
+		if known == nil {
+			known = Known()
+		}
+		if !slices.Contains(known, name) {
+			out = append(out, Unknown{Name: name, Closest: closest(name, known)})
+		}
 	}
 	return out
 }
 
-func closest(name string) string {
+func closest(name string, known []string) string {
 	best, bestD := "", len(name)/3+1
-	for _, k := range Known {
+	for _, k := range known {
 		if d := distance(name, k); d < bestD {
 			best, bestD = k, d
 		}

@@ -1,12 +1,15 @@
-package envcheck
+package envcheck_test
 
 import (
 	"reflect"
 	"testing"
+
+	"github.com/azkafka/azkafka/internal/envcheck"
+	_ "github.com/azkafka/azkafka/sdk" // registers the tables of sdk and azdetect
 )
 
 func TestCheck(t *testing.T) {
-	got := Check([]string{
+	got := envcheck.Check([]string{
 		"PATH=/bin",
 		"AZKAFKA_AZ=us-east-1a",
 		"AZKAFKA_IDEMPOTANCE=false",
@@ -14,7 +17,7 @@ func TestCheck(t *testing.T) {
 		"AZKAFKA_SOMETHING_ELSE_ENTIRELY=1",
 		"AZKAFKA_MAX_CONN_RAT=5",
 	})
-	want := []Unknown{
+	want := []envcheck.Unknown{
 		{Name: "AZKAFKA_IDEMPOTANCE", Closest: "AZKAFKA_IDEMPOTENCE"},
 		{Name: "AZKAFKA_SOMETHING_ELSE_ENTIRELY"},
 		{Name: "AZKAFKA_MAX_CONN_RAT", Closest: "AZKAFKA_MAX_CONN_RATE"},
@@ -26,7 +29,7 @@ func TestCheck(t *testing.T) {
 
 func TestKnownHasNoDuplicates(t *testing.T) {
 	seen := map[string]bool{}
-	for _, k := range Known {
+	for _, k := range envcheck.Known() {
 		if seen[k] {
 			t.Errorf("%s listed twice", k)
 		}
