@@ -545,8 +545,9 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 
 func init() { settings.Register("sdk", envVars, func() config { return config{} }) }
 
-// azdetectVars are the names of azdetect's own variables, from its table.
-func azdetectVars() []string {
+// azdetectVars returns the names of azdetect's own variables, from its
+// table (complete once the packages are initialised), read once.
+var azdetectVars = sync.OnceValue(func() []string {
 	var names []string
 	for _, e := range settings.Entries() {
 		if e.Package == "azdetect" && !e.Foreign {
@@ -554,7 +555,7 @@ func azdetectVars() []string {
 		}
 	}
 	return names
-}
+})
 
 // envVars is the table of the package's settings: every variable
 // loadConfig reads for itself, in the README's order (see package

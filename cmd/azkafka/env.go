@@ -80,23 +80,16 @@ func runEnv(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		o := envOutput{Variable: e.Name, Package: e.Package, Source: "default", Value: strings.Trim(e.Default, "`"),
 			Default: strings.Trim(e.Default, "`"), Option: e.Option}
 		if raw, ok := envLookup(e.Name); ok {
-			o.Source, o.Value = "env", raw
-			v := strings.TrimSpace(raw)
-			var err error
-			switch {
-			case v == "" && !e.Foreign:
-				err = fmt.Errorf("set but blank: unset it or give it a value")
-			case v == "":
-				o.Source, o.Value = "default", o.Default // the platform reads blank as unset
-			default:
-				err = e.Check(v)
+			set, reason := e.Check(raw)
+			if set || reason != nil { // a platform's variable set to blanks is unset
+				o.Source, o.Value = "env", raw
 			}
-			if err != nil {
-				o.Error = err.Error()
+			if reason != nil {
+				o.Error = reason.Error()
 				bad++
-				fmt.Fprintf(stderr, "azkafka env: %s: %s=%s: %v\n", e.Package, e.Name, settings.Quote(raw), err)
+				fmt.Fprintf(stderr, "azkafka env: %v\n", settings.Describe(e.Package, e.Name, raw, reason))
 			}
-			if e.Name == envSASLPassword {
+			if e.Name == envSASLPassword && o.Source == "env" {
 				o.Value = "(set)"
 			}
 		}

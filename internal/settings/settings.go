@@ -73,22 +73,45 @@ func Rows[C any](table []Var[C]) []string {
 func Apply[C any](pkg string, table []Var[C], c *C, lookup func(string) (string, bool)) error {
 	var errs []error
 	for _, v := range table {
-		raw, ok := lookup(v.Name)
-		if !ok {
-			continue
-		}
-		val := strings.TrimSpace(raw)
-		if val == "" {
-			if !v.Foreign {
-				errs = append(errs, fmt.Errorf("%s: %s is set but blank: unset it or give it a value", pkg, v.Name))
+		if raw, ok := lookup(v.Name); ok {
+			if _, err := v.apply(c, raw); err != nil {
+				errs = append(errs, v.describe(pkg, raw, err))
 			}
-			continue
-		}
-		if err := v.Set(c, val); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s=%s: %w", pkg, v.Name, Quote(raw), err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// errBlank is the error of a variable set to blanks.
+var errBlank = errors.New("set but blank: unset it or give it a value")
+
+// apply sets c from raw, the variable's value as set: trimmed, then
+// parsed by Set. A blank value is errBlank, or, for a Foreign variable,
+// unset (set is false).
+func (v Var[C]) apply(c *C, raw string) (set bool, err error) {
+	val := strings.TrimSpace(raw)
+	if val == "" {
+		if v.Foreign {
+			return false, nil
+		}
+		return false, errBlank
+	}
+	return true, v.Set(c, val)
+}
+
+// describe is Describe for v.
+func (v Var[C]) describe(pkg, raw string, err error) error { return Describe(pkg, v.Name, raw, err) }
+
+// Describe is err, the reason why the value raw of the variable name of
+// package pkg is refused, as Apply reports it: naming the package, the
+// variable and the quoted value, e.g.
+//
+//	iq: AZKAFKA_IQ_MAX_LAG="abc": not a non-negative integer
+func Describe(pkg, name, raw string, err error) error {
+	if err == errBlank {
+		return fmt.Errorf("%s: %s is %w", pkg, name, err)
+	}
+	return fmt.Errorf("%s: %s=%s: %w", pkg, name, Quote(raw), err)
 }
 
 // LookupFromGetenv turns a getenv function into a lookup: "" is unset.
@@ -129,8 +152,10 @@ func ParseBool(v string) (bool, error) {
 type Entry struct {
 	Package, Name, Default, Option, Doc string
 	Foreign                             bool
-	// Check validates a value as Apply would (v trimmed, not blank).
-	Check func(v string) error
+	// Check checks raw, the variable's value as set, as Apply does: set is
+	// false for a Foreign variable set to blanks (it counts as unset), and
+	// reason says why the value is refused (Describe names the variable).
+	Check func(raw string) (set bool, reason error)
 }
 
 var (
@@ -144,11 +169,10 @@ func Register[C any](pkg string, table []Var[C], newC func() C) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	for _, v := range table {
-		set := v.Set
 		registry = append(registry, Entry{Package: pkg, Name: v.Name, Default: v.Default, Option: v.Option,
-			Doc: v.Doc, Foreign: v.Foreign, Check: func(val string) error {
+			Doc: v.Doc, Foreign: v.Foreign, Check: func(raw string) (bool, error) {
 				c := newC()
-				return set(&c, val)
+				return v.apply(&c, raw)
 			}})
 	}
 }

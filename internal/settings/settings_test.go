@@ -102,8 +102,14 @@ func TestRegister(t *testing.T) {
 	}
 	for _, e := range Entries() {
 		if e.Name == "AZKAFKA_N" {
-			if e.Check("12") != nil || e.Check("x") == nil {
-				t.Errorf("Check of AZKAFKA_N does not parse as its Set does")
+			if set, err := e.Check(" 12 "); !set || err != nil {
+				t.Errorf("Check(\" 12 \") = %v, %v", set, err)
+			}
+			if _, err := e.Check("x"); err == nil || Describe(e.Package, e.Name, "x", err).Error() != `pkg: AZKAFKA_N="x": not an integer` {
+				t.Errorf("Check(x): %v", err)
+			}
+			if _, err := e.Check("  "); err == nil || Describe(e.Package, e.Name, "  ", err).Error() != "pkg: AZKAFKA_N is set but blank: unset it or give it a value" {
+				t.Errorf("Check(blank): %v", err)
 			}
 		}
 	}
