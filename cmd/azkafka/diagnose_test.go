@@ -29,20 +29,10 @@ func rackedBroker(t *testing.T, rack string, topics ...embedded.Option) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	p.OnResponse(func(req kproxy.Request, resp []byte) []byte {
-		if req.Key != 3 {
-			return resp
-		}
-		r, err := kproxy.DecodeResponse(req, resp)
-		if err != nil {
-			t.Errorf("decoding metadata: %v", err)
-			return resp
-		}
-		mr := r.(*kmsg.MetadataResponse)
+	rewriteMetadata(t, p, func(mr *kmsg.MetadataResponse) {
 		for i := range mr.Brokers {
 			mr.Brokers[i].Rack = &rack
 		}
-		return kproxy.EncodeResponse(req, mr)
 	})
 	return p.Addr()
 }
@@ -151,20 +141,10 @@ func TestDiagnoseTopicNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	p.OnResponse(func(req kproxy.Request, resp []byte) []byte {
-		if req.Key != 3 {
-			return resp
-		}
-		r, err := kproxy.DecodeResponse(req, resp)
-		if err != nil {
-			t.Errorf("decoding metadata: %v", err)
-			return resp
-		}
-		mr := r.(*kmsg.MetadataResponse)
+	rewriteMetadata(t, p, func(mr *kmsg.MetadataResponse) {
 		for i := range mr.Topics {
 			mr.Topics[i].ErrorCode, mr.Topics[i].Partitions = 29, nil // TOPIC_AUTHORIZATION_FAILED
 		}
-		return kproxy.EncodeResponse(req, mr)
 	})
 	var stdout, stderr bytes.Buffer
 	st := run([]string{"diagnose", "--bootstrap", p.Addr(), "--topic", "events"}, nil, &stdout, &stderr)
@@ -292,4 +272,22 @@ func TestCapWriter(t *testing.T) {
 	if want := "0123456789\n... output cut at 1048576 bytes\n"; b.String() != want {
 		t.Errorf("wrote %q, want %q", b.String(), want)
 	}
+}
+
+// rewriteMetadata makes p hand every Metadata response to edit before the
+// client sees it.
+func rewriteMetadata(t *testing.T, p *kproxy.Proxy, edit func(*kmsg.MetadataResponse)) {
+	p.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != 3 {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			t.Errorf("decoding metadata: %v", err)
+			return resp
+		}
+		mr := r.(*kmsg.MetadataResponse)
+		edit(mr)
+		return kproxy.EncodeResponse(req, mr)
+	})
 }
