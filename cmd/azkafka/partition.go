@@ -14,51 +14,111 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/azkafka/azkafka/iq"
 )
 
-const partitionUsage = `Usage: azkafka partition --partitions N[,N...] [--keys-file FILE] [--key-serde S] [--json] [KEY...]
+const partitionUsage = `Usage: azkafka partition --partitions N[,N...] [--balancer B] [--keys-file FILE] [--key-serde S] [--json] [KEY...]
 
-The partition lab: shows where keys land with Kafka's default partitioner
-for keyed records, toPositive(murmur2(serialized key)) % partitions, exactly
-as Java's producer (BuiltInPartitioner) and Kafka Streams compute it.
+The partition lab: shows where keys land on a topic's partitions and what
+moves when it grows. By default it places each serialized key with Kafka's
+default partitioner for keyed records, toPositive(murmur2(key)) % partitions,
+exactly as Java's producer (BuiltInPartitioner), Kafka Streams and iq
+compute it, and as kafka-go's kafka.Murmur2Balancer does; --balancer picks
+another of kafka-go's keyed balancers. kafka.Writer's default balancer,
+RoundRobin, ignores keys: it sends a key's records to every partition in
+turn, so a Writer that needs a key's records together sets Balancer.
 
 Keys come from the arguments, else from --keys-file, else from standard
 input (on a terminal, after a line on stderr saying so; Ctrl-D ends the
 keys); one per line or comma-separated. Empty keys are skipped; a key given
 twice counts once. Put -- before keys that start with "-".
 
-For each partition count it prints where each key lands and the load per
-partition with its skew (the fullest partition against the ideal
-keys/partitions, and the empty partitions); for each pair of consecutive
-counts, how many and which keys move. Growing a topic moves keys: records
-of one key written before and after land on different partitions, so their
-order is lost and a Kafka Streams store sees the key on a new task.
+For each partition count it prints the balancer, where each key lands and
+the load per partition with its skew (the fullest partition against the
+ideal keys/partitions, and the empty partitions); for each pair of
+consecutive counts, how many and which keys move. Growing a topic moves
+keys, and so does changing its balancer: records of one key written before
+and after land on different partitions, so their order is lost and a Kafka
+Streams store sees the key on a new task.
 
-Null keys are not placed by this formula and are not spread round-robin
-either: since Kafka 2.4 (KIP-480) the sticky partitioner, the default since
-3.3 (KIP-794, built into the producer), sends every keyless record of a
-batch to one partition and switches partition when the batch is full, so
-load evens out over batches, not records.
+Null keys are placed by none of these formulas. kafka.Hash sends them
+round-robin, kafka-go's other balancers each to a random partition. In
+Java's producer they are not spread round-robin: since Kafka 2.4 (KIP-480)
+the sticky partitioner, the default since 3.3 (KIP-794, built into the
+producer), sends every keyless record of a batch to one partition and
+switches partition when the batch is full, so load evens out over batches,
+not records.
 
 Flags:
   --partitions N,...  partition counts to compare, e.g. 3,6,8 (required)
+  --balancer B        how keys are placed, in any case (default murmur2):
+                        murmur2    toPositive(murmur2(key)) % n: Java's
+                                   default partitioner, Kafka Streams, iq;
+                                   kafka.Murmur2Balancer
+                        hash       kafka.Hash: FNV-1a, |int32(h) % n|, as
+                                   Sarama's hash partitioner
+                        crc32      kafka.CRC32Balancer: CRC-32 (IEEE) % n,
+                                   librdkafka's consistent_random (the
+                                   default of confluent-kafka-go)
+                        reference  kafka.ReferenceHash: FNV-1a,
+                                   (h & 0x7fffffff) % n, as Sarama's
+                                   reference hash partitioner
   --keys-file FILE    read keys from FILE ("-" is standard input)
-  --key-serde S       how the Java application serializes keys: string
-                      (StringSerializer, UTF-8; default), int32
-                      (IntegerSerializer) or int64 (LongSerializer)
-  --json              print {"partitions": {"<n>": {"<key>": p}},
-                      "moved": {"<a>-><b>": count}, "load": {"<n>": [count
-                      per partition]}}; "moved" covers every ordered pair
-                      of the given counts
+  --key-serde S       the key bytes, for every balancer: string (UTF-8,
+                      Java's StringSerializer; default), int32 (4 bytes
+                      big-endian, IntegerSerializer) or int64 (8 bytes
+                      big-endian, LongSerializer)
+  --json              print {"balancer": "<name>", "partitions": {"<n>":
+                      {"<key>": p}}, "moved": {"<a>-><b>": count}, "load":
+                      {"<n>": [count per partition]}}; "moved" covers every
+                      ordered pair of the given counts
 
-Exit status: 0 success, 2 usage error (bad flag, count or key).
+Exit status: 0 success, 2 usage error (bad flag, balancer, count or key).
 `
+
+// keyBalancer is a way of placing a serialized key on one of a topic's
+// partitions that --balancer names.
+type keyBalancer struct {
+	name    string
+	about   string         // the text output's header, after the name
+	balance kafka.Balancer // called with the partitions 0..n-1
+}
+
+// keyBalancers are the values of --balancer, the default first. murmur2 is
+// iq's Partition, the function iq routes with (kafka.Murmur2Balancer agrees
+// with it); the others are kafka-go's own balancers, zero values: for the
+// non-empty keys the lab places, CRC32Balancer's Consistent (false by
+// default) changes nothing.
+var keyBalancers = []keyBalancer{
+	{"murmur2", "Java's default partitioner, Kafka Streams, iq; kafka.Murmur2Balancer",
+		kafka.BalancerFunc(func(m kafka.Message, ps ...int) int { return iq.Partition(m.Key, len(ps)) })},
+	{"hash", "kafka.Hash: FNV-1a, as Sarama's hash partitioner", &kafka.Hash{}},
+	{"crc32", "kafka.CRC32Balancer: CRC-32, librdkafka's consistent_random", kafka.CRC32Balancer{}},
+	{"reference", "kafka.ReferenceHash: FNV-1a, as Sarama's reference hash partitioner", &kafka.ReferenceHash{}},
+}
+
+// roundRobinNote is the text output's second line.
+const roundRobinNote = "kafka.Writer's default balancer, RoundRobin, ignores keys: it sends a key's records to every partition in turn"
+
+// lookupBalancer returns the balancer named name, in any case.
+func lookupBalancer(name string) (keyBalancer, error) {
+	var names []string
+	for _, b := range keyBalancers {
+		if strings.EqualFold(b.name, name) {
+			return b, nil
+		}
+		names = append(names, b.name)
+	}
+	return keyBalancer{}, fmt.Errorf("--balancer %s: want %s or %s", strconv.Quote(name), strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+}
 
 func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("partition", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	countsFlag := flags.String("partitions", "", "")
+	balancerFlag := flags.String("balancer", keyBalancers[0].name, "")
 	keysFile := flags.String("keys-file", "", "")
 	serde := flags.String("key-serde", "string", "")
 	asJSON := flags.Bool("json", false, "")
@@ -75,6 +135,10 @@ func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return failUsage(stderr, "partition", "partition", "%s", flagError(flags, err))
 	}
 	counts, err := parseCounts(*countsFlag)
+	if err != nil {
+		return failUsage(stderr, "partition", "partition", "%v", err)
+	}
+	balancer, err := lookupBalancer(*balancerFlag)
 	if err != nil {
 		return failUsage(stderr, "partition", "partition", "%v", err)
 	}
@@ -108,13 +172,17 @@ func runPartition(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		}
 	}
 
-	lab := partitionLab{keys: keys, counts: counts, placed: map[int][]int{}}
+	lab := partitionLab{balancer: balancer, keys: keys, counts: counts, placed: map[int][]int{}}
 	for _, n := range counts {
-		ps := make([]int, len(keys))
-		for i, b := range serialized {
-			ps[i] = iq.Partition(b, n)
+		partitions := make([]int, n)
+		for p := range partitions {
+			partitions[p] = p
 		}
-		lab.placed[n] = ps
+		placed := make([]int, len(keys))
+		for i, b := range serialized {
+			placed[i] = balancer.balance.Balance(kafka.Message{Key: b}, partitions...)
+		}
+		lab.placed[n] = placed
 	}
 	if *asJSON {
 		return lab.printJSON(stdout, stderr)
@@ -214,9 +282,10 @@ func serializeKey(serde, k string) ([]byte, error) {
 }
 
 type partitionLab struct {
-	keys   []string
-	counts []int
-	placed map[int][]int // count -> partition of keys[i]
+	balancer keyBalancer
+	keys     []string
+	counts   []int
+	placed   map[int][]int // count -> partition of keys[i]
 }
 
 func (l partitionLab) load(n int) []int {
@@ -239,10 +308,11 @@ func (l partitionLab) moved(a, b int) []string {
 
 func (l partitionLab) printJSON(stdout, stderr io.Writer) int {
 	doc := struct {
+		Balancer   string                    `json:"balancer"`
 		Partitions map[string]map[string]int `json:"partitions"`
 		Moved      map[string]int            `json:"moved"`
 		Load       map[string][]int          `json:"load"`
-	}{map[string]map[string]int{}, map[string]int{}, map[string][]int{}}
+	}{l.balancer.name, map[string]map[string]int{}, map[string]int{}, map[string][]int{}}
 	for _, n := range l.counts {
 		m := map[string]int{}
 		for i, k := range l.keys {
@@ -267,6 +337,7 @@ func (l partitionLab) printJSON(stdout, stderr io.Writer) int {
 }
 
 func (l partitionLab) printText(w io.Writer) {
+	fmt.Fprintf(w, "balancer: %s (%s)\n%s\n\n", l.balancer.name, l.balancer.about, roundRobinNote)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "key")
 	for _, n := range l.counts {

@@ -32,9 +32,10 @@ func main() {
 func run(ctx context.Context, brokers []string) error {
 	// Was: w := &kafka.Writer{...}
 	w, err := sdk.NewWriter(&kafka.Writer{
-		Addr:                   kafka.TCP(brokers...),
-		Topic:                  "events",
-		Balancer:               &kafka.Hash{},    // a key's messages share a partition
+		Addr:  kafka.TCP(brokers...),
+		Topic: "events",
+		// Murmur2Balancer places a key where Java producers, Kafka Streams and iq put it.
+		Balancer:               kafka.Murmur2Balancer{},
 		RequiredAcks:           kafka.RequireAll, // idempotent: each message stored once, in order
 		AllowAutoTopicCreation: true,
 	})
