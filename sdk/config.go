@@ -408,8 +408,16 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	c.idempotence = idempotence{mode: idempotenceAuto}
 	c.groupProtocol = GroupProtocolClassic
 	c.maxResponse = DefaultMaxResponseBytes
-	if err := settings.Apply("sdk", envVars, &c, lookup); err != nil {
+	table, others := varsFor(o.ctor)
+	if err := settings.Apply("sdk", table, &c, lookup); err != nil {
 		return config{}, err
+	}
+	// A bad variable only another kind of client reads does not stop
+	// this one; it is worth a warning.
+	var scratch config
+	if err := settings.Apply("sdk", others, &scratch, lookup); err != nil {
+		c.logger.Warn("azkafka: a variable this client does not read is invalid; the clients that read it will refuse it",
+			slog.String("client", o.ctor.String()), slog.Any("error", err))
 	}
 
 	// Client ID pieces.
@@ -507,7 +515,7 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	// endpoints) through the same getenv, so they are validated here too.
 	dcfg, err := azdetect.ConfigFromEnv(getenv)
 	if err != nil {
-		return config{}, fmt.Errorf("sdk: %w", err)
+		return config{}, inCtor("", err)
 	}
 	switch {
 	case o.az != nil:
@@ -672,6 +680,29 @@ var envVars = []settings.Var[config]{
 			}
 			return err
 		}},
+}
+
+// onlyFor names the constructor that reads a variable not every client
+// reads: the Writer's idempotence and partitioning, the Reader's fetch and
+// group protocol.
+var onlyFor = map[string]ctor{
+	EnvIdempotence:       ctorWriter,
+	EnvRackAware:         ctorWriter,
+	EnvFetchFromFollower: ctorReader,
+	EnvGroupProtocol:     ctorReader,
+}
+
+// varsFor splits the table into the variables a client built by c reads
+// and the others (none for anyCtor, which reads every one).
+func varsFor(c ctor) (reads, others []settings.Var[config]) {
+	for _, v := range envVars {
+		if only, ok := onlyFor[v.Name]; ok && c != anyCtor && only != c {
+			others = append(others, v)
+			continue
+		}
+		reads = append(reads, v)
+	}
+	return reads, others
 }
 
 // envLookup is how the configuration reads a variable: through getenv

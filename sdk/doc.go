@@ -30,7 +30,8 @@
 // Reader keeps kafka.Reader's methods and kafka.ReaderConfig and runs on
 // franz-go's consumer (kgo): fetch from the replica in the client's zone
 // (WithFetchFromFollower), classic groups with the kafka-go balancers or
-// KIP-848 (WithGroupProtocol), Close in milliseconds. See Reader.
+// KIP-848 (WithGroupProtocol), Close in milliseconds on a healthy cluster
+// and within ReaderCloseTimeout on any. See Reader.
 //
 // # Idempotent produce
 //
@@ -103,8 +104,9 @@
 // authorizer's refusal, and a broker certificate the client does not trust
 // (unknown CA, expired, wrong host) come back from WriteMessages and
 // ReadMessage with their cause at once. TLS set against a plaintext port
-// (the broker closes the handshake) is retried like a closed connection,
-// and the error of a call whose ctx ended says so, with the address:
+// (the broker closes the handshake) ends a call at once while the client
+// has never reached its cluster (see BootstrapError), and is retried like
+// a closed connection after; the error says so, with the address:
 //
 //	sdk: TLS handshake with 127.0.0.1:9092: the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): EOF
 //
@@ -140,6 +142,49 @@
 // *tls.CertificateVerificationError. Configuration errors (of the
 // constructors) are not meant to be matched: they name the option or the
 // variable and quote its value.
+//
+// # Differences from kafka-go
+//
+// The differential tests (internal/testkit/difftest) run the same scenarios
+// through kafka-go's clients and this package's, in go test ./... on the
+// in-process broker and in the conformance suite on Apache Kafka 4.3.1, and
+// compare what every call returns (the errors.Is and errors.As targets),
+// whether it returns on its own or waits for its ctx, what Completion and
+// Stats report and what the cluster stores. They fail on any difference that
+// is not one of these, each with its reason:
+//
+//   - WriteMessages called with a ctx that has already ended returns ctx's
+//     error and stores nothing. kafka-go returns ctx's error too, but once
+//     it has the topic's partitions cached it has queued the messages and
+//     stores them: a caller that retries writes them twice.
+//   - Writer.Close waits at most kafka.Writer.WriteTimeout for the messages
+//     of async calls and of calls still waiting; those it gives up on fail
+//     with an error matching context.DeadlineExceeded (Completion gets them
+//     with Topic and Partition set). kafka-go's Close waits until every
+//     batch is written or has failed MaxAttempts times, each attempt taking
+//     up to WriteTimeout: minutes against a broker that does not answer,
+//     longer than a pod's grace period.
+//   - Reader.CommitMessages after Close returns io.ErrClosedPipe at once.
+//     kafka-go's blocks until its ctx ends: the commit can never be made.
+//   - Reader.ReadLag after Close returns an error. The Reader's connections
+//     are closed; kafka-go's dials the partition's leader again.
+//   - ReadMessage whose commit fails returns the message it fetched together
+//     with the error. The caller can still process it (the commit may have
+//     been stored); kafka-go returns an empty Message, and the message is
+//     not handed out again.
+//   - NewReader and NewWriter return an error for an invalid configuration,
+//     naming the field. kafka.NewReader panics, and kafka-go's Writer fails
+//     on its first call; an error at construction is what a service can
+//     report.
+//   - Once a broker has answered, the Writer resends and the Reader
+//     refetches through closed connections, refusals and leader elections
+//     until the delivery budget (110 s by default) or the call's ctx ends:
+//     MaxAttempts, WriteBackoffMin/Max and ReadBackoffMin/Max do not apply.
+//     kafka-go gives up after MaxAttempts attempts (seconds), so a broker's
+//     restart or an interzone close fails calls; a drop-in exists to ride
+//     those out. Before any broker answered, errors no retry fixes end a
+//     call at once and refusals after DefaultBootstrapTimeout (10 s), where
+//     kafka-go returns the first dial error.
 //
 // # Metrics
 //

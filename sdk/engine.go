@@ -116,10 +116,12 @@ func (s *session) engineDial(d *kafka.Dialer, h *engineHooks) func(ctx context.C
 		}
 		conn, err := dial(ctx, network, target)
 		if err != nil {
+			h.boot.failed(address, err)
 			return nil, err
 		}
 		if d.TLS != nil {
 			if conn, err = tlsHandshake(ctx, conn, d.TLS, address); err != nil {
+				h.boot.failed(address, err)
 				return nil, err
 			}
 		}
@@ -238,6 +240,7 @@ func (l *engineLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // concurrent use; the per-message path never touches it.
 type engineHooks struct {
 	az       string
+	boot     *bootstrap
 	zone     *zoneFallback // nil unless fetching from followers
 	seq      *seqCheck     // nil but for a Writer
 	client   atomic.Pointer[kgo.Client]
@@ -255,6 +258,11 @@ type engineHooks struct {
 
 	errSeq  atomic.Int64
 	lastErr atomic.Pointer[error]
+	// failingSince is when (unix nanoseconds) the engine met its first
+	// error since a broker last answered; 0 while brokers answer. After
+	// warnAfter of that, the errors it absorbs are logged at Warn.
+	failingSince atomic.Int64
+	warnAfter    time.Duration
 	// answered: a broker answered a request since lastErr.
 	answered atomic.Bool
 	// fatal is the last refusal (TLS verification, SASL, authorization)
@@ -268,11 +276,13 @@ type brokerCounters struct {
 	bytes, batches atomic.Int64
 }
 
-// newEngineHooks returns the hooks of a client of s, after s's
-// startRecorder; reader says whether the client is a Reader.
-func newEngineHooks(s *session, c *counters, reader bool) *engineHooks {
+// newEngineHooks returns the hooks of a client of s with the bootstrap
+// addresses seeds, after s's startRecorder; reader says whether the
+// client is a Reader.
+func newEngineHooks(s *session, c *counters, reader bool, seeds []string) *engineHooks {
 	h := &engineHooks{
 		az:       s.az,
+		boot:     newBootstrap(seeds, DefaultBootstrapTimeout),
 		counters: c,
 		logger:   s.logger,
 		logSome:  rate.Sometimes{Interval: 5 * time.Second},
@@ -280,7 +290,29 @@ func newEngineHooks(s *session, c *counters, reader bool) *engineHooks {
 		rec:      s.rec,
 	}
 	h.metrics = newMetricsHooks(s, h, reader)
+	h.boot.onGiveUp = h.refuse
 	return h
+}
+
+// refuse records err as a refusal no retry fixes and wakes the callers
+// waiting for the engine.
+func (h *engineHooks) refuse(err error) {
+	h.lastErr.Store(&err)
+	h.errSeq.Add(1)
+	h.fatal.Store(&err)
+	if f := h.onFatal.Load(); f != nil {
+		(*f)(err)
+	}
+}
+
+// rearm starts a new bootstrap attempt for a call made after one gave
+// up, and forgets that refusal.
+func (h *engineHooks) rearm() {
+	if prev := h.boot.rearm(); prev != nil {
+		if p := h.fatal.Load(); p != nil && *p == prev {
+			h.fatal.CompareAndSwap(p, nil)
+		}
+	}
 }
 
 var (
@@ -325,6 +357,15 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 	if err == nil && !h.answered.Load() {
 		h.answered.Store(true)
 	}
+	if err == nil && h.failingSince.Load() != 0 {
+		h.failingSince.Store(0)
+	}
+	switch {
+	case err == nil && key == metadataKey:
+		h.boot.answered()
+	case err != nil:
+		h.boot.failed(brokerAddr(meta), err)
+	}
 	if key == fetchKey {
 		h.fetches.Add(1)
 		h.waitTime.observe(wait)
@@ -353,8 +394,11 @@ func (h *engineHooks) OnGroupManageError(err error) {
 	}
 }
 
-// fetchKey is the Fetch request's API key.
-const fetchKey = 1
+// fetchKey and metadataKey are the Fetch and Metadata requests' API keys.
+const (
+	fetchKey    = 1
+	metadataKey = 3
+)
 
 func brokerAddr(meta kgo.BrokerMetadata) string {
 	return net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
@@ -393,7 +437,14 @@ func (h *engineHooks) noteError(err error) {
 	if h.rec != nil {
 		h.rec.Absorbed(errorType(err))
 	}
+	now := time.Now()
+	h.failingSince.CompareAndSwap(0, now.UnixNano())
 	h.logSome.Do(func() {
+		if d := now.Sub(time.Unix(0, h.failingSince.Load())); h.warnAfter > 0 && d > h.warnAfter {
+			h.logger.Warn("azkafka: no broker has answered for "+d.Round(time.Second).String()+"; the engine keeps retrying",
+				"error", err, "fix", "check that the brokers are up and reachable from here (azkafka diagnose)")
+			return
+		}
 		h.logger.Info("azkafka: the engine is retrying after a transient error", "error", err)
 	})
 }
@@ -535,7 +586,13 @@ func kafkaError(err error) error {
 	if errors.As(err, &kc) {
 		return err
 	}
-	return kafkaCoded{err: err, code: kafka.Error(ke.Code)}
+	code := kafka.Error(ke.Code)
+	if ke == kerr.UnknownTopicID {
+		// Requests by topic ID (Kafka 4's) answer this where kafka-go's,
+		// by name, get UNKNOWN_TOPIC_OR_PARTITION.
+		code = kafka.UnknownTopicOrPartition
+	}
+	return kafkaCoded{err: err, code: code}
 }
 
 // engineTransient reports whether an error the engine returned is worth
@@ -547,3 +604,61 @@ func engineTransient(err error) bool {
 	}
 	return retry.IsTransient(err) || kerr.IsRetriable(err)
 }
+
+// ctxError is the error of a call whose ctx ended while the engine was
+// retrying: it matches ctx's error (errors.Is) and nothing else, as
+// kafka-go's does, and its text names the last error the engine met.
+type ctxError struct {
+	ctx  error // context.Cause of the call's ctx
+	last error // nil when none since the call began
+}
+
+// newCtxError returns ctx's error, naming last when not nil.
+func newCtxError(ctx context.Context, last error) error {
+	err := context.Cause(ctx)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = context.Canceled
+	}
+	var inner *ctxError
+	if errors.As(last, &inner) {
+		last = inner.last // a retried call's own ctx error: name its cause once
+	}
+	if last == nil {
+		return err
+	}
+	return &ctxError{ctx: err, last: last}
+}
+
+func (e *ctxError) Error() string { return e.ctx.Error() + "; last error: " + e.last.Error() }
+
+func (e *ctxError) Unwrap() error { return e.ctx }
+
+// inCtor is err, a constructor's, under one prefix, "sdk: <ctor>: " ("sdk: "
+// for ctor ""): the
+// package prefixes inside its text (sdk's own, azdetect's) are dropped;
+// errors.Is and errors.As still see err.
+func inCtor(ctor string, err error) error {
+	msg := err.Error()
+	for {
+		trimmed := strings.TrimPrefix(strings.TrimPrefix(msg, "sdk: "), "azdetect: ")
+		if trimmed == msg {
+			break
+		}
+		msg = trimmed
+	}
+	if ctor != "" {
+		msg = ctor + ": " + msg
+	}
+	return &ctorError{msg: "sdk: " + msg, err: err}
+}
+
+type ctorError struct {
+	msg string
+	err error
+}
+
+func (e *ctorError) Error() string { return e.msg }
+func (e *ctorError) Unwrap() error { return e.err }

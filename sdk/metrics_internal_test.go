@@ -196,7 +196,7 @@ func TestHooksAllocateNothing(t *testing.T) {
 				s.metrics = metrics.ProviderFunc(func(metrics.Client) metrics.Recorder { return rec })
 			}
 			s.startRecorder(metrics.Client{Kind: metrics.KindReader})
-			h := newEngineHooks(s, &counters{}, true)
+			h := newEngineHooks(s, &counters{}, true, nil)
 			wh := &writerHooks{counters: &counters{}, rec: s.rec, metrics: h.metrics}
 			if (h.metrics != nil) != (rec != nil) {
 				t.Fatalf("metrics hooks %v with recorder %v", h.metrics, rec)
@@ -259,10 +259,10 @@ func BenchmarkHookEvents(b *testing.B) {
 			s.metrics = metrics.ProviderFunc(func(metrics.Client) metrics.Recorder { return rec })
 		}
 		s.startRecorder(metrics.Client{})
-		wh := newEngineHooks(s, &counters{}, false)
+		wh := newEngineHooks(s, &counters{}, false, nil)
 		writer := &writerHooks{counters: &counters{}, rec: s.rec, metrics: wh.metrics}
 		watch := &producerWatch{rec: s.rec}
-		rh := newEngineHooks(s, &counters{}, true)
+		rh := newEngineHooks(s, &counters{}, true, nil)
 		hooks := func(h *engineHooks, more ...kgo.Hook) []kgo.Hook {
 			hs := append([]kgo.Hook{h}, more...)
 			if h.metrics != nil {

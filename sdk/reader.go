@@ -23,8 +23,9 @@ import (
 // partitions and whole record batches are decoded at once, so a Reader
 // with periodic commits reads about 2.4 times as fast as kafka-go's (with
 // a synchronous commit per message or per batch, the commit round trips
-// bound both alike), and it closes in milliseconds (kafka-go's waits out
-// MaxWait). Create it with NewReader; the zero value
+// bound both alike), and it closes in milliseconds on a healthy cluster
+// (kafka-go's waits out MaxWait), within ReaderCloseTimeout on any.
+// Create it with NewReader; the zero value
 // is not usable. Its methods are safe for concurrent use.
 //
 // Modes, as in kafka-go: with ReaderConfig.GroupID it is a member of a
@@ -68,21 +69,25 @@ import (
 // commits only offsets the caller gave back, so the committed offset never
 // passes a message the caller was not given. Records of a partition that
 // was revoked meanwhile are dropped, not handed out: its next owner starts
-// at the committed offset. A commit for a partition the Reader no longer
-// owns is dropped the same way (its next owner may read those messages
-// again). Offsets that hold no record (compacted away, transaction
-// markers) are passed over, as in kafka-go.
+// at the committed offset. Offsets that hold no record (compacted away,
+// transaction markers) are passed over, as in kafka-go.
 //
 // Errors: the engine retries what is transient (closed or reset
 // connections, leader moves, a coordinator loading) on its own; the Reader
 // logs what it absorbed (rate-limited, at most one line per 5 s). When the
 // caller's ctx ends meanwhile, the error wraps ctx's error and names the
 // last cause: "context deadline exceeded; last error: dial tcp
-// 127.0.0.1:1: connect: connection refused". Errors that waiting cannot
-// fix return at once: authentication, TLS, authorization, an offset out of
-// range with no reset. Kafka error codes match kafka-go's
-// (errors.Is(err, kafka.GroupAuthorizationFailed)). io.EOF is returned only
-// after Close.
+// 127.0.0.1:1: connect: connection refused"; like kafka-go's, it matches
+// ctx's error and nothing else. Errors that waiting cannot fix return at
+// once: authentication, TLS, authorization, an offset out of range with
+// OffsetOutOfRangeError. Before the Reader ever reached its cluster,
+// bootstrap addresses no retry fixes (an unknown host, TLS against a
+// plaintext port or the reverse, a server that is not Kafka) end the read
+// as soon as every address failed so, and refusals after
+// DefaultBootstrapTimeout (a *BootstrapError); once the cluster has been
+// unreachable for longer than MaxWait, the errors absorbed are logged at
+// Warn. Kafka error codes match kafka-go's (errors.Is(err,
+// kafka.GroupAuthorizationFailed)). io.EOF is returned only after Close.
 //
 // # kafka.ReaderConfig fields
 //
@@ -111,9 +116,10 @@ import (
 //     (ReadLag and SetOffsetAt list offsets with it).
 //   - StartOffset (FirstOffset): where a group member starts on a partition
 //     with no committed offset.
-//   - OffsetOutOfRangeError (false): true returns an out-of-range offset as
-//     an error; false goes on at the log start when the offset is below it
-//     (kafka-go's rule) and waits when it is past the end.
+//   - OffsetOutOfRangeError (false): an offset (SetOffset) below the log's
+//     start reads from the start, as in kafka-go; one past its end is
+//     waited for until the log reaches it, or with true is
+//     kafka.OffsetOutOfRange.
 //   - CommitInterval (0): 0 makes CommitMessages synchronous; > 0 marks,
 //     committed every interval, before a partition is revoked and in Close
 //     (within 10 s).
@@ -176,6 +182,8 @@ type Reader struct {
 	offset  int64
 	lag     int64
 	started bool
+	// waits counts the checks while the offset is past the log's end.
+	waits atomic.Int64
 	// pollCancel interrupts the poll in flight (SetOffset, Close, a
 	// refusal).
 	pollCancel context.CancelCauseFunc
@@ -245,8 +253,10 @@ const DefaultFetchMaxBytes = 16 << 20
 // next recheck.
 const RecheckPreferredReplica = 5 * time.Second
 
-// closeCommitTimeout bounds the commit of marked offsets in Close.
-const closeCommitTimeout = 10 * time.Second
+// ReaderCloseTimeout bounds Reader.Close: the commit of the marked
+// offsets and the leave of the group it makes, whatever the cluster's
+// state.
+const ReaderCloseTimeout = 10 * time.Second
 
 // NewReader returns a Reader for config:
 //
@@ -274,7 +284,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	}
 	s, err := newSession(context.Background(), append([]Option{forCtor(ctorReader)}, readerOptions(config.Dialer, opts)...))
 	if err != nil {
-		return nil, fmt.Errorf("sdk: NewReader: %w", err)
+		return nil, inCtor("NewReader", err)
 	}
 	config.GroupBalancers = withZone(config.GroupBalancers, s.az)
 	r := &Reader{
@@ -291,7 +301,8 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		commitDone: make(chan struct{}),
 	}
 	s.startRecorder(metrics.Client{Kind: metrics.KindReader, Topic: config.Topic, Group: config.GroupID, FetchFromFollower: s.fetchFollower})
-	r.hooks = newEngineHooks(s, &r.counters, true)
+	r.hooks = newEngineHooks(s, &r.counters, true, config.Brokers)
+	r.hooks.warnAfter = config.MaxWait
 	if s.fetchFollower {
 		r.hooks.zone = newZoneFallback(s.az, s.logger)
 		r.hooks.zone.rec = s.rec
@@ -304,7 +315,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		if s.rec != nil {
 			s.rec.Closed()
 		}
-		return nil, fmt.Errorf("sdk: NewReader: %w", err)
+		return nil, inCtor("NewReader", err)
 	}
 	refresh := r.hooks.refreshMetadata
 	s.policy.onPeerClose.Store(&refresh)
@@ -570,17 +581,36 @@ func message(f fetched) kafka.Message {
 		Partition:     int(rec.Partition),
 		Offset:        rec.Offset,
 		HighWaterMark: f.hwm,
-		Key:           rec.Key,
-		Value:         rec.Value,
-		Time:          rec.Timestamp,
+		Key:           orNil(rec.Key),
+		Value:         orNil(rec.Value),
+		Time:          messageTime(rec.Timestamp),
 	}
 	if len(rec.Headers) > 0 {
 		m.Headers = make([]kafka.Header, len(rec.Headers))
 		for i, h := range rec.Headers {
-			m.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+			m.Headers[i] = kafka.Header{Key: h.Key, Value: orNil(h.Value)}
 		}
 	}
 	return m
+}
+
+// orNil is b, or nil when it is empty: kafka-go's Reader hands out an
+// empty key, value or header value as nil.
+func orNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// messageTime is a record's timestamp as kafka-go's Reader gives it: in
+// UTC, and the zero Time for a timestamp at or before the epoch.
+func messageTime(t time.Time) time.Time {
+	ms := t.UnixMilli()
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 // poll refills the buffer from the engine, or returns why it could not.
@@ -591,13 +621,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		return r.ctxError(ctx, mark)
 	}
 	defer func() { <-r.pollSem }()
-	if err := r.start(); err != nil {
-		return err
-	}
-	if err := r.hooks.fatalError(); err != nil {
-		return err
-	}
-	r.checkGroupProtocol(ctx)
+	r.hooks.rearm()
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.mu.Lock()
@@ -608,11 +632,27 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	moves := r.moves
 	r.pollCancel = cancel
 	r.mu.Unlock()
-
+	defer func() {
+		r.mu.Lock()
+		r.pollCancel = nil
+		r.mu.Unlock()
+	}()
+	if err := r.hooks.fatalError(); err != nil {
+		return err
+	}
+	started, err := r.start(pctx)
+	if err == nil && !started {
+		// The offset is past the partition's end: wait for the log to
+		// reach it, as kafka-go does, checking again after a backoff.
+		err = sleepCtx(pctx, r.waitBackoff())
+	}
+	if err != nil || !started {
+		return r.interrupted(ctx, pctx, mark, err)
+	}
+	r.checkGroupProtocol(pctx)
 	fs := r.engine().PollRecords(pctx, r.config.QueueCapacity)
 
 	r.mu.Lock()
-	r.pollCancel = nil
 	r.buf, r.head = r.buf[:0], 0
 	var n, bytes int64
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -651,10 +691,46 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	if err := r.pollErrors(ctx, mark, fs.Errors()); err != nil {
 		return err
 	}
-	if cause := context.Cause(pctx); cause != nil && ctx.Err() == nil && cause != context.Canceled {
+	return r.interrupted(ctx, pctx, mark, nil)
+}
+
+// interrupted is what a poll whose own ctx (pctx, of the caller's ctx)
+// may have ended returns, err being what it met: nil when SetOffset moved
+// the reader (the caller polls again), io.EOF after Close, the refusal
+// that interrupted it, or the caller's ctx's error.
+func (r *Reader) interrupted(ctx, pctx context.Context, mark int64, err error) error {
+	cause := context.Cause(pctx)
+	switch {
+	case r.closed.Load():
+		return io.EOF
+	case ctx.Err() != nil:
+		return r.ctxError(ctx, mark)
+	case cause != nil && cause != context.Canceled:
 		return cause // a refusal interrupted the poll
+	case cause != nil:
+		return nil // SetOffset
 	}
-	return nil
+	return err
+}
+
+// waitBackoff is the wait before checking again whether the log reached
+// the offset the reader waits for: kafka-go's read backoff, doubling from
+// ReadBackoffMin to ReadBackoffMax.
+func (r *Reader) waitBackoff() time.Duration {
+	n := min(r.waits.Add(1)-1, 16)
+	return min(r.config.ReadBackoffMin<<n, r.config.ReadBackoffMax)
+}
+
+// sleepCtx waits d, or until ctx ends (then its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // checkGroupProtocol reads, once, whether the cluster has KIP-848's
@@ -737,49 +813,61 @@ var opText = [...]string{metrics.OpFetch: "fetch", metrics.OpCommit: "commit", m
 
 // ctxError is ctx's error, naming the last error absorbed since mark.
 func (r *Reader) ctxError(ctx context.Context, mark int64) error {
-	err := context.Cause(ctx)
-	if err == nil {
-		err = ctx.Err()
-	}
+	err := newCtxError(ctx, r.hooks.since(mark))
 	if errors.Is(err, context.DeadlineExceeded) {
 		r.stats.timeouts.Add(1)
-	}
-	if last := r.hooks.since(mark); last != nil {
-		return fmt.Errorf("%w; last error: %w", err, last)
 	}
 	return err
 }
 
 // start makes the engine consume the partition (partition mode) from the
-// offset set so far; kafka-go too starts reading at the first read.
-func (r *Reader) start() error {
+// offset set so far, at the first read as kafka-go's reader starts: an
+// offset below the log's start starts there, one past its end is waited
+// for (or, with OffsetOutOfRangeError, is kafka.OffsetOutOfRange). It
+// reports whether the engine consumes the partition.
+func (r *Reader) start(ctx context.Context) (bool, error) {
 	if r.group {
-		return nil
+		return true, nil
+	}
+	r.mu.Lock()
+	if r.started {
+		r.mu.Unlock()
+		return true, nil
+	}
+	want, moves := r.offset, r.moves
+	r.mu.Unlock()
+	off := kgo.NewOffset().AtStart() // kafka.FirstOffset, and kafka-go's below-start
+	switch {
+	case want == kafka.LastOffset:
+		off = kgo.NewOffset().AtEnd()
+	case want >= 0:
+		first, err := r.listOffset(ctx, -2)
+		if err != nil {
+			return false, err
+		}
+		last, err := r.listOffset(ctx, -1)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case want > last && r.config.OffsetOutOfRangeError:
+			return false, kafkaError(fmt.Errorf("sdk: %s[%d]: offset %d is past the end of the log (%d): %w",
+				r.config.Topic, r.config.Partition, want, last, kerr.OffsetOutOfRange))
+		case want > last:
+			return false, nil
+		case want >= first:
+			off = kgo.NewOffset().At(want)
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.started {
-		return nil
-	}
-	off, err := engineOffset(r.offset)
-	if err != nil {
-		return err
+	if r.moves != moves {
+		return false, nil // SetOffset moved it meanwhile: start again
 	}
 	r.started = true
+	r.waits.Store(0)
 	r.engine().AddConsumePartitions(map[string]map[int32]kgo.Offset{r.config.Topic: {int32(r.config.Partition): off}})
-	return nil
-}
-
-func engineOffset(o int64) (kgo.Offset, error) {
-	switch {
-	case o >= 0:
-		return kgo.NewOffset().At(o), nil
-	case o == kafka.FirstOffset:
-		return kgo.NewOffset().AtStart(), nil
-	case o == kafka.LastOffset:
-		return kgo.NewOffset().AtEnd(), nil
-	}
-	return kgo.Offset{}, fmt.Errorf("sdk: offset %d: want an offset >= 0, kafka.FirstOffset or kafka.LastOffset", o)
+	return true, nil
 }
 
 func (r *Reader) assigned(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
@@ -842,9 +930,12 @@ func (r *Reader) drop(ps map[string][]int32) {
 // commit, retrying transient errors and generation changes (the retry goes
 // through the group's next generation) until ctx is done; with
 // CommitInterval > 0 it marks the offsets for the next periodic commit.
-// Messages of partitions the Reader no longer owns are left out (see
-// Reader). It returns an error without a GroupID, as kafka-go does, and
-// io.ErrClosedPipe after Close.
+// As kafka-go's, it commits the partitions of msgs whether or not the
+// group gave them to this Reader (the broker takes a member's commit for
+// any partition). Offsets of a topic the cluster no longer has are dropped
+// with a warning, as no retry can commit them. It returns an error
+// without a GroupID, as kafka-go does, and io.ErrClosedPipe after Close
+// (kafka-go's blocks until ctx ends).
 func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) error {
 	if !r.group {
 		return errors.New("sdk: CommitMessages: unavailable when GroupID is not set")
@@ -859,9 +950,6 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 	r.mu.Lock()
 	for _, m := range msgs {
 		tp := topicPartition{m.Topic, int32(m.Partition)}
-		if _, ok := r.owned[tp]; !ok {
-			continue
-		}
 		if r.config.CommitInterval > 0 {
 			r.markLocked(m.Topic, tp.partition, m.Offset)
 			continue
@@ -899,6 +987,15 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 		if r.closed.Load() {
 			return err
 		}
+		if isUnknownTopic(err) {
+			// A deleted topic: its offsets cannot be committed, and
+			// waiting does not change that (kafka-go's commit by name
+			// is taken and its ReadMessage goes on).
+			if !r.dropDeleted(offsets, err) {
+				return nil
+			}
+			continue
+		}
 		if !engineTransient(err) && !isGenerationChange(err) {
 			return err
 		}
@@ -919,7 +1016,7 @@ func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kg
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					cerr = kafkaError(fmt.Errorf("sdk: committing %s[%d] of group %s: %w", t.Topic, p.Partition, r.config.GroupID, err))
+					cerr = &commitError{topic: t.Topic, err: kafkaError(fmt.Errorf("sdk: committing %s[%d] of group %s: %w", t.Topic, p.Partition, r.config.GroupID, err))}
 					return
 				}
 			}
@@ -927,6 +1024,41 @@ func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kg
 	})
 	return cerr
 }
+
+// dropDeleted removes from offsets the topics the cluster no longer has,
+// err being the commit's error, and logs them once each. It reports
+// whether offsets of other topics are left to commit.
+func (r *Reader) dropDeleted(offsets map[string]map[int32]kgo.EpochOffset, err error) bool {
+	var gone []string
+	for t := range offsets {
+		var ce *commitError
+		if errors.As(err, &ce) && ce.topic != t {
+			continue
+		}
+		gone = append(gone, t)
+	}
+	for _, t := range gone {
+		delete(offsets, t)
+		r.s.logger.Warn("azkafka: the cluster no longer has the topic; its offsets are not committed",
+			"group", r.config.GroupID, "topic", t, "error", err)
+	}
+	return len(offsets) > 0
+}
+
+// isUnknownTopic reports whether err says the cluster has no such topic
+// (by name or ID).
+func isUnknownTopic(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
+}
+
+// commitError is a partition's error in a commit's response.
+type commitError struct {
+	topic string
+	err   error
+}
+
+func (e *commitError) Error() string { return e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
 
 func isGenerationChange(err error) bool {
 	return errors.Is(err, kerr.RebalanceInProgress) ||
@@ -989,18 +1121,28 @@ func containsPartition(ps []int32, p int32) bool {
 	return false
 }
 
-// commitLoop commits the marks every CommitInterval until Close.
+// commitLoop commits the marks every CommitInterval until Close, which
+// ends a commit in flight (Close commits the marks itself).
 func (r *Reader) commitLoop() {
 	defer close(r.commitDone)
 	t := time.NewTicker(r.config.CommitInterval)
 	defer t.Stop()
-	for {
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
 		select {
 		case <-r.commitStop:
+			cancel()
+		case <-stop.Done():
+		}
+	}()
+	for {
+		select {
+		case <-stop.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), max(r.config.CommitInterval, 5*time.Second))
-			if err := r.commitMarks(ctx, nil); err != nil {
+			ctx, cancel := context.WithTimeout(stop, max(r.config.CommitInterval, 5*time.Second))
+			if err := r.commitMarks(ctx, nil); err != nil && stop.Err() == nil {
 				r.absorb(metrics.OpCommit, err)
 			}
 			cancel()
@@ -1008,25 +1150,43 @@ func (r *Reader) commitLoop() {
 	}
 }
 
-// Close commits the marked offsets (CommitInterval > 0; within 10 s),
-// leaves the group and closes every connection, like kafka.Reader.Close.
-// Pending and later FetchMessage calls return io.EOF. On a healthy
-// cluster it returns within milliseconds: nothing waits out MaxWait.
+// Close ends pending and later FetchMessage and ReadMessage calls with
+// io.EOF, commits the marked offsets (CommitInterval > 0), leaves the
+// group and closes every connection, like kafka.Reader.Close. It returns
+// within ReaderCloseTimeout whatever the cluster's state; on a healthy
+// cluster, within milliseconds (nothing waits out MaxWait). A commit or
+// leave it could not finish by then is logged at Warn and, for the
+// commit, returned; the engine then finishes closing in the background.
 func (r *Reader) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
 		r.closed.Store(true)
+		r.interrupt(io.EOF)
 		close(r.commitStop)
 		<-r.commitDone
-		if r.group && r.config.CommitInterval > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), closeCommitTimeout)
-			if cerr := r.commitMarks(ctx, nil); cerr != nil {
-				err = fmt.Errorf("sdk: Close: committing marked offsets: %w", cerr)
+		ctx, cancel := context.WithTimeout(context.Background(), ReaderCloseTimeout)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			var cerr error
+			if r.group && r.config.CommitInterval > 0 {
+				if e := r.commitMarks(ctx, nil); e != nil {
+					cerr = fmt.Errorf("sdk: Close: committing marked offsets: %w", e)
+				}
 			}
-			cancel()
+			if r.group {
+				_ = r.engine().LeaveGroupContext(ctx)
+			}
+			r.engine().Close()
+			done <- cerr
+		}()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("sdk: Close: the cluster did not answer within %v: marked offsets may not be committed, and the group learns of the leave when the session times out", ReaderCloseTimeout)
+			r.s.logger.Warn("azkafka: Reader.Close returned before the engine closed: the cluster did not answer in time",
+				"bound", ReaderCloseTimeout, "group", r.config.GroupID, "cause", r.hooks.since(0))
 		}
-		r.interrupt(io.EOF)
-		r.engine().Close()
 		r.s.policy.onPeerClose.Store(nil)
 		if r.s.rec != nil {
 			r.s.rec.Closed()
@@ -1092,15 +1252,14 @@ func (r *Reader) ReadLag(ctx context.Context) (int64, error) {
 
 // SetOffset moves the reader to offset (or kafka.FirstOffset,
 // kafka.LastOffset), like kafka.Reader.SetOffset: the next message is the
-// one at offset. Messages fetched but not yet handed out are dropped. It
-// fails with io.ErrClosedPipe after Close.
+// one at offset. As in kafka-go, an offset below the log's start (any
+// other negative one too) reads from the start, and one past the end waits
+// for the log to reach it (see OffsetOutOfRangeError). Messages fetched
+// but not yet handed out are dropped. It fails with io.ErrClosedPipe after
+// Close.
 func (r *Reader) SetOffset(offset int64) error {
 	if r.group {
 		return fmt.Errorf("sdk: SetOffset: %w", errGroupOnly)
-	}
-	off, err := engineOffset(offset)
-	if err != nil {
-		return err
 	}
 	if r.closed.Load() {
 		return io.ErrClosedPipe
@@ -1125,8 +1284,9 @@ func (r *Reader) SetOffset(offset int64) error {
 	r.buf, r.head = r.buf[:0], 0
 	r.offset = offset // the lag stays that of the last message, as in kafka-go
 	if r.started {
+		// The next read starts it again at offset (see start).
 		r.engine().RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
-		r.engine().AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.topic: {tp.partition: off}})
+		r.started = false
 	}
 	return nil
 }

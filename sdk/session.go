@@ -169,15 +169,33 @@ func tlsHandshake(ctx context.Context, conn net.Conn, cfg *tls.Config, address s
 	tc := tls.Client(conn, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		conn.Close()
-		if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
-			// A plaintext listener reads the ClientHello as a frame
-			// size it refuses, and closes.
-			return nil, fmt.Errorf("sdk: TLS handshake with %s: the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): %w", address, err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
 		}
-		return nil, fmt.Errorf("sdk: TLS handshake with %s: %w", address, err)
+		// A plaintext listener reads the ClientHello as a frame size it
+		// refuses, and closes.
+		closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+		return nil, &handshakeError{addr: address, err: err, closed: closed}
 	}
 	return tc, nil
 }
+
+// handshakeError is a TLS handshake that failed before its ctx ended: the
+// broker closed it, or answered with what TLS refuses.
+type handshakeError struct {
+	addr   string
+	err    error
+	closed bool // the broker closed the connection
+}
+
+func (e *handshakeError) Error() string {
+	if e.closed {
+		return "sdk: TLS handshake with " + e.addr + ": the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): " + e.err.Error()
+	}
+	return "sdk: TLS handshake with " + e.addr + ": " + e.err.Error()
+}
+
+func (e *handshakeError) Unwrap() error { return e.err }
 
 // baseDial is the dial function under the connection policy for a
 // kafka.Dialer: its DialFunc, else a net.Dialer with its LocalAddr,

@@ -73,7 +73,9 @@ import (
 // until the message is acknowledged or its delivery budget is spent: the
 // retry policy's attempts × (WriteTimeout + its backoff maximum), 110 s
 // with the defaults (10 × (10 s + 1 s)), in the spirit of Java's
-// delivery.timeout.ms (120 s). Attempts are not counted one by one: fast
+// delivery.timeout.ms (120 s), counted from when the message was handed
+// to WriteMessages (never from its Time, which may be any time: a replay's
+// or a backfill's is stored as given). Attempts are not counted one by one: fast
 // refusals during a leader election do not use the budget up before the
 // cluster elected a new leader (about 9 s with Kafka's default broker
 // session timeout). The backoff between resends is the retry policy's
@@ -82,24 +84,36 @@ import (
 // still ends with its ctx. Errors that waiting cannot fix (TLS
 // verification, SASL, authorization) return at once.
 //
+// The first call to each topic asks the cluster for it, as kafka-go does:
+// a topic the cluster does not have (and does not create:
+// AllowAutoTopicCreation) is kafka.UnknownTopicOrPartition at once, in
+// async mode too. Before the Writer ever reached its cluster, bootstrap
+// addresses no retry fixes (an unknown host, TLS against a plaintext port
+// or the reverse, a server that is not Kafka) end the call as soon as every
+// address failed so, and refusals after DefaultBootstrapTimeout; the error
+// is a *BootstrapError naming each address and its cause.
+//
 // # Calls
 //
 // A synchronous WriteMessages is sent as soon as its messages are queued
 // (messages of concurrent calls ride along): it never waits for
 // BatchTimeout, which paces async mode only. It returns nil, kafka-go's
 // call-level errors (a topic on both or neither of the Writer and the
-// message, kafka.MessageTooLargeError, io.ErrClosedPipe after Close), or a
-// kafka.WriteErrors aligned with msgs. When its ctx ends first, the
-// messages not yet acknowledged get an error wrapping ctx's (and naming the
-// last cause the engine absorbed); they stay queued and may still be
-// stored, and Completion still reports them.
+// message, kafka.MessageTooLargeError, a topic's kafka.Error,
+// io.ErrClosedPipe after Close), or a kafka.WriteErrors aligned with msgs.
+// A call whose ctx has already ended stores nothing and returns ctx's
+// error. When its ctx ends while it waits, it returns ctx's error, as
+// kafka-go does (its text names the last cause the engine absorbed); the
+// messages stay queued and may still be stored, and Completion still
+// reports them.
 //
 // In async mode WriteMessages returns once the messages are queued; they
 // are sent BatchTimeout after they were queued, or as soon as BatchSize
 // messages wait on one partition (kafka-go's two triggers; the engine cuts
 // batches by bytes, BatchBytes, so a batch may carry more than BatchSize
 // messages). Completion, when set, receives every message once, grouped per call and
-// partition (kafka-go calls it per batch), with Partition and Offset set. A
+// partition (kafka-go calls it per batch), with Topic, Partition and (when
+// acknowledged) Offset set. A
 // message that fails for good in async mode without a Completion is
 // logged at Warn, once per call and partition, naming the topic,
 // partition and cause.
@@ -130,8 +144,11 @@ import (
 //     trigger). Not a cap: the engine cuts batches by bytes only
 //     (BatchBytes), so a batch may carry more; Stats().MaxBatchSize reports
 //     it.
-//   - BatchBytes: ProducerBatchMaxBytes, default Kafka's max.message.bytes
-//     (1,000,012); a larger message is kafka.MessageTooLargeError.
+//   - BatchBytes: a message larger than BatchBytes (default 1 MiB), counted
+//     as kafka-go counts it, is kafka.MessageTooLargeError; the engine's
+//     batches hold up to BatchBytes plus a batch header, and no more than
+//     Kafka's default max.message.bytes (1,048,588) unless BatchBytes is
+//     larger.
 //   - BatchTimeout: ProducerLinger in async mode (default 1 s); 0 for
 //     synchronous calls.
 //   - WriteTimeout, ReadTimeout: ProduceRequestTimeout and
@@ -184,6 +201,19 @@ type Writer struct {
 	counters    counters
 	produced    atomic.Bool // a batch was acknowledged: the producer ID is known
 	fill        *batchFill  // async mode: BatchSize as the trigger to send
+
+	budget     *budgetClock
+	autoCreate bool
+	topicKnown atomic.Bool // the Writer's Topic is known to the cluster
+	known      sync.Map    // per-message topics known to the cluster
+	// awaited counts the calls Close waits for: async calls and
+	// synchronous calls still waiting, until their messages have their
+	// outcome; idle is closed when it drops to 0 after Close began.
+	awaited  atomic.Int64
+	idleOnce sync.Once
+	idle     chan struct{}
+	// gaveUp counts the messages Close failed.
+	gaveUp atomic.Int64
 }
 
 // writerConf is what Stats reports of the configuration.
@@ -201,10 +231,12 @@ const (
 	defaultBatchSize    = 100
 	defaultBatchTimeout = time.Second
 	defaultWriteTimeout = 10 * time.Second
-	// defaultBatchBytes is the engine's batch cap when BatchBytes is
-	// unset: Kafka's default max.message.bytes (kafka-go's 1 MiB default
-	// is larger, and the broker refuses such a batch).
-	defaultBatchBytes = 1000012
+	// defaultBatchBytes is kafka-go's limit on a message when BatchBytes
+	// is unset, counted as kafka-go counts (messageSize).
+	defaultBatchBytes = 1 << 20
+	// brokerMaxMessageBytes is Kafka's default max.message.bytes, the
+	// largest record batch a broker takes.
+	brokerMaxMessageBytes = 1048588
 	// defaultRackTTL is how old the leaders' racks may be for rack-aware
 	// partitioning when the Transport sets no MetadataTTL (kafka-go's
 	// default MetadataTTL).
@@ -235,15 +267,15 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	}
 	opts, err := writerOptions(w.Transport, opts)
 	if err != nil {
-		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
+		return nil, inCtor("NewWriter", err)
 	}
 	s, err := newSession(context.Background(), append([]Option{forCtor(ctorWriter)}, opts...))
 	if err != nil {
-		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
+		return nil, inCtor("NewWriter", err)
 	}
 	idempotent, why, err := idempotenceDecision(w.RequiredAcks, s.idempotence)
 	if err != nil {
-		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
+		return nil, inCtor("NewWriter", err)
 	}
 	if s.baseDialer == nil && s.baseTransport != nil {
 		s.baseDialer = transportDialer(s.baseTransport)
@@ -265,7 +297,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	}
 	sw.promise = sw.onRecord
 	s.startRecorder(metrics.Client{Kind: metrics.KindWriter, Topic: w.Topic, Idempotent: idempotent})
-	sw.hooks = newEngineHooks(s, &sw.counters, false)
+	sw.hooks = newEngineHooks(s, &sw.counters, false, strings.Split(w.Addr.String(), ","))
 	sw.hooks.seq = &seqCheck{resolve: sw.producerSeq, resolved: sw.resentStored}
 	if s.rec != nil {
 		sw.hooks.seq.producer = &producerWatch{rec: s.rec}
@@ -275,6 +307,10 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	onFatal := sw.onFatal
 	sw.hooks.onFatal.Store(&onFatal)
 	sw.conf = writerConfOf(w, s)
+	sw.hooks.warnAfter = sw.conf.writeTimeout
+	sw.budget = &budgetClock{budget: sw.conf.budget}
+	sw.autoCreate = w.AllowAutoTopicCreation
+	sw.idle = make(chan struct{})
 	if w.RequiredAcks == kafka.RequireNone {
 		s.logger.Warn("azkafka: kafka.Writer.RequiredAcks is RequireNone (kafka-go's default): the broker does not answer produce requests, so a message lost with its connection is lost without an error; set kafka.RequireAll (idempotent, exactly once per partition) or at least kafka.RequireOne",
 			"topic", w.Topic)
@@ -299,7 +335,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		if s.rec != nil {
 			s.rec.Closed()
 		}
-		return nil, fmt.Errorf("sdk: NewWriter: %w", err)
+		return nil, inCtor("NewWriter", err)
 	}
 	sw.client.Store(cl)
 	refresh := sw.hooks.refreshMetadata
@@ -368,11 +404,13 @@ func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
 	opts = append(opts,
 		kgo.WithHooks(w.wh),
 		kgo.RecordPartitioner(writerPartitioner{w}),
-		kgo.ProducerBatchMaxBytes(int32(min(c.batchBytes, 100<<20))),
+		kgo.ProducerBatchMaxBytes(engineBatchBytes(c.batchBytes)),
 		kgo.ProducerBatchCompression(engineCodec(kw.Compression)),
 		kgo.ProduceRequestTimeout(timeout),
 		kgo.RequestTimeoutOverhead(timeout),
-		kgo.RecordDeliveryTimeout(c.budget),
+		// No RecordDeliveryTimeout: the engine counts it from a record's
+		// Timestamp, the user's Message.Time. Each record's Context ends
+		// its budget instead (see budgetClock).
 		kgo.ProducerLinger(linger),
 		// A connection closed before its first answer is retried: a
 		// broker limiting connection creation (KIP-612) and an agent
@@ -398,6 +436,19 @@ func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
 		}
 	}
 	return opts
+}
+
+// engineBatchBytes is the engine's cap on a record batch for BatchBytes
+// (counted as kafka-go counts a message): room for any message kafka-go
+// takes plus the batch header, but below the default limit of a broker
+// (max.message.bytes) when BatchBytes is, so that a full batch is not
+// refused; the engine's bounds, 512 bytes to 100 MiB.
+func engineBatchBytes(batchBytes int) int32 {
+	n := batchBytes + batchOverhead
+	if batchBytes <= brokerMaxMessageBytes {
+		n = min(n, brokerMaxMessageBytes)
+	}
+	return int32(min(max(n, 512), 100<<20))
 }
 
 // acksOpts are the engine's acks and idempotence for RequiredAcks.
@@ -442,6 +493,12 @@ type call struct {
 	pending atomic.Int64
 	done    chan struct{} // closed when every message has its outcome
 	report  bool          // Completion or async: report per partition
+	// settled: Close no longer waits for the call (its messages have
+	// their outcome, or it returned without them).
+	settled atomic.Bool
+	// failed: a message of the synchronous call failed (Stats.Errors
+	// counts the call once).
+	failed atomic.Bool
 
 	mu     sync.Mutex
 	queued bool // every record was handed to the engine
@@ -480,7 +537,7 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	if len(msgs) == 0 {
 		return nil
 	}
-	if err := w.validate(msgs); err != nil {
+	if err := w.validate(ctx, msgs); err != nil {
 		return err
 	}
 	// Close waits for the calls counted in outstanding: none may be
@@ -491,6 +548,7 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 		return io.ErrClosedPipe
 	}
 	w.outstanding.Add(1)
+	w.awaited.Add(1)
 	w.closeMu.RUnlock()
 	if w.rack != nil {
 		w.refreshRacks(ctx, msgs)
@@ -508,24 +566,20 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	fatal := w.fatalCh
 	w.fatalMu.Unlock()
 	cl := w.engine()
-	var now time.Time
+	// One clock read per call (kafka-go reads it once per batch), not one
+	// per message in the engine: the write time of messages without a
+	// Time, and the start of every message's delivery budget.
+	now := time.Now()
+	budget := w.budget.ctx(now)
 	for i := range c.slots {
 		sl := &c.slots[i]
 		m := &c.msgs[i]
 		// Field by field: the slot is zeroed, and whole-struct stores
 		// cost a write barrier over every pointer of it.
-		sl.st.Context = context.Background()
+		sl.st.Context = budget
 		sl.st.c, sl.st.i, sl.st.partition, sl.st.cl = c, i, -1, cl
-		sl.rec.Topic, sl.rec.Key, sl.rec.Value, sl.rec.Timestamp = m.Topic, m.Key, m.Value, m.Time
+		sl.rec.Topic, sl.rec.Key, sl.rec.Value, sl.rec.Timestamp = m.Topic, m.Key, m.Value, recordTime(m.Time, now)
 		sl.rec.Context = &sl.st
-		if m.Time.IsZero() {
-			// One clock read per call (kafka-go reads it once per
-			// batch), not one per message in the engine.
-			if now.IsZero() {
-				now = time.Now()
-			}
-			sl.rec.Timestamp = now
-		}
 		if sl.rec.Topic == "" {
 			sl.rec.Topic = w.topic
 		}
@@ -537,7 +591,8 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 		}
 		// Background, not ctx: the engine fails a partition's whole
 		// queue when its first record's ctx ends, which would fail
-		// other callers' messages.
+		// other callers' messages. The record's Context, its budget,
+		// ends with the budget of the oldest record.
 		cl.Produce(context.Background(), &sl.rec, w.promise)
 	}
 	if c.report {
@@ -551,43 +606,162 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	case <-ctx.Done():
 	case <-fatal:
 	}
+	w.settle(c)
 	return w.outcome(ctx, c, mark)
 }
 
-// validate applies kafka.Writer's checks before anything is queued.
-func (w *Writer) validate(msgs []kafka.Message) error {
-	for i := range msgs {
-		switch {
-		case w.topic != "" && msgs[i].Topic != "":
-			return errors.New("kafka.(*Writer): Topic must not be specified for both Writer and Message")
-		case w.topic == "" && msgs[i].Topic == "":
-			return errors.New("kafka.(*Writer): Topic must be specified for Writer or Message")
-		}
+// recordTime is the timestamp kafka-go stores for a message with Time t,
+// written at now: t in milliseconds as kafka-go counts them (UnixNano /
+// 1e6), or now when that is 0 (the zero Time, and the epoch itself).
+func recordTime(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
 	}
+	ms := t.UnixNano() / 1e6
+	if ms == 0 {
+		return now
+	}
+	return time.UnixMilli(ms)
+}
+
+// settle tells Close not to wait for c any more.
+func (w *Writer) settle(c *call) {
+	if c.settled.CompareAndSwap(false, true) && w.awaited.Add(-1) == 0 && w.closed.Load() {
+		w.idleOnce.Do(func() { close(w.idle) })
+	}
+}
+
+// validate applies kafka.Writer's checks before anything is queued, in
+// kafka-go's order: every message's size, then each message's topic (on
+// the Writer or the message, not both), which must be known to the
+// cluster (see knowTopic).
+func (w *Writer) validate(ctx context.Context, msgs []kafka.Message) error {
 	for i := range msgs {
-		if recordSize(&msgs[i])+batchOverhead > w.conf.batchBytes {
+		if messageSize(&msgs[i]) > w.conf.batchBytes {
 			rest := make([]kafka.Message, 0, len(msgs)-1)
 			rest = append(append(rest, msgs[:i]...), msgs[i+1:]...)
 			return kafka.MessageTooLargeError{Message: msgs[i], Remaining: rest}
 		}
 	}
+	last := ""
+	for i := range msgs {
+		topic := msgs[i].Topic
+		switch {
+		case w.topic != "" && topic != "":
+			return errors.New("kafka.(*Writer): Topic must not be specified for both Writer and Message")
+		case w.topic == "" && topic == "":
+			return errors.New("kafka.(*Writer): Topic must be specified for Writer or Message")
+		case topic == "":
+			if !w.topicKnown.Load() {
+				if err := w.knowTopic(ctx, w.topic); err != nil {
+					return err
+				}
+				w.topicKnown.Store(true)
+			}
+		case topic != last:
+			if _, ok := w.known.Load(topic); !ok {
+				if err := w.knowTopic(ctx, topic); err != nil {
+					return err
+				}
+				w.known.Store(topic, struct{}{})
+			}
+			last = topic
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing was handed over: nothing is stored
+	}
 	return nil
 }
 
-// batchOverhead is the size of a record batch's header (v2).
-const batchOverhead = 61
+// knowTopic asks the cluster for topic (creating it with
+// AllowAutoTopicCreation) before the Writer's first message to it, as
+// kafka-go looks a topic up before it queues a message: a topic the
+// cluster does not have is kafka.UnknownTopicOrPartition at once, not a
+// wait. A topic being created (no leader yet) is known: the engine waits
+// for its leaders. Before the client ever reached its cluster, an error no
+// retry fixes, or DefaultBootstrapTimeout of refusals, ends the wait (see
+// BootstrapError).
+func (w *Writer) knowTopic(ctx context.Context, topic string) error {
+	w.hooks.rearm()
+	mark := w.hooks.errSeq.Load()
+	for attempt := 0; ; attempt++ {
+		w.fatalMu.Lock()
+		fatal := w.fatalCh
+		w.fatalMu.Unlock()
+		if err := w.hooks.fatalError(); err != nil && attempt > 0 {
+			return err
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.lookUpTopic(rctx, topic) }()
+		var err error
+		select {
+		case err = <-done:
+			cancel()
+		case <-fatal:
+			cancel()
+			err = <-done
+		}
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return w.ctxError(ctx, mark)
+		case errors.As(err, new(kafka.Error)), engineFatal(err), unfixable(err):
+			return err
+		}
+		t := time.NewTimer(w.s.retry.Backoff.Delay(attempt))
+		select {
+		case <-t.C:
+		case <-fatal:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return w.ctxError(ctx, mark)
+		}
+	}
+}
 
-// recordSize is the encoded size of m as a record of a v2 batch, with the
-// largest deltas (an upper bound of what the engine encodes).
-func recordSize(m *kafka.Message) int {
-	n := 1 + 10 + 5 // attributes, timestamp delta, offset delta
-	n += varintLen(len(m.Key)) + len(m.Key) + varintLen(len(m.Value)) + len(m.Value)
+// lookUpTopic asks the cluster for topic's metadata once: nil when it has
+// the topic (or is creating it), its kafka.Error when it does not.
+func (w *Writer) lookUpTopic(ctx context.Context, topic string) error {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.AllowAutoTopicCreation = w.autoCreate
+	resp, err := req.RequestWith(ctx, w.engine())
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		err := kerr.ErrorForCode(t.ErrorCode)
+		if err == nil || kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return nil
+		}
+		return kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), err))
+	}
+	return kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), kerr.UnknownTopicOrPartition))
+}
+
+// messageSize is the size kafka-go counts a message as against
+// BatchBytes (kafka.Message's totalSize): the v1 message's, with the
+// headers' varint sizes.
+func messageSize(m *kafka.Message) int {
+	n := 4 + 1 + 1 + 4 + len(m.Key) + 4 + len(m.Value) + 8
 	n += varintLen(len(m.Headers))
 	for _, h := range m.Headers {
 		n += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
 	}
-	return n + varintLen(n)
+	return n
 }
+
+// batchOverhead is the size of a record batch's header (v2).
+const batchOverhead = 61
 
 func varintLen(v int) int {
 	u := uint64(v) << 1
@@ -605,7 +779,6 @@ func (w *Writer) outcome(ctx context.Context, c *call, mark int64) error {
 	var werrs kafka.WriteErrors
 	fatal := w.hooks.fatalError()
 	finished := 0
-	var ctxErr error
 	for i := range c.slots {
 		st := &c.slots[i].st
 		var err error
@@ -618,10 +791,9 @@ func (w *Writer) outcome(ctx context.Context, c *call, mark int64) error {
 		} else if fatal != nil {
 			err = fatal
 		} else {
-			if ctxErr == nil {
-				ctxErr = w.ctxError(ctx, mark)
-			}
-			err = fmt.Errorf("sdk: not acknowledged when the call's ctx ended: %w", ctxErr)
+			// As kafka-go: the call's ctx ended first, so the call
+			// returns ctx's error (the messages stay queued).
+			return w.ctxError(ctx, mark)
 		}
 		if err != nil {
 			if werrs == nil {
@@ -640,17 +812,7 @@ func (w *Writer) outcome(ctx context.Context, c *call, mark int64) error {
 }
 
 func (w *Writer) ctxError(ctx context.Context, mark int64) error {
-	err := context.Cause(ctx)
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err == nil {
-		err = context.Canceled
-	}
-	if last := w.hooks.since(mark); last != nil {
-		return fmt.Errorf("%w; last error: %w", err, last)
-	}
-	return err
+	return newCtxError(ctx, w.hooks.since(mark))
 }
 
 // onFatal wakes the synchronous calls waiting when the engine met a
@@ -672,15 +834,9 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 		if w.produceAgain(r, st, err) {
 			return
 		}
-		if errors.Is(err, kgo.ErrRecordTimeout) {
-			// The error the engine last met, when no broker answered
-			// since, is why the budget ran out: a dial refused, a TLS
-			// handshake closed.
-			if last := w.hooks.since(w.hooks.errSeq.Load()); last != nil {
-				err = fmt.Errorf("sdk: not acknowledged within the delivery budget (%v): %w; last error: %w", w.conf.budget, err, last)
-			} else {
-				err = fmt.Errorf("sdk: not acknowledged within the delivery budget (%v): %w", w.conf.budget, err)
-			}
+		err = w.deliveryError(err)
+		if !c.report && c.failed.CompareAndSwap(false, true) {
+			w.wh.failed.Add(1)
 		}
 		if w.s.rec != nil {
 			w.s.rec.ProduceFailed(r.Topic, r.Partition, 1, errorType(err))
@@ -703,8 +859,33 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 		if c.done != nil {
 			close(c.done)
 		}
+		w.settle(c)
 		w.outstanding.Done()
 	}
+}
+
+// errClosed is the error of a message Close gave up on: its wait timed
+// out, so it matches context.DeadlineExceeded, as kafka-go's error of a
+// write whose last attempt timed out does.
+var errClosed = fmt.Errorf("sdk: the Writer was closed before the message was acknowledged (Close waits at most kafka.Writer.WriteTimeout, 10s by default): %w", context.DeadlineExceeded)
+
+// deliveryError is the error a message gets for err, the engine's: the
+// end of its delivery budget, and Close giving it up, say so.
+func (w *Writer) deliveryError(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// The budget's Context ended (the caller's ctx never reaches the
+		// engine). The error the engine last met, when no broker
+		// answered since, is why: a dial refused, a TLS handshake closed.
+		if last := w.hooks.since(w.hooks.errSeq.Load()); last != nil {
+			return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w; last error: %w", w.conf.budget, kgo.ErrRecordTimeout, last)
+		}
+		return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w", w.conf.budget, kgo.ErrRecordTimeout)
+	case w.engineDone.Load() && (errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, context.Canceled)):
+		w.gaveUp.Add(1)
+		return errClosed
+	}
+	return err
 }
 
 // produceAgain produces r again on the current client when it failed
@@ -884,10 +1065,13 @@ func (w *Writer) reportGroup(c *call, idx []int) {
 		for j, i := range run {
 			sl := &c.slots[i]
 			out[j] = c.msgs[i]
+			out[j].Topic = sl.rec.Topic
 			out[j].Partition = int(sl.rec.Partition)
 			if err == nil {
 				out[j].Offset = max(sl.rec.Offset, -1) // -1: stored before (seqConn)
-				out[j].Time = sl.rec.Timestamp
+				if out[j].Time.IsZero() {
+					out[j].Time = sl.rec.Timestamp
+				}
 			}
 		}
 		w.completion(out, err)
@@ -991,12 +1175,17 @@ func (w *Writer) partitionList(n int) []int {
 	return s
 }
 
-// Close flushes pending messages and waits until every message handed to
-// WriteMessages was acknowledged or failed for good (each message waits at
-// most its delivery budget; see Writer; after a refusal such as a TLS or
-// SASL failure, not at all), then closes the engine, which fails what is
-// left with kgo.ErrClientClosed. Later calls to WriteMessages fail with
-// io.ErrClosedPipe.
+// Close sends the messages waiting for BatchTimeout at once and waits
+// until the messages of async calls and of synchronous calls still
+// waiting have their outcome, but at most the Writer's WriteTimeout (10 s
+// by default: set kafka.Writer.WriteTimeout to change it), and not at all
+// after a refusal no retry fixes (TLS, SASL, authorization). It never
+// waits for messages whose calls already returned (their ctx ended).
+// Then it closes the engine: the messages it gave up on fail with an
+// error saying so (Completion gets them; a synchronous call still waiting
+// returns it in its kafka.WriteErrors), and it logs their count at Warn.
+// Later calls to WriteMessages fail with io.ErrClosedPipe; Close returns
+// nil, again on later calls.
 func (w *Writer) Close() error {
 	w.closeMu.Lock()
 	first := w.closed.CompareAndSwap(false, true)
@@ -1004,43 +1193,66 @@ func (w *Writer) Close() error {
 	if !first {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.conf.budget)
+	start := time.Now()
+	if w.awaited.Load() == 0 {
+		w.idleOnce.Do(func() { close(w.idle) })
+	}
+	// The bound is WriteTimeout; a tenth of it (at most a second) is
+	// kept for closing the engine after the wait.
+	deadline := start.Add(w.conf.writeTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-min(w.conf.writeTimeout/10, time.Second)))
 	defer cancel()
-	// A refusal (TLS, SASL, authorization) fails what is still queued at
-	// once: waiting cannot deliver it.
 	w.fatalMu.Lock()
 	fatal := w.fatalCh
 	w.fatalMu.Unlock()
 	if w.hooks.fatalError() != nil {
 		cancel()
 	}
+	// Send what lingers; the engine's Flush waits for every buffered
+	// record, so the wait below is on the calls, not on Flush.
+	flushed := make(chan struct{})
 	go func() {
-		select {
-		case <-fatal:
-			cancel()
-		case <-ctx.Done():
-		}
+		defer close(flushed)
+		_ = w.engine().Flush(ctx)
 	}()
-	for {
-		cl := w.engine()
-		_ = cl.Flush(ctx)
-		w.clientMu.Lock()
-		same := w.engine() == cl
-		w.clientMu.Unlock()
-		if same {
-			break
-		}
+	select {
+	case <-w.idle:
+	case <-fatal:
+	case <-ctx.Done():
 	}
+	cancel()
+	<-flushed
+	w.clientMu.Lock() // no fallback client is made from here on
 	if w.idempotent.Load() {
 		w.producerID() // keep the identity for Stats after Close
 	}
 	w.engineDone.Store(true)
-	w.engine().Close()
-	if w.fill != nil {
-		w.fill.wg.Wait()
+	cl := w.engine()
+	w.clientMu.Unlock()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		cl.Close()
+		if w.fill != nil {
+			w.fill.wg.Wait()
+		}
+		w.retired.Wait()
+		w.outstanding.Wait()
+		w.budget.stop()
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	select {
+	case <-closed:
+		t.Stop()
+	case <-t.C:
+		w.s.logger.Warn("azkafka: Writer.Close returned before the engine closed; it finishes in the background",
+			"bound", w.conf.writeTimeout, "cause", w.hooks.since(0))
 	}
-	w.retired.Wait()
-	w.outstanding.Wait()
+	if n := w.gaveUp.Load(); n > 0 {
+		w.s.logger.Warn("azkafka: Close gave up on messages not acknowledged within its wait; their calls or Completion got the error",
+			"messages", n, "waited", time.Since(start).Round(time.Millisecond), "bound", w.conf.writeTimeout, "cause", w.hooks.since(0),
+			"fix", "raise kafka.Writer.WriteTimeout to wait longer, and check the cluster")
+	}
 	if w.s.policy.onPeerClose.Load() != nil {
 		w.s.policy.onPeerClose.Store(nil)
 	}

@@ -26,7 +26,7 @@ const callTimeout = 5 * time.Second
 // a hang anywhere shows as a failure, not a stuck test.
 const (
 	maxCall     = callTimeout + 2*time.Second // diagnose: + its 0.5 s grace and the process start
-	maxClose    = 5 * time.Second             // the Writers' delivery budget (3 s) and kafka-go's Reader's 1 s join
+	maxClose    = 10 * time.Second            // the documented bounds: the Writer's WriteTimeout (its default), sdk.ReaderCloseTimeout
 	maxPeakRSS  = 300 << 20                   // bytes; an idle client process takes about 30 MiB
 	childVMSize = 4 << 30                     // address-space cap of a client process
 )

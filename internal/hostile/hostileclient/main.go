@@ -119,13 +119,12 @@ var clients = map[string]client{
 }
 
 func sdkWriter(ctx context.Context, addr string, cfg *tls.Config, log *errLog, acks kafka.RequiredAcks) call {
-	// A delivery budget of 2 × (1 s + 0.5 s): what Close may wait for a
-	// message no broker acknowledged (see sdk.Writer).
+	// The SDK's defaults: Close is bounded by WriteTimeout (10 s), and
+	// never waits for the message of a call that already returned.
 	w, err := sdk.NewWriter(&kafka.Writer{
 		Addr: kafka.TCP(addr), Topic: "hostile", RequiredAcks: acks, ErrorLogger: log,
-		WriteTimeout: time.Second,
-		Transport:    &kafka.Transport{TLS: cfg, DialTimeout: 2 * time.Second},
-	}, append(hermetic(log), sdk.WithRetry(2, 100*time.Millisecond, 500*time.Millisecond))...)
+		Transport: &kafka.Transport{TLS: cfg, DialTimeout: 2 * time.Second},
+	}, hermetic(log)...)
 	if err != nil {
 		return call{err: err}
 	}

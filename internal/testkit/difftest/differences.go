@@ -1,0 +1,167 @@
+package difftest
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Difference is a row of the table of intended differences from kafka-go:
+// what differs, why, and which observations it covers.
+type Difference struct {
+	// ID names the row in test output.
+	ID string
+	// What says what a kafka-go program sees differently.
+	What string
+	// Why says why the SDK differs.
+	Why string
+	// Scenario and Step are patterns of the scenarios and steps the row
+	// covers, where * stands for any text (slashes too).
+	Scenario, Step string
+	// Match, when set, must also accept the two observations.
+	Match func(kafkaGo, sdk string) bool
+	// Embedded: the row covers a difference of the in-process broker
+	// (kfake) from Apache Kafka, not of the SDK from kafka-go.
+	Embedded bool
+}
+
+// Differences is the table of intended differences; the sdk package doc
+// prints it (TestDifferencesInSDKDoc keeps them the same).
+var Differences = []Difference{
+	{
+		ID:       "kfake-deleted-topic-commit",
+		What:     "On the in-process broker only: after a group's topic is deleted, kafka-go's commit by topic name is refused (UNKNOWN_TOPIC_OR_PARTITION), where Kafka 4.3.1 takes it; the SDK drops the deleted topic's offsets on both.",
+		Why:      "franz-go's kfake checks the topic of a commit; Apache Kafka does not for commits by name.",
+		Scenario: "reader/group/deleted-topic", Step: "ReadMessage 1 after delete*",
+		Embedded: true,
+		Match: func(k, s string) bool {
+			return strings.Contains(k, "kafka.Error(3 ") && s == "nil (returns)" || k == "none" && strings.HasPrefix(s, "topic=")
+		},
+	}, {
+		ID:       "canceled-ctx-stores-nothing",
+		What:     "WriteMessages called with a ctx that has already ended returns ctx's error and stores nothing.",
+		Why:      "kafka-go returns ctx's error too, but once it has the topic's partitions cached it has queued the messages and stores them: a caller that retries writes them twice.",
+		Scenario: "writer/canceled-*", Step: "stored",
+		Match: func(k, s string) bool { return strings.Contains(k, `"never"`) && !strings.Contains(s, `"never"`) },
+	},
+	{
+		ID:       "close-is-bounded",
+		What:     "Writer.Close waits at most kafka.Writer.WriteTimeout for the messages of async calls and of calls still waiting; those it gives up on fail with an error matching context.DeadlineExceeded (Completion gets them with Topic and Partition set).",
+		Why:      "kafka-go's Close waits until every batch is written or has failed MaxAttempts times, each attempt taking up to WriteTimeout: minutes against a broker that does not answer, longer than a pod's grace period.",
+		Scenario: "writer/close-*",
+		Step:     "*",
+		Match: func(k, s string) bool {
+			return strings.Contains(s, "context.DeadlineExceeded") && (strings.Contains(k, "context.DeadlineExceeded") || strings.Contains(k, "*net.OpError"))
+		},
+	},
+	{
+		ID:       "commit-after-close",
+		What:     "Reader.CommitMessages after Close returns io.ErrClosedPipe at once.",
+		Why:      "kafka-go's blocks until its ctx ends: the commit can never be made.",
+		Scenario: "reader/*", Step: "CommitMessages after Close",
+		Match: func(k, s string) bool {
+			return strings.Contains(k, "waits for ctx") && strings.Contains(s, "io.ErrClosedPipe")
+		},
+	},
+	{
+		ID:       "readlag-after-close",
+		What:     "Reader.ReadLag after Close returns an error.",
+		Why:      "The Reader's connections are closed; kafka-go's dials the partition's leader again.",
+		Scenario: "reader/*", Step: "ReadLag after Close",
+		Match: func(k, s string) bool { return k == "nil (returns)" && strings.HasPrefix(s, "error") },
+	},
+	{
+		ID:       "readmessage-keeps-message",
+		What:     "ReadMessage whose commit fails returns the message it fetched together with the error.",
+		Why:      "The caller can still process it (the commit may have been stored); kafka-go returns an empty Message, and the message is not handed out again.",
+		Scenario: "reader/group/*", Step: "ReadMessage * message",
+		Match: func(k, s string) bool { return k == "none" && s != "none" },
+	},
+	{
+		ID:       "constructors-return-errors",
+		What:     "NewReader and NewWriter return an error for an invalid configuration, naming the field.",
+		Why:      "kafka.NewReader panics, and kafka-go's Writer fails on its first call; an error at construction is what a service can report.",
+		Scenario: "reader/invalid-config", Step: "NewReader *",
+		Match: func(k, s string) bool { return k == "new panic" && s == "new error" },
+	},
+	{
+		ID:       "rides-through-outages",
+		What:     "Once a broker has answered, the Writer resends and the Reader refetches through closed connections, refusals and leader elections until the delivery budget (110 s by default) or the call's ctx ends: MaxAttempts, WriteBackoffMin/Max and ReadBackoffMin/Max do not apply.",
+		Why:      "kafka-go gives up after MaxAttempts attempts (seconds), so a broker's restart or an interzone close fails calls; a drop-in exists to ride those out. Before any broker answered, errors no retry fixes end a call at once and refusals after DefaultBootstrapTimeout (10 s), where kafka-go returns the first dial error.",
+		Scenario: "*/broker-goes-away", Step: "*while refused",
+		Match: func(k, s string) bool {
+			return strings.Contains(k, "ECONNREFUSED") && strings.Contains(s, "context.DeadlineExceeded") && strings.Contains(s, "(waits for ctx)")
+		},
+	},
+}
+
+// explain returns the ID of the first row that covers d, or "".
+func explain(scenario string, d Diff, embedded bool) string {
+	for _, row := range Differences {
+		if row.Embedded && !embedded {
+			continue
+		}
+		if !glob(row.Scenario, scenario) || !glob(row.Step, d.Step) {
+			continue
+		}
+		if row.Match != nil && !row.Match(d.KafkaGo, d.SDK) {
+			continue
+		}
+		return row.ID
+	}
+	return ""
+}
+
+// glob reports whether s matches pattern, where * stands for any text.
+func glob(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	ok, _ := regexp.MatchString("^"+strings.Join(parts, ".*")+"$", s)
+	return ok
+}
+
+// DocSection is the "Differences from kafka-go" section of the sdk
+// package doc, as comment lines: one list item per row of Differences
+// that is the SDK's (not the in-process broker's), wrapped.
+func DocSection() string {
+	var b strings.Builder
+	b.WriteString("// # Differences from kafka-go\n//\n")
+	for _, line := range wrap("The differential tests (internal/testkit/difftest) run the same scenarios through kafka-go's clients and this package's, in go test ./... on the in-process broker and in the conformance suite on Apache Kafka 4.3.1, and compare what every call returns (the errors.Is and errors.As targets), whether it returns on its own or waits for its ctx, what Completion and Stats report and what the cluster stores. They fail on any difference that is not one of these, each with its reason:", 74) {
+		b.WriteString("// " + line + "\n")
+	}
+	b.WriteString("//\n")
+	for _, row := range Differences {
+		if row.Embedded {
+			continue
+		}
+		for i, line := range wrap(row.What+" "+row.Why, 70) {
+			if i == 0 {
+				b.WriteString("//   - " + line + "\n")
+			} else {
+				b.WriteString("//     " + line + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// wrap splits text into lines of at most width bytes, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}

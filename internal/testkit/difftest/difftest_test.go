@@ -1,0 +1,24 @@
+package difftest_test
+
+import (
+	"testing"
+
+	"github.com/azkafka/azkafka/internal/testkit/difftest"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+func sdkFactory() difftest.Factory {
+	return difftest.SDKFactory(sdk.WithAZ("az-a"), sdk.WithGetenv(func(string) string { return "" }))
+}
+
+func TestScenarios(t *testing.T) {
+	for _, sc := range difftest.Scenarios() {
+		if sc.RealOnly {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			t.Parallel()
+			difftest.Run(t, difftest.Embedded(), sc, sdkFactory())
+		})
+	}
+}

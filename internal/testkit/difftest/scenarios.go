@@ -1,0 +1,669 @@
+package difftest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/internal/kproxy"
+)
+
+// Scenarios returns the named scenarios, in a stable order.
+func Scenarios() []Scenario {
+	var out []Scenario
+	out = append(out, writerScenarios()...)
+	out = append(out, readerScenarios()...)
+	return out
+}
+
+// fixedTime is a Message.Time far from any run's clock; runTime is the
+// clock when the process started, the base of the times "minutes ago"
+// (both sides of a scenario must write the same times).
+var (
+	fixedTime = time.Date(2021, 3, 4, 5, 6, 7, 891_000_000, time.UTC)
+	runTime   = time.Now().Truncate(time.Second)
+)
+
+// fieldMessages are messages that use every field of kafka.Message a
+// Writer reads: keys and values null, empty and set; headers; times zero,
+// past, old and at the epoch.
+func fieldMessages() []kafka.Message {
+	return []kafka.Message{
+		{Key: []byte("alice"), Value: []byte("signed up")},
+		{Key: nil, Value: []byte("no key")},
+		{Key: []byte{}, Value: []byte("empty key")},
+		{Key: []byte("bob"), Value: nil},
+		{Key: []byte("carol"), Value: []byte{}},
+		{Key: []byte("dave"), Value: []byte("headers"), Headers: []kafka.Header{{Key: "h1", Value: []byte("v1")}, {Key: "h2", Value: nil}, {Key: "h1", Value: []byte{}}}},
+		{Key: []byte("erin"), Value: []byte("fixed time"), Time: fixedTime},
+		{Key: []byte("frank"), Value: []byte("3 minutes ago"), Time: runTime.Add(-3 * time.Minute)},
+		{Key: []byte("grace"), Value: []byte("a year ago"), Time: runTime.AddDate(-1, 0, 0)},
+		{Key: []byte("gus"), Value: []byte("in 10 minutes"), Time: runTime.Add(10 * time.Minute)},
+		{Key: []byte("heidi"), Value: []byte("the epoch"), Time: time.Unix(0, 0)},
+		{Key: []byte("ivan"), Value: []byte("before the epoch"), Time: time.Unix(-3600, 0)},
+		{Key: []byte("judy"), Value: bytes.Repeat([]byte("x"), 100_000)},
+	}
+}
+
+// balancers are kafka-go's balancers; random says which place messages
+// without a key (nil, or for CRC32 also empty) at random, so that the
+// scenarios give those only keyed messages.
+var balancers = []struct {
+	name   string
+	b      func() kafka.Balancer
+	random func(kafka.Message) bool
+}{
+	{"default", func() kafka.Balancer { return nil }, nil},
+	{"RoundRobin", func() kafka.Balancer { return &kafka.RoundRobin{} }, nil},
+	{"RoundRobin/chunks", func() kafka.Balancer { return &kafka.RoundRobin{ChunkSize: 2} }, nil},
+	{"LeastBytes", func() kafka.Balancer { return &kafka.LeastBytes{} }, nil},
+	{"Hash", func() kafka.Balancer { return &kafka.Hash{} }, nil},
+	{"ReferenceHash", func() kafka.Balancer { return &kafka.ReferenceHash{} }, func(m kafka.Message) bool { return m.Key == nil }},
+	{"Murmur2", func() kafka.Balancer { return kafka.Murmur2Balancer{} }, func(m kafka.Message) bool { return m.Key == nil }},
+	{"Murmur2/consistent", func() kafka.Balancer { return kafka.Murmur2Balancer{Consistent: true} }, nil},
+	{"CRC32", func() kafka.Balancer { return kafka.CRC32Balancer{} }, func(m kafka.Message) bool { return len(m.Key) == 0 }},
+	{"CRC32/consistent", func() kafka.Balancer { return kafka.CRC32Balancer{Consistent: true} }, nil},
+}
+
+// without returns msgs without those drop reports.
+func without(msgs []kafka.Message, drop func(kafka.Message) bool) []kafka.Message {
+	if drop == nil {
+		return msgs
+	}
+	var out []kafka.Message
+	for _, m := range msgs {
+		if !drop(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func writerScenarios() []Scenario {
+	var out []Scenario
+	for _, b := range balancers {
+		for _, acks := range []kafka.RequiredAcks{kafka.RequireAll, kafka.RequireOne} {
+			out = append(out, Scenario{
+				Name:   fmt.Sprintf("writer/fields/%s/acks=%d", b.name, acks),
+				Topics: map[string]int{"t": 3},
+				Run: func(s *Side) {
+					w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), Balancer: b.b(), RequiredAcks: acks})
+					if w == nil {
+						return
+					}
+					msgs := without(fieldMessages(), b.random)
+					s.Call("WriteMessages", func(ctx context.Context) error { return w.WriteMessages(ctx, msgs...) })
+					s.WriterStats("Stats", w)
+					s.CallNoCtx("Close", w.Close)
+					s.Stored("stored", "t")
+				},
+			})
+		}
+	}
+	out = append(out,
+		Scenario{
+			Name:   "writer/canceled-before",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
+				if w == nil {
+					return
+				}
+				s.CallCanceled("WriteMessages canceled", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("never")})
+				})
+				s.Call("WriteMessages", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("once")})
+				})
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
+			Name:   "writer/after-close",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages empty", func(ctx context.Context) error { return w.WriteMessages(ctx) })
+				s.CallNoCtx("Close", w.Close)
+				s.CallNoCtx("Close again", w.Close)
+				s.Call("WriteMessages after Close", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("late")})
+				})
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
+			Name:   "writer/topic-both-or-neither",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter both", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
+				if w != nil {
+					s.Call("WriteMessages both", func(ctx context.Context) error {
+						return w.WriteMessages(ctx, kafka.Message{Topic: s.Name("t"), Value: []byte("x")})
+					})
+				}
+				w2 := s.NewWriter("NewWriter neither", &kafka.Writer{RequiredAcks: kafka.RequireAll})
+				if w2 != nil {
+					s.Call("WriteMessages neither", func(ctx context.Context) error {
+						return w2.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
+					})
+					s.Call("WriteMessages per message", func(ctx context.Context) error {
+						return w2.WriteMessages(ctx, kafka.Message{Topic: s.Name("t"), Value: []byte("y")})
+					})
+				}
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
+			Name:   "writer/unknown-topic",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("missing"), RequiredAcks: kafka.RequireAll})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
+				})
+				s.WriterStats("Stats", w)
+				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
+			Name:   "writer/batch-bytes",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				for _, bb := range []int64{100, 2000} {
+					w := s.NewWriter(fmt.Sprintf("NewWriter BatchBytes=%d", bb), &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, BatchBytes: bb})
+					if w == nil {
+						continue
+					}
+					for _, n := range []int{40, 60, 1900, 1960, 1976, 1977, 2000} {
+						v := bytes.Repeat([]byte("v"), n)
+						s.Call(fmt.Sprintf("BatchBytes=%d value=%d", bb, n), func(ctx context.Context) error {
+							return w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: v}, kafka.Message{Value: []byte("small")})
+						})
+					}
+					s.CallNoCtx("Close", w.Close)
+				}
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
+			Name:   "writer/async-completion",
+			Topics: map[string]int{"t": 3},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Async: true,
+					Balancer: &kafka.Hash{}, BatchTimeout: 10 * time.Millisecond, Completion: s.Completion("Completion")})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages", func(ctx context.Context) error { return w.WriteMessages(ctx, fieldMessages()...) })
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
+			Name:   "writer/async-unknown-topic",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("missing"), RequiredAcks: kafka.RequireAll, Async: true,
+					BatchTimeout: 10 * time.Millisecond, Completion: s.Completion("Completion")})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
+				})
+				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
+			Name:   "writer/canceled-after-a-write",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("first")})
+				})
+				s.CallCanceled("WriteMessages canceled", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("never")})
+				})
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
+			Name:   "writer/stats-after-failure",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, BatchBytes: 1000})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("ok")})
+				})
+				s.WriterStats("Stats after success", w)
+				s.Call("WriteMessages too large", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: bytes.Repeat([]byte("x"), 2000)})
+				})
+				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
+			Name:   "writer/broker-message-limit",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
+				if w == nil {
+					return
+				}
+				for _, n := range []int{1_000_100, 1_040_000, 1_048_000, 1_048_540, 1_048_552, 1_048_553, 1_100_000} {
+					v := bytes.Repeat([]byte("v"), n)
+					s.Call(fmt.Sprintf("WriteMessages value=%d", n), func(ctx context.Context) error {
+						return w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: v})
+					})
+				}
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
+			Name:   "writer/close-while-a-call-waits",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				held := holdProduce(s)
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll,
+					WriteTimeout: time.Second, MaxAttempts: 2, WriteBackoffMin: 10 * time.Millisecond, WriteBackoffMax: 10 * time.Millisecond})
+				if w == nil {
+					return
+				}
+				var got error
+				s.Go(func() { got = w.WriteMessages(context.Background(), kafka.Message{Value: []byte("held")}) })
+				<-held
+				s.CallNoCtx("Close", w.Close)
+				s.Wait()
+				s.Note("WriteMessages during Close", Shape(got))
+			},
+		},
+		Scenario{
+			Name:   "writer/close-with-async-messages",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				held := holdProduce(s)
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Async: true,
+					BatchTimeout: time.Millisecond, Completion: s.Completion("Completion"),
+					WriteTimeout: time.Second, MaxAttempts: 2, WriteBackoffMin: 10 * time.Millisecond, WriteBackoffMax: 10 * time.Millisecond})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("held")})
+				})
+				<-held
+				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
+			Name:     "writer/broker-goes-away",
+			Topics:   map[string]int{"t": 1},
+			Patience: 8 * time.Second,
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, MaxAttempts: 3,
+					WriteBackoffMin: 10 * time.Millisecond, WriteBackoffMax: 50 * time.Millisecond})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("first")})
+				})
+				if err := s.Proxy().SetRefusing(true); err != nil {
+					s.T().Fatal(err)
+				}
+				s.Proxy().CloseAll()
+				s.Call("WriteMessages while refused", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("second")})
+				})
+			},
+		},
+		Scenario{
+			Name: "writer/unreachable",
+			Run: func(s *Side) {
+				for _, addr := range []struct{ name, addr string }{
+					{"dns", "no-such-host.invalid:9092"},
+					{"refused", "127.0.0.1:1"},
+				} {
+					w := s.NewWriter("NewWriter "+addr.name, &kafka.Writer{Addr: kafka.TCP(addr.addr), Topic: "t", RequiredAcks: kafka.RequireAll})
+					if w == nil {
+						continue
+					}
+					s.Call("WriteMessages "+addr.name, func(ctx context.Context) error {
+						return w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
+					})
+					s.CallNoCtx("Close "+addr.name, w.Close)
+				}
+			},
+		},
+	)
+	return out
+}
+
+func readerScenarios() []Scenario {
+	return []Scenario{
+		{
+			Name:   "reader/partition/fields",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", fieldMessages()...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond})
+				if r == nil {
+					return
+				}
+				s.Note("Offset before", r.Offset())
+				s.Note("Lag before", r.Lag())
+				for i := range fieldMessages() {
+					s.FetchMessage(fmt.Sprintf("FetchMessage %d", i), r)
+					s.Note(fmt.Sprintf("Offset %d", i), r.Offset())
+					s.Note(fmt.Sprintf("Lag %d", i), r.Lag())
+				}
+				s.Call("ReadLag", func(ctx context.Context) error {
+					n, err := r.ReadLag(ctx)
+					s.Note("ReadLag value", n)
+					return err
+				})
+				s.CallWithin("CommitMessages", time.Second, func(ctx context.Context) error { return r.CommitMessages(ctx, kafka.Message{}) })
+				s.CallNoCtx("Close", r.Close)
+				s.FetchMessage("FetchMessage after Close", r)
+			},
+		},
+		{
+			Name:   "reader/partition/set-offset-past-end",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 5)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond})
+				if r == nil {
+					return
+				}
+				s.CallNoCtx("SetOffset 7", func() error { return r.SetOffset(7) })
+				s.Note("Offset", r.Offset())
+				s.FetchMessageWithin("FetchMessage waits", time.Second, r)
+				produce(s, "t", numbered(5, 10)...)
+				for i := range 3 {
+					s.FetchMessage(fmt.Sprintf("FetchMessage %d", i), r)
+				}
+			},
+		},
+		{
+			Name:   "reader/partition/set-offset",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 5)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond})
+				if r == nil {
+					return
+				}
+				s.FetchMessage("FetchMessage first", r)
+				s.CallNoCtx("SetOffset 3", func() error { return r.SetOffset(3) })
+				s.FetchMessage("FetchMessage at 3", r)
+				s.CallNoCtx("SetOffset FirstOffset", func() error { return r.SetOffset(kafka.FirstOffset) })
+				s.Note("Offset after FirstOffset", r.Offset())
+				s.FetchMessage("FetchMessage at first", r)
+				s.CallNoCtx("SetOffset LastOffset", func() error { return r.SetOffset(kafka.LastOffset) })
+				s.FetchMessageWithin("FetchMessage at last waits", time.Second, r)
+				s.CallNoCtx("SetOffset -5", func() error { return r.SetOffset(-5) })
+				s.Call("SetOffsetAt far past", func(ctx context.Context) error { return r.SetOffsetAt(ctx, time.Unix(0, 0)) })
+				s.FetchMessage("FetchMessage after SetOffsetAt", r)
+			},
+		},
+		{
+			Name:   "reader/partition/out-of-range-error",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 3)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, OffsetOutOfRangeError: true})
+				if r == nil {
+					return
+				}
+				s.CallNoCtx("SetOffset 2", func() error { return r.SetOffset(2) })
+				s.FetchMessage("FetchMessage at 2", r)
+				s.CallNoCtx("SetOffset 9", func() error { return r.SetOffset(9) })
+				s.FetchMessageWithin("FetchMessage past the end", 5*time.Second, r)
+				s.CallNoCtx("SetOffset -5", func() error { return r.SetOffset(-5) })
+				s.Note("Offset after -5", r.Offset())
+				s.FetchMessage("FetchMessage after -5", r)
+			},
+		},
+		{
+			Name:   "reader/partition/close-while-fetching",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond})
+				if r == nil {
+					return
+				}
+				fetching := make(chan struct{})
+				var got error
+				s.Go(func() {
+					close(fetching)
+					_, got = r.FetchMessage(context.Background())
+				})
+				<-fetching
+				s.CallNoCtx("Close", r.Close)
+				s.Wait()
+				s.Note("FetchMessage during Close", Shape(got))
+				s.CallNoCtx("Close again", r.Close)
+				s.CallNoCtx("SetOffset after Close", func() error { return r.SetOffset(1) })
+				s.Call("SetOffsetAt after Close", func(ctx context.Context) error { return r.SetOffsetAt(ctx, time.Now()) })
+				s.Call("ReadLag after Close", func(ctx context.Context) error { _, err := r.ReadLag(ctx); return err })
+			},
+		},
+		{
+			Name:   "reader/group/deleted-topic",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 3)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), GroupID: s.Name("g"), MaxWait: 200 * time.Millisecond,
+					HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second})
+				if r == nil {
+					return
+				}
+				s.ReadMessage("ReadMessage 0", r)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := s.Cluster().DeleteTopic(ctx, s.Name("t")); err != nil {
+					s.T().Fatalf("%s: deleting: %v", s.Impl, err)
+				}
+				s.ReadMessage("ReadMessage 1 after delete", r)
+				s.CallNoCtx("Close", r.Close)
+			},
+		},
+		{
+			Name:     "reader/partition/broker-goes-away",
+			Topics:   map[string]int{"t": 1},
+			Patience: 8 * time.Second,
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 1)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, MaxAttempts: 3,
+					ReadBackoffMin: 10 * time.Millisecond, ReadBackoffMax: 50 * time.Millisecond})
+				if r == nil {
+					return
+				}
+				s.FetchMessage("FetchMessage", r)
+				if err := s.Proxy().SetRefusing(true); err != nil {
+					s.T().Fatal(err)
+				}
+				s.Proxy().CloseAll()
+				s.FetchMessage("FetchMessage while refused", r)
+			},
+		},
+		{
+			Name: "reader/invalid-config",
+			Run: func(s *Side) {
+				for _, c := range []struct {
+					name string
+					cfg  kafka.ReaderConfig
+				}{
+					{"GroupID and Partition", kafka.ReaderConfig{Topic: "t", GroupID: "g", Partition: 1}},
+					{"no Topic", kafka.ReaderConfig{}},
+					{"MinBytes above MaxBytes", kafka.ReaderConfig{Topic: "t", MinBytes: 10, MaxBytes: 5}},
+					{"negative Partition", kafka.ReaderConfig{Topic: "t", Partition: -1}},
+				} {
+					r := s.NewReader("NewReader "+c.name, c.cfg)
+					if r != nil {
+						s.CallNoCtx("Close "+c.name, r.Close)
+					}
+				}
+			},
+		},
+		{
+			Name: "reader/unreachable",
+			Run: func(s *Side) {
+				for _, addr := range []struct{ name, addr string }{
+					{"dns", "no-such-host.invalid:9092"},
+					{"refused", "127.0.0.1:1"},
+				} {
+					r := s.NewReader("NewReader "+addr.name, kafka.ReaderConfig{Brokers: []string{addr.addr}, Topic: "t", MaxWait: 200 * time.Millisecond})
+					if r == nil {
+						continue
+					}
+					s.FetchMessage("FetchMessage "+addr.name, r)
+					s.CallNoCtx("Close "+addr.name, r.Close)
+				}
+			},
+		},
+		{
+			Name:   "reader/group/commit-another-members-partition",
+			Topics: map[string]int{"t": 2},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 2)...)
+				cfg := kafka.ReaderConfig{Topic: s.Name("t"), GroupID: s.Name("g"), MaxWait: 200 * time.Millisecond,
+					HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second}
+				a := s.NewReader("NewReader a", cfg)
+				if a == nil {
+					return
+				}
+				_, err := a.FetchMessage(context.Background())
+				if err != nil {
+					s.T().Errorf("%s: %s: %v", s.Impl, "FetchMessage a", err)
+					return
+				}
+				b := s.NewReader("NewReader b", cfg)
+				if b == nil {
+					return
+				}
+				// b's join makes the group rebalance: a keeps one
+				// partition, b gets the other. Wait until b reads.
+				produceTo(s, "t", 0, numbered(2, 40)...)
+				produceTo(s, "t", 1, numbered(2, 40)...)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				mb, err := b.FetchMessage(ctx)
+				if err != nil {
+					s.T().Errorf("%s: %s: %v", s.Impl, "FetchMessage b", err)
+					return
+				}
+				s.Call("CommitMessages a of b's partition", func(ctx context.Context) error {
+					return a.CommitMessages(ctx, kafka.Message{Topic: mb.Topic, Partition: mb.Partition, Offset: 30})
+				})
+				s.CallNoCtx("Close b", b.Close)
+				s.CallNoCtx("Close a", a.Close)
+				s.Note("committed of b's partition", s.Committed("", "g", "t", 2)[mb.Partition])
+			},
+		},
+		{
+			Name:   "reader/group/commit",
+			Topics: map[string]int{"t": 2, "other": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 4)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), GroupID: s.Name("g"), MaxWait: 200 * time.Millisecond,
+					HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second})
+				if r == nil {
+					return
+				}
+				s.Note("Offset", r.Offset())
+				s.Note("Lag", r.Lag())
+				s.CallNoCtx("SetOffset", func() error { return r.SetOffset(1) })
+				s.Call("ReadLag", func(ctx context.Context) error { _, err := r.ReadLag(ctx); return err })
+				var got []kafka.Message
+				for i := range 4 {
+					m, err := r.FetchMessage(context.Background())
+					if err != nil {
+						s.T().Errorf("%s: %s: %v", s.Impl, fmt.Sprintf("FetchMessage %d", i), err)
+						return
+					}
+					got = append(got, m)
+				}
+				s.Note("fetched", len(got))
+				s.Call("CommitMessages", func(ctx context.Context) error { return r.CommitMessages(ctx, got...) })
+				s.Committed("committed", "g", "t", 2)
+				s.Call("CommitMessages not owned", func(ctx context.Context) error {
+					return r.CommitMessages(ctx, kafka.Message{Topic: s.Name("other"), Partition: 0, Offset: 0})
+				})
+				s.CallNoCtx("Close", r.Close)
+				s.Call("CommitMessages after Close", func(ctx context.Context) error { return r.CommitMessages(ctx, got...) })
+			},
+		},
+	}
+}
+
+// holdProduce makes the side's proxy hold every Produce request until the
+// scenario ends, then close its connection (the broker never sees it). The
+// channel it returns is closed at the first one held.
+func holdProduce(s *Side) <-chan struct{} {
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	s.addCloser(func() { close(release) }) // when the scenario ends, before the proxy stops
+	s.Proxy().OnRequest(func(r kproxy.Request) kproxy.Action {
+		if r.Key != 0 {
+			return kproxy.Forward
+		}
+		once.Do(func() { close(held) })
+		<-release
+		return kproxy.CloseBefore
+	})
+	return held
+}
+
+// numbered returns messages "m<i>" for i in [from, to).
+func numbered(from, to int) []kafka.Message {
+	var out []kafka.Message
+	for i := from; i < to; i++ {
+		out = append(out, kafka.Message{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("m%d", i))})
+	}
+	return out
+}
+
+// produce writes msgs to the logical topic with kafka-go's own client,
+// straight to the broker, in partition 0 (a setup step, not observed).
+func produce(s *Side, logical string, msgs ...kafka.Message) { produceTo(s, logical, 0, msgs...) }
+
+// produceTo is produce to partition p.
+func produceTo(s *Side, logical string, p int, msgs ...kafka.Message) {
+	w := &kafka.Writer{Addr: kafka.TCP(s.BrokerAddrs()...), Topic: s.Name(logical), RequiredAcks: kafka.RequireAll,
+		Balancer: fixedPartition(p), BatchTimeout: time.Millisecond, Transport: &kafka.Transport{}}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		s.t.Fatalf("%s: producing to %s (%s): %v", s.Impl, logical, s.Name(logical), err)
+	}
+}
+
+// fixedPartition balances every message to itself.
+type fixedPartition int
+
+func (p fixedPartition) Balance(kafka.Message, ...int) int { return int(p) }
