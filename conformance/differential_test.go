@@ -12,11 +12,13 @@ import (
 // TestDifferential runs every scenario of the differential harness
 // through kafka-go's clients and the SDK's on the real broker, and fails
 // on any difference not in the table of intended differences (the sdk
-// package doc's "Differences from kafka-go").
+// package doc's "Differences from kafka-go"), then the property scenarios
+// (DIFFTEST_SEED and DIFFTEST_CASES pick others than CI's).
 func TestDifferential(t *testing.T) {
 	addrs := brokers(t)
 	f := difftest.SDKFactory(sdk.WithAZ("az-a"), sdk.WithGetenv(func(string) string { return "" }))
-	for _, sc := range difftest.Scenarios() {
+	seed, n := difftest.PropertyInputs(t, 6)
+	for _, sc := range append(difftest.Scenarios(), difftest.Properties(seed, n)...) {
 		if sc.EmbeddedOnly {
 			continue
 		}

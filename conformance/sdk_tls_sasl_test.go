@@ -28,6 +28,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
@@ -315,6 +316,8 @@ func TestSDKSASLSSL(t *testing.T) {
 			[]string{"sasl", "authentication failed"}, kafka.SASLAuthenticationFailed},
 		{"unknown user", secureClient{addr: rig.saslSSL(), tls: trusted, mech: rig.mechanism(t, "mallory", "whatever")},
 			[]string{"sasl", "authentication failed"}, kafka.SASLAuthenticationFailed},
+		{"a SASL mechanism the broker lacks", secureClient{addr: rig.saslSSL(), tls: trusted, mech: plain.Mechanism{Username: "alice", Password: rig.password["alice"]}},
+			[]string{"sasl", "mechanism"}, kafka.UnsupportedSASLMechanism},
 		{"CA does not match", secureClient{addr: rig.saslSSL(), tls: otherCA.ClientConfig(), mech: alice.mech},
 			[]string{"certificate", "unknown authority"}, nil},
 		{"expired certificate", secureClient{addr: rig.expiredAddr(), tls: trusted, mech: alice.mech},

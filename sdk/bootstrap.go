@@ -47,6 +47,9 @@ type bootstrap struct {
 }
 
 func newBootstrap(seeds []string, timeout time.Duration) *bootstrap {
+	if timeout <= 0 {
+		timeout = DefaultBootstrapTimeout
+	}
 	b := &bootstrap{timeout: timeout, last: map[string]error{}, hard: map[string]bool{}}
 	for _, s := range seeds {
 		s = strings.TrimSpace(s)
@@ -204,13 +207,15 @@ func (e *BootstrapError) Error() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(a)
-		b.WriteString(": ")
 		if e.Errs[i] == nil {
-			b.WriteString("not dialed yet")
-		} else {
-			b.WriteString(strings.TrimPrefix(e.Errs[i].Error(), "sdk: "))
+			b.WriteString(a + ": not dialed yet")
+			continue
 		}
+		text := strings.TrimPrefix(e.Errs[i].Error(), "sdk: ")
+		if !strings.HasPrefix(text, a) {
+			text = a + ": " + text
+		}
+		b.WriteString(text)
 	}
 	return b.String()
 }

@@ -101,6 +101,8 @@ type options struct {
 	ctor  ctor
 	only  []restricted
 	clock *clock
+	// bootstrapTimeout replaces DefaultBootstrapTimeout (tests).
+	bootstrapTimeout time.Duration
 }
 
 // ctor names a constructor of the package, for options that apply to
@@ -343,6 +345,8 @@ type config struct {
 	metrics       metrics.Provider
 	engineHooks   []kgo.Hook
 	clock         clock
+	// bootstrapTimeout: see DefaultBootstrapTimeout.
+	bootstrapTimeout time.Duration
 }
 
 // loadConfig applies opts, then the environment for what opts left unset,
@@ -393,6 +397,10 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	}
 	if o.clock != nil {
 		c.clock = *o.clock
+	}
+	c.bootstrapTimeout = DefaultBootstrapTimeout
+	if o.bootstrapTimeout > 0 {
+		c.bootstrapTimeout = o.bootstrapTimeout
 	}
 
 	// The environment first, every variable validated even when an

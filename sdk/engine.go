@@ -282,7 +282,7 @@ type brokerCounters struct {
 func newEngineHooks(s *session, c *counters, reader bool, seeds []string) *engineHooks {
 	h := &engineHooks{
 		az:       s.az,
-		boot:     newBootstrap(seeds, DefaultBootstrapTimeout),
+		boot:     newBootstrap(seeds, s.bootstrapTimeout),
 		counters: c,
 		logger:   s.logger,
 		logSome:  rate.Sometimes{Interval: 5 * time.Second},

@@ -42,6 +42,8 @@ type session struct {
 	policy        *connPolicy
 	// maxResponse is the frame guard's limit on a response's size.
 	maxResponse int
+	// bootstrapTimeout: see DefaultBootstrapTimeout.
+	bootstrapTimeout time.Duration
 
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
@@ -97,10 +99,12 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 		logger:        c.logger,
 		policy:        newConnPolicy(c),
 		maxResponse:   c.maxResponse,
-		baseDialer:    c.baseDialer,
-		baseTransport: c.baseTransport,
-		metrics:       c.metrics,
-		engineHooks:   c.engineHooks,
+
+		bootstrapTimeout: c.bootstrapTimeout,
+		baseDialer:       c.baseDialer,
+		baseTransport:    c.baseTransport,
+		metrics:          c.metrics,
+		engineHooks:      c.engineHooks,
 	}, nil
 }
 

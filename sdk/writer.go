@@ -709,7 +709,7 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) error {
 		case ctx.Err() != nil:
 			return w.ctxError(ctx, mark)
 		case errors.As(err, new(kafka.Error)), engineFatal(err), unfixable(err):
-			return err
+			return kafkaError(err)
 		}
 		t := time.NewTimer(w.s.retry.Backoff.Delay(attempt))
 		select {

@@ -764,3 +764,64 @@ func TestWriterBalancersPlaceLikeKafkaGo(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterBudgetCountsFromHandOver: a message's delivery budget starts
+// when it is handed over, whatever its Time: a Time far in the past is
+// written (a replay's), and one in the future still fails when the budget
+// after hand-over runs out instead of never.
+func TestWriterBudgetCountsFromHandOver(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		at    time.Time
+		fails bool // every produce is closed before the broker sees it
+	}{
+		{name: "a Time years ago is written", at: time.Now().AddDate(-3, 0, 0)},
+		{name: "a Time an hour ahead fails at the end of its budget", at: time.Now().Add(time.Hour), fails: true},
+		{name: "a Time years ago fails at the end of its budget, not at once", at: time.Now().AddDate(-3, 0, 0), fails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newFaultRig(t, "budget", 1)
+			if tc.fails {
+				rig.proxy.OnRequest(func(r kproxy.Request) kproxy.Action {
+					if r.Key == 0 {
+						return kproxy.CloseBefore
+					}
+					return kproxy.Forward
+				})
+			}
+			// A budget of 1 s: 3 × (300ms + 5ms), at least 1 s.
+			w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+				WriteTimeout: 300 * time.Millisecond}, testOptions(t, sdk.WithRetry(3, time.Millisecond, 5*time.Millisecond))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			err = w.WriteMessages(ctx, kafka.Message{Value: []byte("timed"), Time: tc.at})
+			took := time.Since(start)
+			t.Logf("%v after %v", err, took.Round(time.Millisecond))
+			if !tc.fails {
+				if err != nil {
+					t.Fatalf("WriteMessages: %v", err)
+				}
+				got := deliverytest.PartitionValues(ctx, t, deliverytest.Topic{Addrs: rig.broker.Addrs(), Name: rig.topic, Partitions: 1})
+				if len(got[0]) != 1 {
+					t.Fatalf("stored %v, want the message once", got)
+				}
+				return
+			}
+			werrs := requireWriteErrors(t, err, 1)
+			if !errors.Is(werrs[0], kgo.ErrRecordTimeout) || ctx.Err() != nil {
+				t.Fatalf("WriteMessages: %v; want the delivery budget's end, before the call's ctx", err)
+			}
+			// The budget's end comes after the budget, not at once: its
+			// Context is made when the message is handed over.
+			if took < time.Second {
+				t.Fatalf("the budget ended after %v, before the 1s budget", took)
+			}
+		})
+	}
+}

@@ -80,7 +80,7 @@ var Differences = []Difference{
 		ID:       "constructors-return-errors",
 		What:     "NewReader and NewWriter return an error for an invalid configuration, naming the field.",
 		Why:      "kafka.NewReader panics, and kafka-go's Writer fails on its first call; an error at construction is what a service can report.",
-		Scenario: "reader/invalid-config", Step: "NewReader *",
+		Scenario: "*", Step: "NewReader*",
 		Match: func(k, s string) bool { return k == "new panic" && s == "new error" },
 	},
 	{

@@ -524,7 +524,7 @@ func headersText(hs []kafka.Header) string {
 	}
 	parts := make([]string, len(hs))
 	for i, h := range hs {
-		parts[i] = h.Key + ":" + bytesText(h.Value)
+		parts[i] = fmt.Sprintf("%q", h.Key) + ":" + bytesText(h.Value)
 	}
 	return "[" + strings.Join(parts, " ") + "]"
 }

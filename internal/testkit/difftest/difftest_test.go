@@ -22,3 +22,15 @@ func TestScenarios(t *testing.T) {
 		})
 	}
 }
+
+// TestProperties runs the property scenarios: DIFFTEST_SEED picks other
+// inputs than CI's (and DIFFTEST_CASES how many).
+func TestProperties(t *testing.T) {
+	seed, n := difftest.PropertyInputs(t, 12)
+	for _, sc := range difftest.Properties(seed, n) {
+		t.Run(sc.Name, func(t *testing.T) {
+			t.Parallel()
+			difftest.Run(t, difftest.Embedded(), sc, sdkFactory())
+		})
+	}
+}

@@ -1,0 +1,201 @@
+package sdk_test
+
+// Misconfiguration fails fast: before a client ever reached its cluster,
+// a bootstrap address no retry fixes ends the Writer's and the Reader's
+// call on its own, naming the address and the cause; refusals end it
+// after the bootstrap timeout; once a broker answered, the clients ride
+// through refusals instead. (The embedded broker closes the connection on
+// a SASL mechanism it lacks instead of answering UNSUPPORTED_SASL_MECHANISM
+// as Kafka does; the conformance suite covers that case on Kafka 4.3.1,
+// TestSDKSASLSSL.)
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/hostile"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// failFastPatience is the ctx of a call that must end on its own: far
+// beyond what any of these takes (milliseconds), and beyond the bootstrap
+// timeout these clients get, so that a call ending before it did not wait
+// for a timeout of any kind.
+const (
+	failFastPatience = 30 * time.Second
+	failFastBoot     = time.Minute
+)
+
+// closingListener accepts connections and closes each after reading 4
+// bytes: a plaintext Kafka listener reading a TLS ClientHello as a frame
+// size it refuses.
+func closingListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, _ = io.ReadFull(c, make([]byte, 4))
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func hostileAddr(t *testing.T, c hostile.Case) string {
+	t.Helper()
+	s, err := hostile.Start(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.Addr()
+}
+
+// TestMisconfigurationFailsFast: each misconfiguration a retry cannot fix
+// ends WriteMessages and ReadMessage on their own, with an error that
+// names the address and the cause.
+func TestMisconfigurationFailsFast(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// addr starts the endpoint; tls and sasl are the client's.
+		addr  func(t *testing.T) string
+		tls   *tls.Config
+		cause string // in the error, with the address
+		is    func(error) bool
+	}{
+		{name: "unknown host", addr: func(*testing.T) string { return "no-such-host.invalid:9092" }, cause: "no such host",
+			is: func(err error) bool { var d *net.DNSError; return errors.As(err, &d) }},
+		{name: "TLS against a plaintext port", addr: closingListener, tls: &tls.Config{}, cause: "plaintext listener"},
+		{name: "plaintext against a TLS port", addr: func(t *testing.T) string { return hostileAddr(t, hostile.TLSAlert) },
+			cause: "a TLS record on a plaintext connection", is: func(err error) bool { return errors.Is(err, sdk.ErrBadResponse) }},
+		{name: "not a Kafka server", addr: func(t *testing.T) string { return hostileAddr(t, hostile.HTTP400) },
+			cause: "not a Kafka broker", is: func(err error) bool { return errors.Is(err, sdk.ErrBadResponse) }},
+		{name: "a broken response", addr: func(t *testing.T) string { return hostileAddr(t, hostile.MetadataBomb) },
+			cause: "malformed Metadata", is: func(err error) bool { return errors.Is(err, sdk.ErrBadResponse) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr := tc.addr(t)
+			check := func(who string, err error, took time.Duration) {
+				t.Helper()
+				t.Logf("%s: %v after %v", who, err, took.Round(time.Millisecond))
+				switch {
+				case err == nil:
+					t.Fatalf("%s: no error", who)
+				case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+					t.Fatalf("%s: waited for its ctx: %v", who, err)
+				case !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tc.cause)) || !strings.Contains(err.Error(), addrHost(addr)):
+					t.Fatalf("%s: %v: want the address %s and %q", who, err, addr, tc.cause)
+				case tc.is != nil && !tc.is(err):
+					t.Fatalf("%s: %v: errors.Is/As does not see the cause", who, err)
+				}
+			}
+			opts := testOptions(t, sdk.WithBootstrapTimeout(failFastBoot))
+			tr := &kafka.Transport{TLS: tc.tls}
+			w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addr), Topic: "t", RequiredAcks: kafka.RequireAll, Transport: tr}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), failFastPatience)
+			defer cancel()
+			start := time.Now()
+			err = w.WriteMessages(ctx, kafka.Message{Value: []byte("v")})
+			check("Writer", err, time.Since(start))
+			w.Close()
+
+			d := &kafka.Dialer{TLS: tc.tls}
+			for _, group := range []string{"", "g"} {
+				cfg := kafka.ReaderConfig{Brokers: []string{addr}, Topic: "t", GroupID: group, Dialer: d}
+				r, err := sdk.NewReader(cfg, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				start = time.Now()
+				_, err = r.ReadMessage(ctx)
+				check("Reader (group "+group+")", err, time.Since(start))
+				r.Close()
+			}
+		})
+	}
+}
+
+func addrHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// TestRefusedBootstrapGivesUpAfterTheTimeout: every bootstrap address
+// refusing, a call ends with a *sdk.BootstrapError naming each address and
+// matching ECONNREFUSED once the bootstrap timeout passed; a later call
+// gets the whole timeout again and succeeds once the broker is up. Once a
+// broker answered, refusals are ridden through (see the churn tests).
+func TestRefusedBootstrapGivesUpAfterTheTimeout(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // refused from here on, until the broker takes the port
+	const boot = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), failFastPatience)
+	defer cancel()
+	write := func(w *sdk.Writer) error { return w.WriteMessages(ctx, kafka.Message{Value: []byte("v")}) }
+	newWriter := func(addrs ...string) *sdk.Writer {
+		w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addrs...), Topic: "t", RequiredAcks: kafka.RequireAll},
+			testOptions(t, sdk.WithBootstrapTimeout(boot))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	err = write(newWriter(addr, "127.0.0.1:1"))
+	var be *sdk.BootstrapError
+	if !errors.As(err, &be) || !be.TimedOut || ctx.Err() != nil {
+		t.Fatalf("WriteMessages: %v; want a *sdk.BootstrapError after the %v timeout", err, boot)
+	}
+	for _, want := range []string{addr, "127.0.0.1:1", "connection refused", boot.String()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("error %v does not match ECONNREFUSED", err)
+	}
+
+	w := newWriter(addr)
+	if err := write(w); !errors.As(err, &be) {
+		t.Fatalf("WriteMessages before the broker is up: %v, want a *sdk.BootstrapError", err)
+	}
+	// The broker comes up on the address: the next call reaches it.
+	embedded.StartT(t, embedded.Topic("t", 1), embedded.KfakeOptions(kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, addr)
+	})))
+	if err := write(w); err != nil {
+		t.Fatalf("WriteMessages once the broker is up: %v", err)
+	}
+}
