@@ -134,14 +134,18 @@
 // Reader's per-message errors keep kafka-go's forms: kafka.WriteErrors,
 // kafka.Error). Callers can match with errors.Is: ErrBadResponse (a
 // broker's bytes the frame guard refused), context.DeadlineExceeded and
-// context.Canceled (a call's ctx ended; the error also carries the last
-// cause the engine met), kafka-go's kafka.Error codes (kafka.TopicAuthorizationFailed,
-// ...) and franz-go's kerr errors for the same codes, io.EOF and the
-// other connection errors retry.IsTransient reports. With errors.As:
-// kafka.WriteErrors (WriteMessages, aligned with its messages) and
-// *tls.CertificateVerificationError. Configuration errors (of the
-// constructors) are not meant to be matched: they name the option or the
-// variable and quote its value.
+// context.Canceled (a call's ctx ended: as kafka-go's, the error matches
+// nothing else, and its text names the last cause the engine met),
+// kafka-go's kafka.Error codes (kafka.TopicAuthorizationFailed, ...) and
+// franz-go's kerr errors for the same codes, io.EOF and the other
+// connection errors retry.IsTransient reports. With errors.As:
+// kafka.WriteErrors (WriteMessages, aligned with its messages),
+// kafka.MessageTooLargeError, *BootstrapError (a client that never
+// reached its cluster; through it the dial's *net.DNSError, *net.OpError,
+// ...) and *tls.CertificateVerificationError. Configuration errors (of
+// the constructors) are not meant to be matched: they name the option or
+// the variable and quote its value, under one "sdk: <constructor>:"
+// prefix.
 //
 // # Differences from kafka-go
 //

@@ -62,6 +62,10 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 		kgo.WithLogger(&engineLogger{slog: s.logger, info: info, errs: errs}),
 		kgo.WithHooks(h),
 		kgo.MetadataMinAge(metadataMinAge),
+		// No KIP-714 metrics pushed to the brokers: kafka-go sends none,
+		// and a broker that does not answer them holds Close for a
+		// second. WithMetrics and WithEngineHooks export the client's.
+		kgo.DisableClientMetrics(),
 		kgo.BrokerMaxReadBytes(int32(min(s.maxResponse, 1<<31-1))),
 	}
 	if d.SASLMechanism != nil {
@@ -246,7 +250,8 @@ type engineHooks struct {
 	client   atomic.Pointer[kgo.Client]
 	counters *counters
 	logger   *slog.Logger
-	logSome  rate.Sometimes
+	logSome  rate.Sometimes   // Info: once per 5 s
+	warnSome rate.Sometimes   // Warn, once unreachable for warnAfter: once per 30 s
 	rec      metrics.Recorder // nil without metrics
 	metrics  *metricsHooks    // nil without metrics
 
@@ -286,6 +291,7 @@ func newEngineHooks(s *session, c *counters, reader bool, seeds []string) *engin
 		counters: c,
 		logger:   s.logger,
 		logSome:  rate.Sometimes{Interval: 5 * time.Second},
+		warnSome: rate.Sometimes{Interval: 30 * time.Second},
 		brokers:  map[int32]*brokerCounters{},
 		rec:      s.rec,
 	}
@@ -439,12 +445,14 @@ func (h *engineHooks) noteError(err error) {
 	}
 	now := time.Now()
 	h.failingSince.CompareAndSwap(0, now.UnixNano())
-	h.logSome.Do(func() {
-		if d := now.Sub(time.Unix(0, h.failingSince.Load())); h.warnAfter > 0 && d > h.warnAfter {
-			h.logger.Warn("azkafka: no broker has answered for "+d.Round(time.Second).String()+"; the engine keeps retrying",
+	if d := now.Sub(time.Unix(0, h.failingSince.Load())); h.warnAfter > 0 && d > h.warnAfter {
+		h.warnSome.Do(func() {
+			h.logger.Warn("azkafka: no broker has answered for "+d.Round(100*time.Millisecond).String()+"; the engine keeps retrying",
 				"error", err, "fix", "check that the brokers are up and reachable from here (azkafka diagnose)")
-			return
-		}
+		})
+		return
+	}
+	h.logSome.Do(func() {
 		h.logger.Info("azkafka: the engine is retrying after a transient error", "error", err)
 	})
 }

@@ -14,8 +14,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/internal/hostile"
+	"github.com/azkafka/azkafka/internal/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -122,7 +125,7 @@ func TestMisconfigurationFailsFast(t *testing.T) {
 			start := time.Now()
 			err = w.WriteMessages(ctx, kafka.Message{Value: []byte("v")})
 			check("Writer", err, time.Since(start))
-			w.Close()
+			closed(t, "Writer", w.Close, 10*time.Second) // WriteTimeout's default
 
 			d := &kafka.Dialer{TLS: tc.tls}
 			for _, group := range []string{"", "g"} {
@@ -134,9 +137,22 @@ func TestMisconfigurationFailsFast(t *testing.T) {
 				start = time.Now()
 				_, err = r.ReadMessage(ctx)
 				check("Reader (group "+group+")", err, time.Since(start))
-				r.Close()
+				closed(t, "Reader (group "+group+")", r.Close, sdk.ReaderCloseTimeout)
 			}
 		})
+	}
+}
+
+// closed calls a client's Close and checks that it returned within its
+// documented bound (a hang detector: it takes milliseconds).
+func closed(t *testing.T, who string, close func() error, bound time.Duration) {
+	t.Helper()
+	start := time.Now()
+	err := close()
+	took := time.Since(start)
+	t.Logf("%s: Close: %v after %v", who, err, took.Round(time.Millisecond))
+	if took > bound {
+		t.Errorf("%s: Close took %v, beyond its bound %v", who, took, bound)
 	}
 }
 
@@ -197,5 +213,139 @@ func TestRefusedBootstrapGivesUpAfterTheTimeout(t *testing.T) {
 	})))
 	if err := write(w); err != nil {
 		t.Fatalf("WriteMessages once the broker is up: %v", err)
+	}
+}
+
+// warnSignal is a slog handler that closes warned at the first Warn
+// record whose message holds want.
+type warnSignal struct {
+	want   string
+	once   sync.Once
+	warned chan struct{}
+}
+
+func (h *warnSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *warnSignal) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.want) {
+		h.once.Do(func() { close(h.warned) })
+	}
+	return nil
+}
+func (h *warnSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *warnSignal) WithGroup(string) slog.Handler      { return h }
+
+// TestReaderWarnsWhileUnreachable: a Reader that reached its cluster and
+// then meets refusals keeps waiting (its call ends with its ctx), and
+// logs at Warn once the cluster has been unreachable for longer than
+// MaxWait.
+func TestReaderWarnsWhileUnreachable(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "unreachable", 1)
+	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll}
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	logs := &warnSignal{want: "no broker has answered", warned: make(chan struct{})}
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: 100 * time.Millisecond},
+		testOptions(t, sdk.WithLogger(slog.New(logs)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.FetchMessage(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rig.proxy.SetRefusing(true); err != nil {
+		t.Fatal(err)
+	}
+	rig.proxy.CloseAll()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fetched := make(chan error, 1)
+	go func() { _, err := r.FetchMessage(ctx); fetched <- err }()
+	select {
+	case <-logs.warned:
+	case err := <-fetched:
+		t.Fatalf("FetchMessage returned %v while the cluster was unreachable, before any Warn", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no Warn within a minute of the cluster refusing")
+	}
+	cancel()
+	if err := <-fetched; !errors.Is(err, context.Canceled) {
+		t.Fatalf("FetchMessage: %v, want the ctx's error", err)
+	}
+}
+
+// TestCloseIsBoundedWhenTheClusterStopsAnswering: a group Reader with
+// marked offsets to commit and an async Writer with a message to deliver,
+// both before a broker that reads every request and answers none: Close
+// returns within its documented bound, says what it gave up, and the
+// Writer's message reaches Completion with an error.
+func TestCloseIsBoundedWhenTheClusterStopsAnswering(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "silent", 1)
+	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll}
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	cfg := groupTestConfig(rig, "silent")
+	cfg.CommitInterval = time.Hour // marked, committed only by Close
+	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadMessage(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	completed := make(chan error, 1)
+	aw, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+		Async: true, BatchTimeout: time.Millisecond, WriteTimeout: 2 * time.Second,
+		Completion: func(_ []kafka.Message, err error) { completed <- err }}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Known to the Writer before the silence: its first call asks for
+	// the topic.
+	if err := aw.WriteMessages(testCtx(t), kafka.Message{Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-completed; err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	rig.proxy.OnRequest(func(kproxy.Request) kproxy.Action {
+		<-release
+		return kproxy.CloseBefore
+	})
+	rig.proxy.CloseAll()
+	if err := aw.WriteMessages(testCtx(t), kafka.Message{Value: []byte("never acknowledged")}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cerr := r.Close()
+	took := time.Since(start)
+	t.Logf("Reader.Close: %v after %v", cerr, took.Round(time.Millisecond))
+	if took > sdk.ReaderCloseTimeout+2*time.Second || cerr == nil || !strings.Contains(cerr.Error(), "marked offsets") {
+		t.Errorf("Reader.Close: %v after %v; want, within %v, an error saying the marked offsets may not be committed", cerr, took, sdk.ReaderCloseTimeout)
+	}
+	start = time.Now()
+	if err := aw.Close(); err != nil {
+		t.Errorf("Writer.Close: %v", err)
+	}
+	took = time.Since(start)
+	t.Logf("Writer.Close after %v", took.Round(time.Millisecond))
+	if took > 2*time.Second+time.Second {
+		t.Errorf("Writer.Close took %v, beyond its WriteTimeout (2s)", took)
+	}
+	select {
+	case err := <-completed:
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "closed before the message was acknowledged") {
+			t.Errorf("Completion got %v, want Close's give-up matching context.DeadlineExceeded", err)
+		}
+	default:
+		t.Error("Completion did not get the message Close gave up")
 	}
 }

@@ -148,8 +148,11 @@ import (
 type Reader struct {
 	s      *session
 	config kafka.ReaderConfig
-	hooks  *engineHooks
-	group  bool
+	// shown is config as kafka-go's Config returns it: the defaults its
+	// NewReader applies, not its consumer group's.
+	shown kafka.ReaderConfig
+	hooks *engineHooks
+	group bool
 	// rangeFirst: the config listed kafka.RangeGroupBalancer first
 	// (GroupProtocolConsumer then asks the broker for range).
 	rangeFirst bool
@@ -279,7 +282,8 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
 	rangeFirst := len(config.GroupBalancers) > 0 && isRange(config.GroupBalancers[0])
-	if err := readerDefaults(&config); err != nil {
+	var shown kafka.ReaderConfig
+	if err := readerDefaults(&config, &shown); err != nil {
 		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
 	s, err := newSession(context.Background(), append([]Option{forCtor(ctorReader)}, readerOptions(config.Dialer, opts)...))
@@ -287,9 +291,11 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		return nil, inCtor("NewReader", err)
 	}
 	config.GroupBalancers = withZone(config.GroupBalancers, s.az)
+	shown.GroupBalancers = config.GroupBalancers
 	r := &Reader{
 		s:      s,
 		config: config,
+		shown:  shown,
 
 		group:      config.GroupID != "",
 		rangeFirst: rangeFirst,
@@ -310,6 +316,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	onFatal := r.interrupt
 	r.hooks.onFatal.Store(&onFatal)
 	r.config.Dialer = s.dialer()
+	r.shown.Dialer = r.config.Dialer
 	// The hooks keep the client (see engine).
 	if _, err := kgo.NewClient(r.engineOpts()...); err != nil {
 		if s.rec != nil {
@@ -339,8 +346,10 @@ func isRange(b kafka.GroupBalancer) bool {
 // returns (its group goroutine may run the balancer first).
 func (r *Reader) engine() *kgo.Client { return r.hooks.client.Load() }
 
-// readerDefaults applies kafka-go's defaults to config.
-func readerDefaults(c *kafka.ReaderConfig) error {
+// readerDefaults applies kafka-go's defaults to config, and sets shown to
+// config with those kafka-go's NewReader applies, which its Config
+// returns.
+func readerDefaults(c, shown *kafka.ReaderConfig) error {
 	if c.GroupID != "" && len(c.GroupBalancers) == 0 {
 		c.GroupBalancers = []kafka.GroupBalancer{kafka.RangeGroupBalancer{}, kafka.RoundRobinGroupBalancer{}}
 	}
@@ -366,6 +375,7 @@ func readerDefaults(c *kafka.ReaderConfig) error {
 	setDefault(&c.ReadLagInterval, defaultReaderReadLag)
 	setDefault(&c.ReadBackoffMin, defaultReaderReadBackoffMin)
 	setDefault(&c.ReadBackoffMax, defaultReaderReadBackoffMax)
+	*shown = *c // what kafka-go's NewReader sets; the group's defaults come from its consumer group
 	setDefault(&c.HeartbeatInterval, defaultReaderHeartbeat)
 	setDefault(&c.SessionTimeout, defaultReaderSession)
 	setDefault(&c.RebalanceTimeout, defaultReaderRebalance)
@@ -1195,9 +1205,11 @@ func (r *Reader) Close() error {
 	return err
 }
 
-// Config returns the reader's configuration with kafka-go's defaults
-// applied and the SDK's Dialer (client ID and connection policy).
-func (r *Reader) Config() kafka.ReaderConfig { return r.config }
+// Config returns the reader's configuration with the defaults kafka-go's
+// NewReader applies (not those of its consumer group: HeartbeatInterval,
+// SessionTimeout and the like stay as given, as kafka-go's Config returns
+// them), and the SDK's Dialer (client ID and connection policy).
+func (r *Reader) Config() kafka.ReaderConfig { return r.shown }
 
 // Lag returns the lag of the last message returned by ReadMessage or
 // FetchMessage (the partition's high watermark minus the next offset), or

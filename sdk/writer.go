@@ -153,7 +153,7 @@ import (
 //     synchronous calls.
 //   - WriteTimeout, ReadTimeout: ProduceRequestTimeout and
 //     RequestTimeoutOverhead (the smaller of the two, default 10 s);
-//     WriteTimeout also sizes the delivery budget.
+//     WriteTimeout also sizes the delivery budget and bounds Close.
 //   - Async, Completion: WriteMessages returns once queued;
 //     Completion(messages, err) is called per call and partition with
 //     Partition and Offset set.
@@ -708,6 +708,9 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) error {
 			return nil
 		case ctx.Err() != nil:
 			return w.ctxError(ctx, mark)
+		case isUnknownTopic(err) && attempt < unknownTopicAttempts-1:
+			// A topic created a moment ago may not be known yet to the
+			// broker asked; a few quick attempts ride that out.
 		case errors.As(err, new(kafka.Error)), engineFatal(err), unfixable(err):
 			return kafkaError(err)
 		}
@@ -722,6 +725,11 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) error {
 		}
 	}
 }
+
+// unknownTopicAttempts is how many times knowTopic asks before it takes
+// UNKNOWN_TOPIC_OR_PARTITION for an answer (within the retry policy's
+// first backoffs: a few hundred milliseconds by default).
+const unknownTopicAttempts = 3
 
 // lookUpTopic asks the cluster for topic's metadata once: nil when it has
 // the topic (or is creating it), its kafka.Error when it does not.

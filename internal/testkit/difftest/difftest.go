@@ -68,6 +68,7 @@ type Reader interface {
 	ReadLag(ctx context.Context) (int64, error)
 	Close() error
 	Stats() kafka.ReaderStats
+	Config() kafka.ReaderConfig
 }
 
 // Factory builds one implementation's clients.
@@ -604,20 +605,7 @@ func Run(t *testing.T, newCluster func(t testing.TB, impl Impl) Cluster, sc Scen
 // harness's own tests compare kafka-go with a broken copy of itself).
 func RunPair(t *testing.T, newCluster func(t testing.TB, impl Impl) Cluster, sc Scenario, ref, under Factory) Result {
 	t.Helper()
-	traces := make([]Trace, 2)
-	embedded := make([]bool, 2)
-	var wg sync.WaitGroup
-	for i, f := range []Factory{ref, under} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := newCluster(t, f.Impl)
-			embedded[i] = c.Embedded()
-			traces[i] = runSide(t, c, sc, f)
-		}()
-	}
-	wg.Wait()
-	res := Compare(sc.Name, traces[0], traces[1], embedded[0])
+	res, traces := runPair(t, newCluster, sc, ref, under)
 	for row, n := range res.Intended {
 		t.Logf("%s: %d step(s) differ as row %s says", sc.Name, n, row)
 	}
@@ -633,6 +621,24 @@ func RunPair(t *testing.T, newCluster func(t testing.TB, impl Impl) Cluster, sc 
 		}
 	}
 	return res
+}
+
+// runPair runs sc on both and compares, without reporting.
+func runPair(t testing.TB, newCluster func(t testing.TB, impl Impl) Cluster, sc Scenario, ref, under Factory) (Result, []Trace) {
+	traces := make([]Trace, 2)
+	embedded := make([]bool, 2)
+	var wg sync.WaitGroup
+	for i, f := range []Factory{ref, under} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := newCluster(t, f.Impl)
+			embedded[i] = c.Embedded()
+			traces[i] = runSide(t, c, sc, f)
+		}()
+	}
+	wg.Wait()
+	return Compare(sc.Name, traces[0], traces[1], embedded[0]), traces
 }
 
 func runSide(t testing.TB, c Cluster, sc Scenario, f Factory) Trace {
