@@ -1390,6 +1390,8 @@ func (r *Reader) Stats() ReaderStats {
 	messages, bytes := r.handed, r.handedBytes
 	r.handed, r.handedBytes = 0, 0
 	r.mu.Unlock()
+	// kafka-go's is the offset of its last fetch: 0 before the first.
+	offset = max(offset, 0)
 	if r.group {
 		offset, lag = -1, -1
 	}

@@ -204,8 +204,12 @@ type Writer struct {
 
 	budget     *budgetClock
 	autoCreate bool
-	topicKnown atomic.Bool // the Writer's Topic is known to the cluster
-	known      sync.Map    // per-message topics known to the cluster
+	// topicParts is the partition count of the Writer's Topic (nil until
+	// the cluster was asked for it), known those of per-message topics
+	// (topic -> *atomic.Int32); a count of 0 leaves the choice to the
+	// engine's partitioner.
+	topicParts atomic.Pointer[atomic.Int32]
+	known      sync.Map
 	// awaited counts the calls Close waits for: async calls and
 	// synchronous calls still waiting, until their messages have their
 	// outcome; idle is closed when it drops to 0 after Close began.
@@ -517,6 +521,7 @@ type recState struct {
 	c         *call
 	i         int
 	partition int32 // -1 until the balancer chose
+	pre       int32 // the partition WriteMessages chose, -1 for none
 	err       error
 	fin       atomic.Bool // err is final
 	cl        *kgo.Client // the client the record was last produced on
@@ -571,13 +576,36 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	// Time, and the start of every message's delivery budget.
 	now := time.Now()
 	budget := w.budget.ctx(now)
+	var b kafka.Balancer = w.balancer
+	if w.rack != nil {
+		b = w.rack
+	}
+	lastTopic, parts := "", w.topicParts.Load()
 	for i := range c.slots {
 		sl := &c.slots[i]
 		m := &c.msgs[i]
+		// The Balancer runs here, in the order of the messages, as in
+		// kafka-go: the engine partitions a topic's first records when
+		// its metadata comes, which would reorder the calls of a
+		// stateful Balancer (RoundRobin, LeastBytes) across topics.
+		if m.Topic != "" && m.Topic != lastTopic {
+			lastTopic, parts = m.Topic, nil
+			if v, ok := w.known.Load(m.Topic); ok {
+				parts = v.(*atomic.Int32)
+			}
+		}
+		pre := int32(-1)
+		if parts != nil {
+			if n := int(parts.Load()); n > 0 {
+				if p := b.Balance(*m, w.partitionList(n)...); p >= 0 && p < n {
+					pre = int32(p)
+				}
+			}
+		}
 		// Field by field: the slot is zeroed, and whole-struct stores
 		// cost a write barrier over every pointer of it.
 		sl.st.Context = budget
-		sl.st.c, sl.st.i, sl.st.partition, sl.st.cl = c, i, -1, cl
+		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.cl = c, i, -1, pre, cl
 		sl.rec.Topic, sl.rec.Key, sl.rec.Value, sl.rec.Timestamp = m.Topic, m.Key, m.Value, recordTime(m.Time, now)
 		sl.rec.Context = &sl.st
 		if sl.rec.Topic == "" {
@@ -652,18 +680,24 @@ func (w *Writer) validate(ctx context.Context, msgs []kafka.Message) error {
 		case w.topic == "" && topic == "":
 			return errors.New("kafka.(*Writer): Topic must be specified for Writer or Message")
 		case topic == "":
-			if !w.topicKnown.Load() {
-				if err := w.knowTopic(ctx, w.topic); err != nil {
+			if w.topicParts.Load() == nil {
+				n, err := w.knowTopic(ctx, w.topic)
+				if err != nil {
 					return err
 				}
-				w.topicKnown.Store(true)
+				parts := new(atomic.Int32)
+				parts.Store(int32(n))
+				w.topicParts.CompareAndSwap(nil, parts)
 			}
 		case topic != last:
 			if _, ok := w.known.Load(topic); !ok {
-				if err := w.knowTopic(ctx, topic); err != nil {
+				n, err := w.knowTopic(ctx, topic)
+				if err != nil {
 					return err
 				}
-				w.known.Store(topic, struct{}{})
+				parts := new(atomic.Int32)
+				parts.Store(int32(n))
+				w.known.LoadOrStore(topic, parts)
 			}
 			last = topic
 		}
@@ -682,7 +716,7 @@ func (w *Writer) validate(ctx context.Context, msgs []kafka.Message) error {
 // for its leaders. Before the client ever reached its cluster, an error no
 // retry fixes, or DefaultBootstrapTimeout of refusals, ends the wait (see
 // BootstrapError).
-func (w *Writer) knowTopic(ctx context.Context, topic string) error {
+func (w *Writer) knowTopic(ctx context.Context, topic string) (int, error) {
 	w.hooks.rearm()
 	mark := w.hooks.errSeq.Load()
 	for attempt := 0; ; attempt++ {
@@ -690,29 +724,36 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) error {
 		fatal := w.fatalCh
 		w.fatalMu.Unlock()
 		if err := w.hooks.fatalError(); err != nil && attempt > 0 {
-			return err
+			return 0, err
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.lookUpTopic(rctx, topic) }()
-		var err error
+		type answer struct {
+			n   int
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			n, err := w.lookUpTopic(rctx, topic)
+			done <- answer{n, err}
+		}()
+		var a answer
 		select {
-		case err = <-done:
+		case a = <-done:
 			cancel()
 		case <-fatal:
 			cancel()
-			err = <-done
+			a = <-done
 		}
-		switch {
+		switch err := a.err; {
 		case err == nil:
-			return nil
+			return a.n, nil
 		case ctx.Err() != nil:
-			return w.ctxError(ctx, mark)
+			return 0, w.ctxError(ctx, mark)
 		case isUnknownTopic(err) && attempt < unknownTopicAttempts-1:
 			// A topic created a moment ago may not be known yet to the
 			// broker asked; a few quick attempts ride that out.
 		case errors.As(err, new(kafka.Error)), engineFatal(err), unfixable(err):
-			return kafkaError(err)
+			return 0, kafkaError(err)
 		}
 		t := time.NewTimer(w.s.retry.Backoff.Delay(attempt))
 		select {
@@ -721,7 +762,7 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) error {
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
-			return w.ctxError(ctx, mark)
+			return 0, w.ctxError(ctx, mark)
 		}
 	}
 }
@@ -731,9 +772,10 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) error {
 // first backoffs: a few hundred milliseconds by default).
 const unknownTopicAttempts = 3
 
-// lookUpTopic asks the cluster for topic's metadata once: nil when it has
-// the topic (or is creating it), its kafka.Error when it does not.
-func (w *Writer) lookUpTopic(ctx context.Context, topic string) error {
+// lookUpTopic asks the cluster for topic's metadata once: its partition
+// count when it has the topic (0 while it creates it), its kafka.Error
+// when it does not.
+func (w *Writer) lookUpTopic(ctx context.Context, topic string) (int, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
@@ -741,19 +783,22 @@ func (w *Writer) lookUpTopic(ctx context.Context, topic string) error {
 	req.AllowAutoTopicCreation = w.autoCreate
 	resp, err := req.RequestWith(ctx, w.engine())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || *t.Topic != topic {
 			continue
 		}
 		err := kerr.ErrorForCode(t.ErrorCode)
-		if err == nil || kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil
+		switch {
+		case err == nil:
+			return len(t.Partitions), nil
+		case kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition):
+			return 0, nil
 		}
-		return kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), err))
+		return 0, kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), err))
 	}
-	return kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), kerr.UnknownTopicOrPartition))
+	return 0, kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), kerr.UnknownTopicOrPartition))
 }
 
 // messageSize is the size kafka-go counts a message as against
@@ -1103,12 +1148,17 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 	if !ok || n <= 0 {
 		return 0
 	}
-	msg := st.c.msgs[st.i]
-	var b kafka.Balancer = p.w.balancer
-	if p.w.rack != nil {
-		b = p.w.rack
+	part := int(st.pre)
+	if parts := p.w.partsOf(r.Topic); part < 0 || part >= n || parts.Load() != int32(n) {
+		parts.Store(int32(n))
+		// Not chosen yet, or the topic's partitions changed since:
+		// choose among the engine's.
+		var b kafka.Balancer = p.w.balancer
+		if p.w.rack != nil {
+			b = p.w.rack
+		}
+		part = b.Balance(st.c.msgs[st.i], p.w.partitionList(n)...)
 	}
-	part := b.Balance(msg, p.w.partitionList(n)...)
 	if part >= 0 && part < n {
 		st.c.assign(st, int32(part))
 		if f := p.w.fill; f != nil && f.add(r.Topic, int32(part)) {
@@ -1116,6 +1166,19 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 		}
 	}
 	return part
+}
+
+// partsOf is where the partition count of topic is kept (a throwaway
+// for a topic not asked for: the engine partitions it alone).
+func (w *Writer) partsOf(topic string) *atomic.Int32 {
+	if topic == w.topic {
+		if p := w.topicParts.Load(); p != nil {
+			return p
+		}
+	} else if v, ok := w.known.Load(topic); ok {
+		return v.(*atomic.Int32)
+	}
+	return new(atomic.Int32)
 }
 
 // batchFill makes BatchSize the async Writer's trigger to send, as in
