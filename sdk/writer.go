@@ -894,15 +894,14 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 		if w.s.rec != nil {
 			w.s.rec.ProduceFailed(r.Topic, r.Partition, 1, errorType(err))
 		}
-	} else {
-		// Counted here, not in the engine's batch hook (which may run
-		// after the promise): Stats right after a call sees it.
-		w.wh.messages.Add(1)
-		w.wh.bytes.Add(int64(len(r.Key) + len(r.Value)))
-		if !w.produced.Load() && w.idempotent.Load() {
-			w.produced.Store(true)
-		}
+	} else if !w.produced.Load() && w.idempotent.Load() {
+		w.produced.Store(true)
 	}
+	// Counted here, not in the engine's batch hook (which may run after
+	// the promise): Stats right after a call sees it. As kafka-go's,
+	// Messages and Bytes count the messages written whatever the outcome.
+	w.wh.messages.Add(1)
+	w.wh.bytes.Add(int64(len(r.Key) + len(r.Value)))
 	st.err = err
 	st.fin.Store(true)
 	if c.report {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/kproxy"
 )
@@ -261,6 +262,26 @@ func writerScenarios() []Scenario {
 				s.Call("WriteMessages too large", func(ctx context.Context) error {
 					return w.WriteMessages(ctx, kafka.Message{Value: bytes.Repeat([]byte("x"), 2000)})
 				})
+				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
+			Name:   "writer/produce-refused",
+			Topics: map[string]int{"t": 2},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}})
+				if w == nil {
+					return
+				}
+				s.Call("WriteMessages", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Key: []byte("a"), Value: []byte("before")})
+				})
+				s.WriterStats("Stats before", w)
+				refuseProduce(s, 29, 1) // TOPIC_AUTHORIZATION_FAILED on partition 1
+				s.Call("WriteMessages refused", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, numbered(0, 6)...)
+				})
+				s.WriterStats("Stats after", w)
 				s.CallNoCtx("Close", w.Close)
 			},
 		},
@@ -708,6 +729,29 @@ func holdProduce(s *Side) <-chan struct{} {
 		return kproxy.CloseBefore
 	})
 	return held
+}
+
+// refuseProduce makes the side's proxy answer every Produce request's
+// partitions parts with code (what the broker stored stays stored).
+func refuseProduce(s *Side, code int16, parts ...int32) {
+	s.Proxy().OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != 0 {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			return resp
+		}
+		pr := r.(*kmsg.ProduceResponse)
+		for i := range pr.Topics {
+			for j := range pr.Topics[i].Partitions {
+				if slices.Contains(parts, pr.Topics[i].Partitions[j].Partition) {
+					pr.Topics[i].Partitions[j].ErrorCode = code
+				}
+			}
+		}
+		return kproxy.EncodeResponse(req, pr)
+	})
 }
 
 // numbered returns messages "m<i>" for i in [from, to).
