@@ -15,9 +15,11 @@ import (
 // for kafka-go's clients and the SDK's: a Writer after one synchronous
 // write (nothing left to send), an async Writer right after a call (its
 // message still lingers), a partition Reader and a group Reader after one
-// read. Only Close is timed. Compare with benchstat:
+// read. Only Close is timed; each iteration sets a client up first (a
+// group Reader joins its group), so give it a count of iterations.
+// Compare with benchstat:
 //
-//	go test -run '^$' -bench BenchmarkClose -benchmem -count 6 ./sdk > close.txt
+//	go test -run '^$' -bench BenchmarkClose -benchtime 20x -count 6 ./sdk > close.txt
 //	benchstat -col /client close.txt
 func BenchmarkClose(b *testing.B) {
 	c := embedded.StartT(b, embedded.Topic("close", 1))
