@@ -23,49 +23,13 @@ import (
 //	benchstat -col /client close.txt
 func BenchmarkClose(b *testing.B) {
 	c := embedded.StartT(b, embedded.Topic("close", 1))
-	ctx := context.Background()
-	msg := kafka.Message{Value: []byte("v")}
 	type closer interface{ Close() error }
 	for _, tc := range []struct {
 		name string
 		open func(b *testing.B, sdkClient bool) closer
 	}{
-		{"writer-sync", func(b *testing.B, s bool) closer {
-			w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "close", RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
-			var cl interface {
-				closer
-				WriteMessages(context.Context, ...kafka.Message) error
-			} = w
-			if s {
-				sw, err := sdk.NewWriter(w, testOptions(b)...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cl = sw
-			}
-			if err := cl.WriteMessages(ctx, msg); err != nil {
-				b.Fatal(err)
-			}
-			return cl
-		}},
-		{"writer-async-lingering", func(b *testing.B, s bool) closer {
-			w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "close", RequiredAcks: kafka.RequireAll, Async: true}
-			var cl interface {
-				closer
-				WriteMessages(context.Context, ...kafka.Message) error
-			} = w
-			if s {
-				sw, err := sdk.NewWriter(w, testOptions(b)...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cl = sw
-			}
-			if err := cl.WriteMessages(ctx, msg); err != nil {
-				b.Fatal(err)
-			}
-			return cl
-		}},
+		{"writer-sync", func(b *testing.B, s bool) closer { return benchWriter(b, c, false, s) }},
+		{"writer-async-lingering", func(b *testing.B, s bool) closer { return benchWriter(b, c, true, s) }},
 		{"reader-partition", func(b *testing.B, s bool) closer { return benchReader(b, c, "", s) }},
 		{"reader-group", func(b *testing.B, s bool) closer { return benchReader(b, c, "close-bench", s) }},
 	} {
@@ -82,6 +46,31 @@ func BenchmarkClose(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchWriter returns a Writer (kafka-go's, or the SDK's) after one call:
+// synchronous, or async with BatchTimeout's default, so that its message
+// still lingers.
+func benchWriter(b *testing.B, c *embedded.Cluster, async, sdkClient bool) interface{ Close() error } {
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "close", RequiredAcks: kafka.RequireAll, Async: async}
+	if !async {
+		w.BatchTimeout = time.Millisecond
+	}
+	var cl interface {
+		Close() error
+		WriteMessages(context.Context, ...kafka.Message) error
+	} = w
+	if sdkClient {
+		sw, err := sdk.NewWriter(w, testOptions(b)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cl = sw
+	}
+	if err := cl.WriteMessages(context.Background(), kafka.Message{Value: []byte("v")}); err != nil {
+		b.Fatal(err)
+	}
+	return cl
 }
 
 type fetcher interface {

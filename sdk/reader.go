@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/metrics"
+	"github.com/azkafka/azkafka/retry"
 )
 
 // Reader is a drop-in replacement for *kafka.Reader: the same methods with
@@ -654,7 +655,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	if err == nil && !started {
 		// The offset is past the partition's end: wait for the log to
 		// reach it, as kafka-go does, checking again after a backoff.
-		err = sleepCtx(pctx, r.waitBackoff())
+		err = retry.SleepContext(pctx, r.waitBackoff())
 	}
 	if err != nil || !started {
 		return r.interrupted(ctx, pctx, mark, err)
@@ -729,18 +730,6 @@ func (r *Reader) interrupted(ctx, pctx context.Context, mark int64, err error) e
 func (r *Reader) waitBackoff() time.Duration {
 	n := min(r.waits.Add(1)-1, 16)
 	return min(r.config.ReadBackoffMin<<n, r.config.ReadBackoffMax)
-}
-
-// sleepCtx waits d, or until ctx ends (then its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // checkGroupProtocol reads, once, whether the cluster has KIP-848's

@@ -12,9 +12,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -216,24 +214,7 @@ func TestProducerIDRefusedByAuthorizer(t *testing.T) {
 // Writer and the Reader alike.
 func TestTLSOnPlaintextPortNamesTheCause(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				_, _ = io.ReadFull(c, make([]byte, 4))
-				c.Close()
-			}()
-		}
-	}()
-	addr := ln.Addr().String()
+	addr := closingListener(t)
 	check := func(who string, err error) {
 		t.Helper()
 		if err == nil {

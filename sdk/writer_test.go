@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/internal/deliverytest"
@@ -446,25 +444,7 @@ func faultByName(t testing.TB, name string) writerFault {
 // failPartitions rewrites Produce responses so that the given partitions
 // answer with code (the broker still stored the records).
 func failPartitions(t testing.TB, p *kproxy.Proxy, code int16, parts ...int32) {
-	p.OnResponse(func(req kproxy.Request, resp []byte) []byte {
-		if req.Key != 0 {
-			return resp
-		}
-		r, err := kproxy.DecodeResponse(req, resp)
-		if err != nil {
-			t.Errorf("decoding produce response: %v", err)
-			return resp
-		}
-		pr := r.(*kmsg.ProduceResponse)
-		for i := range pr.Topics {
-			for j := range pr.Topics[i].Partitions {
-				if slices.Contains(parts, pr.Topics[i].Partitions[j].Partition) {
-					pr.Topics[i].Partitions[j].ErrorCode = code
-				}
-			}
-		}
-		return kproxy.EncodeResponse(req, pr)
-	})
+	p.OnResponse(kproxy.FailProduce(code, parts, func(err error) { t.Errorf("decoding produce response: %v", err) }))
 }
 
 // TestWriterErrors checks what WriteMessages returns when delivery fails:

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -89,4 +90,33 @@ func EncodeResponse(req Request, r kmsg.Response) []byte {
 	}
 	r.SetVersion(req.Version)
 	return r.AppendTo(b)
+}
+
+// FailProduce is an OnResponse hook that answers the given partitions of
+// every Produce response with the error code (the broker still stored
+// their records): a broker refusing a partition, as seen by the client.
+// A response it cannot decode goes through unchanged and is passed to
+// onErr, when not nil.
+func FailProduce(code int16, partitions []int32, onErr func(error)) func(Request, []byte) []byte {
+	return func(req Request, resp []byte) []byte {
+		if req.Key != 0 {
+			return resp
+		}
+		r, err := DecodeResponse(req, resp)
+		if err != nil {
+			if onErr != nil {
+				onErr(err)
+			}
+			return resp
+		}
+		pr := r.(*kmsg.ProduceResponse)
+		for i := range pr.Topics {
+			for j := range pr.Topics[i].Partitions {
+				if slices.Contains(partitions, pr.Topics[i].Partitions[j].Partition) {
+					pr.Topics[i].Partitions[j].ErrorCode = code
+				}
+			}
+		}
+		return EncodeResponse(req, pr)
+	}
 }

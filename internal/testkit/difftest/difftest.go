@@ -296,44 +296,50 @@ func (s *Side) Note(step string, v any) { s.record(step, fmt.Sprint(v)) }
 
 // NewWriter builds a Writer like w, a literal of the side's own (kafka-go
 // uses it in place), with Addr set to the side's bootstrap addresses unless
-// w has one, and records whether that failed; nil when it did. Its Close runs when the scenario ends, if the scenario did not.
+// w has one, and records whether that failed; nil when it did. Its Close
+// runs when the scenario ends, if the scenario did not.
 func (s *Side) NewWriter(step string, w *kafka.Writer) Writer {
 	if w.Addr == nil {
 		w.Addr = kafka.TCP(s.Addrs()...)
 	}
-	var got Writer
-	err := catch(func() (err error) {
-		got, err = s.f.NewWriter(w)
-		return err
-	})
-	s.record(step, "new "+Shape(err))
-	if err != nil {
+	got, once := build(s, step, func() (Writer, error) { return s.f.NewWriter(w) })
+	if once == nil {
 		return nil
 	}
-	once := &closeOnce{close: got.Close}
-	s.addCloser(func() { once.do() })
 	return &trackedWriter{Writer: got, once: once}
 }
 
 // NewReader builds a Reader for cfg (Brokers set to the side's bootstrap
 // addresses unless cfg has some) and records whether that failed or
-// panicked; nil when it did.
+// panicked; nil when it did. Its Close runs when the scenario ends, if the
+// scenario did not.
 func (s *Side) NewReader(step string, cfg kafka.ReaderConfig) Reader {
 	if cfg.Brokers == nil {
 		cfg.Brokers = s.Addrs()
 	}
-	var got Reader
+	got, once := build(s, step, func() (Reader, error) { return s.f.NewReader(cfg) })
+	if once == nil {
+		return nil
+	}
+	return &trackedReader{Reader: got, once: once}
+}
+
+// build makes a client with mk, records whether that failed or panicked,
+// and has the client closed when the scenario ends; the closeOnce is nil
+// when it failed.
+func build[C interface{ Close() error }](s *Side, step string, mk func() (C, error)) (C, *closeOnce) {
+	var got C
 	err := catch(func() (err error) {
-		got, err = s.f.NewReader(cfg)
+		got, err = mk()
 		return err
 	})
 	s.record(step, "new "+Shape(err))
 	if err != nil {
-		return nil
+		return got, nil
 	}
 	once := &closeOnce{close: got.Close}
 	s.addCloser(func() { once.do() })
-	return &trackedReader{Reader: got, once: once}
+	return got, once
 }
 
 type closeOnce struct {
@@ -397,6 +403,16 @@ func (s *Side) CallWithin(step string, d time.Duration, fn func(ctx context.Cont
 	err := catch(func() error { return fn(ctx) })
 	s.record(step, Shape(err)+" "+class(ctx))
 	return err
+}
+
+// Write calls w.WriteMessages(msgs) as Call does.
+func (s *Side) Write(step string, w Writer, msgs ...kafka.Message) error {
+	return s.Call(step, func(ctx context.Context) error { return w.WriteMessages(ctx, msgs...) })
+}
+
+// WriteCanceled calls w.WriteMessages(msgs) as CallCanceled does.
+func (s *Side) WriteCanceled(step string, w Writer, msgs ...kafka.Message) error {
+	return s.CallCanceled(step, func(ctx context.Context) error { return w.WriteMessages(ctx, msgs...) })
 }
 
 // CallCanceled runs fn with a ctx canceled before the call.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/kproxy"
 )
@@ -99,7 +98,7 @@ func writerScenarios() []Scenario {
 						return
 					}
 					msgs := without(fieldMessages(), b.random)
-					s.Call("WriteMessages", func(ctx context.Context) error { return w.WriteMessages(ctx, msgs...) })
+					s.Write("WriteMessages", w, msgs...)
 					s.WriterStats("Stats", w)
 					s.CallNoCtx("Close", w.Close)
 					s.Stored("stored", "t")
@@ -108,24 +107,8 @@ func writerScenarios() []Scenario {
 		}
 	}
 	out = append(out,
-		Scenario{
-			Name:   "writer/canceled-before",
-			Topics: map[string]int{"t": 1},
-			Run: func(s *Side) {
-				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
-				if w == nil {
-					return
-				}
-				s.CallCanceled("WriteMessages canceled", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("never")})
-				})
-				s.Call("WriteMessages", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("once")})
-				})
-				s.CallNoCtx("Close", w.Close)
-				s.Stored("stored", "t")
-			},
-		},
+		canceledScenario("writer/canceled-before", false),
+		canceledScenario("writer/canceled-after-a-write", true),
 		Scenario{
 			Name:   "writer/after-close",
 			Topics: map[string]int{"t": 1},
@@ -137,9 +120,7 @@ func writerScenarios() []Scenario {
 				s.Call("WriteMessages empty", func(ctx context.Context) error { return w.WriteMessages(ctx) })
 				s.CallNoCtx("Close", w.Close)
 				s.CallNoCtx("Close again", w.Close)
-				s.Call("WriteMessages after Close", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("late")})
-				})
+				s.Write("WriteMessages after Close", w, kafka.Message{Value: []byte("late")})
 				s.Stored("stored", "t")
 			},
 		},
@@ -149,18 +130,12 @@ func writerScenarios() []Scenario {
 			Run: func(s *Side) {
 				w := s.NewWriter("NewWriter both", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
 				if w != nil {
-					s.Call("WriteMessages both", func(ctx context.Context) error {
-						return w.WriteMessages(ctx, kafka.Message{Topic: s.Name("t"), Value: []byte("x")})
-					})
+					s.Write("WriteMessages both", w, kafka.Message{Topic: s.Name("t"), Value: []byte("x")})
 				}
 				w2 := s.NewWriter("NewWriter neither", &kafka.Writer{RequiredAcks: kafka.RequireAll})
 				if w2 != nil {
-					s.Call("WriteMessages neither", func(ctx context.Context) error {
-						return w2.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
-					})
-					s.Call("WriteMessages per message", func(ctx context.Context) error {
-						return w2.WriteMessages(ctx, kafka.Message{Topic: s.Name("t"), Value: []byte("y")})
-					})
+					s.Write("WriteMessages neither", w2, kafka.Message{Value: []byte("x")})
+					s.Write("WriteMessages per message", w2, kafka.Message{Topic: s.Name("t"), Value: []byte("y")})
 				}
 				s.Stored("stored", "t")
 			},
@@ -173,9 +148,7 @@ func writerScenarios() []Scenario {
 				if w == nil {
 					return
 				}
-				s.Call("WriteMessages", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
-				})
+				s.Write("WriteMessages", w, kafka.Message{Value: []byte("x")})
 				s.WriterStats("Stats", w)
 				s.CallNoCtx("Close", w.Close)
 			},
@@ -209,7 +182,7 @@ func writerScenarios() []Scenario {
 				if w == nil {
 					return
 				}
-				s.Call("WriteMessages", func(ctx context.Context) error { return w.WriteMessages(ctx, fieldMessages()...) })
+				s.Write("WriteMessages", w, fieldMessages()...)
 				s.CallNoCtx("Close", w.Close)
 				s.Stored("stored", "t")
 			},
@@ -223,28 +196,8 @@ func writerScenarios() []Scenario {
 				if w == nil {
 					return
 				}
-				s.Call("WriteMessages", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
-				})
+				s.Write("WriteMessages", w, kafka.Message{Value: []byte("x")})
 				s.CallNoCtx("Close", w.Close)
-			},
-		},
-		Scenario{
-			Name:   "writer/canceled-after-a-write",
-			Topics: map[string]int{"t": 1},
-			Run: func(s *Side) {
-				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
-				if w == nil {
-					return
-				}
-				s.Call("WriteMessages", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("first")})
-				})
-				s.CallCanceled("WriteMessages canceled", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("never")})
-				})
-				s.CallNoCtx("Close", w.Close)
-				s.Stored("stored", "t")
 			},
 		},
 		Scenario{
@@ -255,13 +208,9 @@ func writerScenarios() []Scenario {
 				if w == nil {
 					return
 				}
-				s.Call("WriteMessages", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("ok")})
-				})
+				s.Write("WriteMessages", w, kafka.Message{Value: []byte("ok")})
 				s.WriterStats("Stats after success", w)
-				s.Call("WriteMessages too large", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: bytes.Repeat([]byte("x"), 2000)})
-				})
+				s.Write("WriteMessages too large", w, kafka.Message{Value: bytes.Repeat([]byte("x"), 2000)})
 				s.CallNoCtx("Close", w.Close)
 			},
 		},
@@ -273,14 +222,10 @@ func writerScenarios() []Scenario {
 				if w == nil {
 					return
 				}
-				s.Call("WriteMessages", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Key: []byte("a"), Value: []byte("before")})
-				})
+				s.Write("WriteMessages", w, kafka.Message{Key: []byte("a"), Value: []byte("before")})
 				s.WriterStats("Stats before", w)
-				refuseProduce(s, 29, 1) // TOPIC_AUTHORIZATION_FAILED on partition 1
-				s.Call("WriteMessages refused", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, numbered(0, 6)...)
-				})
+				s.Proxy().OnResponse(kproxy.FailProduce(29, []int32{1}, nil)) // TOPIC_AUTHORIZATION_FAILED on partition 1
+				s.Write("WriteMessages refused", w, numbered(0, 6)...)
 				s.WriterStats("Stats after", w)
 				s.CallNoCtx("Close", w.Close)
 			},
@@ -332,9 +277,7 @@ func writerScenarios() []Scenario {
 				if w == nil {
 					return
 				}
-				s.Call("WriteMessages", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("held")})
-				})
+				s.Write("WriteMessages", w, kafka.Message{Value: []byte("held")})
 				<-held
 				s.CallNoCtx("Close", w.Close)
 			},
@@ -371,16 +314,12 @@ func writerScenarios() []Scenario {
 				if w == nil {
 					return
 				}
-				s.Call("WriteMessages", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("first")})
-				})
+				s.Write("WriteMessages", w, kafka.Message{Value: []byte("first")})
 				if err := s.Proxy().SetRefusing(true); err != nil {
 					s.T().Fatal(err)
 				}
 				s.Proxy().CloseAll()
-				s.Call("WriteMessages while refused", func(ctx context.Context) error {
-					return w.WriteMessages(ctx, kafka.Message{Value: []byte("second")})
-				})
+				s.Write("WriteMessages while refused", w, kafka.Message{Value: []byte("second")})
 			},
 		},
 		Scenario{
@@ -394,15 +333,35 @@ func writerScenarios() []Scenario {
 					if w == nil {
 						continue
 					}
-					s.Call("WriteMessages "+addr.name, func(ctx context.Context) error {
-						return w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
-					})
+					s.Write("WriteMessages "+addr.name, w, kafka.Message{Value: []byte("x")})
 					s.CallNoCtx("Close "+addr.name, w.Close)
 				}
 			},
 		},
 	)
 	return out
+}
+
+// canceledScenario calls WriteMessages with a ctx canceled before the
+// call, on a Writer that has written before (it knows the topic) or not.
+func canceledScenario(name string, writtenBefore bool) Scenario {
+	return Scenario{
+		Name:   name,
+		Topics: map[string]int{"t": 1},
+		Run: func(s *Side) {
+			w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
+			if w == nil {
+				return
+			}
+			if writtenBefore {
+				s.Write("WriteMessages before", w, kafka.Message{Value: []byte("first")})
+			}
+			s.WriteCanceled("WriteMessages canceled", w, kafka.Message{Value: []byte("never")})
+			s.Write("WriteMessages after", w, kafka.Message{Value: []byte("once")})
+			s.CallNoCtx("Close", w.Close)
+			s.Stored("stored", "t")
+		},
+	}
 }
 
 func readerScenarios() []Scenario {
@@ -729,29 +688,6 @@ func holdProduce(s *Side) <-chan struct{} {
 		return kproxy.CloseBefore
 	})
 	return held
-}
-
-// refuseProduce makes the side's proxy answer every Produce request's
-// partitions parts with code (what the broker stored stays stored).
-func refuseProduce(s *Side, code int16, parts ...int32) {
-	s.Proxy().OnResponse(func(req kproxy.Request, resp []byte) []byte {
-		if req.Key != 0 {
-			return resp
-		}
-		r, err := kproxy.DecodeResponse(req, resp)
-		if err != nil {
-			return resp
-		}
-		pr := r.(*kmsg.ProduceResponse)
-		for i := range pr.Topics {
-			for j := range pr.Topics[i].Partitions {
-				if slices.Contains(parts, pr.Topics[i].Partitions[j].Partition) {
-					pr.Topics[i].Partitions[j].ErrorCode = code
-				}
-			}
-		}
-		return kproxy.EncodeResponse(req, pr)
-	})
 }
 
 // numbered returns messages "m<i>" for i in [from, to).
