@@ -184,11 +184,13 @@
 //     refetches through closed connections, refusals and leader elections
 //     until the delivery budget (110 s by default) or the call's ctx ends:
 //     MaxAttempts, WriteBackoffMin/Max and ReadBackoffMin/Max do not apply.
-//     kafka-go gives up after MaxAttempts attempts (seconds), so a broker's
-//     restart or an interzone close fails calls; a drop-in exists to ride
-//     those out. Before any broker answered, errors no retry fixes end a
-//     call at once and refusals after DefaultBootstrapTimeout (10 s), where
-//     kafka-go returns the first dial error.
+//     A call whose ctx ended meanwhile leaves its messages queued: they are
+//     stored once the broker is back. kafka-go gives up after MaxAttempts
+//     attempts (seconds), so a broker's restart or an interzone close fails
+//     calls; a drop-in exists to ride those out. Before any broker answered,
+//     errors no retry fixes end a call at once and refusals after
+//     DefaultBootstrapTimeout (10 s), where kafka-go returns the first dial
+//     error.
 //
 // # Metrics
 //

@@ -320,6 +320,14 @@ func writerScenarios() []Scenario {
 				}
 				s.Proxy().CloseAll()
 				s.Write("WriteMessages while refused", w, kafka.Message{Value: []byte("second")})
+				// The broker is back: a call goes through, behind what
+				// the Writer still holds of the earlier one.
+				if err := s.Proxy().SetRefusing(false); err != nil {
+					s.T().Fatal(err)
+				}
+				s.Write("WriteMessages once back", w, kafka.Message{Value: []byte("third")})
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
 			},
 		},
 		Scenario{
