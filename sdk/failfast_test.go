@@ -349,3 +349,36 @@ func TestCloseIsBoundedWhenTheClusterStopsAnswering(t *testing.T) {
 		t.Error("Completion did not get the message Close gave up")
 	}
 }
+
+// TestFetchWithEndedCtxHandsOutNothing: FetchMessage and ReadMessage with
+// a ctx that has already ended return its error, also when messages are
+// buffered, and the next call gets the message: nothing is skipped.
+func TestFetchWithEndedCtxHandsOutNothing(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("ended", 1))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "ended", RequiredAcks: kafka.RequireAll}
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("0")}, kafka.Message{Value: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "ended", MaxWait: 100 * time.Millisecond}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, err := r.FetchMessage(testCtx(t)) // the second is buffered now
+	if err != nil || string(m.Value) != "0" {
+		t.Fatalf("FetchMessage: %q, %v", m.Value, err)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.FetchMessage(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("FetchMessage with an ended ctx: %v, want context.Canceled", err)
+	}
+	if _, err := r.ReadMessage(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ReadMessage with an ended ctx: %v, want context.Canceled", err)
+	}
+	if m, err := r.FetchMessage(testCtx(t)); err != nil || string(m.Value) != "1" {
+		t.Fatalf("FetchMessage after: %q, %v; want the buffered message", m.Value, err)
+	}
+}

@@ -543,6 +543,12 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 		if r.closed.Load() {
 			return fetched{}, io.EOF
 		}
+		if err := ctx.Err(); err != nil {
+			// Nothing is handed out on an ended ctx: the message stays
+			// for the next call (kafka-go's returns ctx's error at least
+			// when no message is ready).
+			return fetched{}, r.ctxError(ctx, start)
+		}
 		r.mu.Lock()
 		if r.head < len(r.buf) {
 			f := r.buf[r.head]

@@ -88,7 +88,7 @@ func without(msgs []kafka.Message, drop func(kafka.Message) bool) []kafka.Messag
 func writerScenarios() []Scenario {
 	var out []Scenario
 	for _, b := range balancers {
-		for _, acks := range []kafka.RequiredAcks{kafka.RequireAll, kafka.RequireOne} {
+		for _, acks := range []kafka.RequiredAcks{kafka.RequireAll, kafka.RequireOne, kafka.RequireNone} {
 			out = append(out, Scenario{
 				Name:   fmt.Sprintf("writer/fields/%s/acks=%d", b.name, acks),
 				Topics: map[string]int{"t": 3},
@@ -438,6 +438,27 @@ func readerScenarios() []Scenario {
 				s.CallNoCtx("SetOffset -5", func() error { return r.SetOffset(-5) })
 				s.Call("SetOffsetAt far past", func(ctx context.Context) error { return r.SetOffsetAt(ctx, time.Unix(0, 0)) })
 				s.FetchMessage("FetchMessage after SetOffsetAt", r)
+				s.Call("SetOffsetAt in an hour", func(ctx context.Context) error { return r.SetOffsetAt(ctx, time.Now().Add(time.Hour)) })
+				s.Note("Offset after SetOffsetAt in an hour", r.Offset())
+				s.FetchMessageWithin("FetchMessage after SetOffsetAt in an hour waits", time.Second, r)
+			},
+		},
+		{
+			Name:   "reader/partition/max-bytes-below-a-message",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				big := make([]kafka.Message, 3)
+				for i := range big {
+					big[i] = kafka.Message{Key: []byte(fmt.Sprint(i)), Value: bytes.Repeat([]byte{byte('a' + i)}, 5000)}
+				}
+				produce(s, "t", big...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, MinBytes: 1, MaxBytes: 100})
+				if r == nil {
+					return
+				}
+				for i := range big {
+					s.FetchMessage(fmt.Sprintf("FetchMessage %d", i), r)
+				}
 			},
 		},
 		{
