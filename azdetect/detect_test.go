@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/azkafka/azkafka/internal/testpki"
+	"github.com/azkafka/azkafka/internal/testkit/testpki"
 )
 
 func TestMain(m *testing.M) {

@@ -18,7 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/azkafka/azkafka/conformance/internal/kafkanode"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 )
 
 // brokerReadyBudget bounds how long brokers waits for the broker named in

@@ -14,7 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
 )
 
 // TestRoundTripKeyedMessages moves 10,000 keyed messages through the real

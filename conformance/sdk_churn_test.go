@@ -4,7 +4,7 @@ package conformance
 
 // The sdk.Writer and sdk.Reader fault, churn and overhead tests of
 // sdk/*_test.go, against the real broker: every client talks to it through
-// internal/kproxy (which advertises itself in Metadata and FindCoordinator
+// internal/testkit/kproxy (which advertises itself in Metadata and FindCoordinator
 // responses, so the single real broker is only reached through the proxy),
 // and checks read straight from the broker.
 
@@ -21,8 +21,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/time/rate"
 
-	"github.com/azkafka/azkafka/internal/deliverytest"
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 )

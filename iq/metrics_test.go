@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/azkafka/azkafka/internal/metricstest"
+	"github.com/azkafka/azkafka/internal/testkit/metricstest"
 	"github.com/azkafka/azkafka/metrics"
 )
 

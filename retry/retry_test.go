@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/retry"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/kproxy"
-	"github.com/azkafka/azkafka/internal/testpki"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/testpki"
 	"github.com/azkafka/azkafka/sdk"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl/plain"

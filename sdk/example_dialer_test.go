@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/sdk"
 	"github.com/segmentio/kafka-go"
 )

@@ -3,7 +3,7 @@ package sdk_test
 import (
 	"testing"
 
-	"github.com/azkafka/azkafka/internal/overhead"
+	"github.com/azkafka/azkafka/internal/testkit/overhead"
 	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/sdk"
 )

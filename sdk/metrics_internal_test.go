@@ -20,7 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
-	"github.com/azkafka/azkafka/internal/metricstest"
+	"github.com/azkafka/azkafka/internal/testkit/metricstest"
 	"github.com/azkafka/azkafka/metrics"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/azkafka/azkafka/internal/deliverytest"
-	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/metricstest"
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/metricstest"
 	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/sdk"
 )

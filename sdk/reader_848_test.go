@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/azkafka/azkafka/internal/deliverytest"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/sdk"
 )
 

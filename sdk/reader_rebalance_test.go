@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
 	"github.com/azkafka/azkafka/sdk"
 )
 

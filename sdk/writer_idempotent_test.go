@@ -15,9 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/azkafka/azkafka/internal/deliverytest"
-	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 

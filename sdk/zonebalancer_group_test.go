@@ -16,9 +16,9 @@ import (
 	"github.com/segmentio/kafka-go/protocol/describegroups"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/azkafka/azkafka/internal/deliverytest"
-	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 

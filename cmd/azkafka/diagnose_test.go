@@ -10,9 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/hostile"
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/hostile"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 )
 
 // rackedBroker starts an embedded broker with topic "events" (4

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/azkafka/azkafka/internal/embedded"
 	"github.com/azkafka/azkafka/internal/iqinspect"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/iq"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/azkafka/azkafka/internal/testpki"
+	"github.com/azkafka/azkafka/internal/testkit/testpki"
 )
 
 // tlsBroker starts an embedded broker that requires TLS (a certificate of

@@ -7,7 +7,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	azotel "github.com/azkafka/azkafka/contrib/otel"
-	"github.com/azkafka/azkafka/internal/overhead"
+	"github.com/azkafka/azkafka/internal/testkit/overhead"
 	"github.com/azkafka/azkafka/sdk"
 )
 

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	azotel "github.com/azkafka/azkafka/contrib/otel"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/sdk"
 )
 

@@ -20,8 +20,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	azprom "github.com/azkafka/azkafka/contrib/prometheus"
-	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/metricstest"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/metricstest"
 	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/sdk"
 )

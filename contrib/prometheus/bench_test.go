@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	azprom "github.com/azkafka/azkafka/contrib/prometheus"
-	"github.com/azkafka/azkafka/internal/overhead"
+	"github.com/azkafka/azkafka/internal/testkit/overhead"
 	"github.com/azkafka/azkafka/sdk"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	azprom "github.com/azkafka/azkafka/contrib/prometheus"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/sdk"
 )
 

@@ -15,7 +15,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 )
 
 func init() {

@@ -6,7 +6,7 @@
 //	go run ./examples/quickstart
 //
 // Everything runs in process on loopback: an embedded Kafka-protocol broker
-// behind simulated WarpStream-style agents (internal/azsim). With
+// behind simulated WarpStream-style agents (internal/testkit/azsim). With
 // KAFKA_BROKERS=host:port[,host:port] it produces and consumes through
 // sdk.NewWriter and sdk.NewReader against that cluster instead, and reports
 // what a client can see there.
@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/azsim"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/azsim"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/sdk"
 	"github.com/segmentio/kafka-go"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 )
 
 // TestQuickstartSimulated runs the quickstart's default path (story a on

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/conformance/internal/kafkanode"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 )
 
 const (

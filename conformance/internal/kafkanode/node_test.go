@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 )
 
 // fakeJava writes a shell script standing in for java: it records its

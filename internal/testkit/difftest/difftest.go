@@ -36,7 +36,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 )
 
 // Impl names one implementation of kafka-go's client API.

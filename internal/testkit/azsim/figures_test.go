@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/azsim"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/azsim"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 )
 
 // TestConvergenceFigures repeats story a and prints convergence figures.
 // Opt-in, as it is slow:
 //
-//	AZSIM_CONVERGENCE_RUNS=20 go test -run TestConvergenceFigures -v ./internal/azsim
+//	AZSIM_CONVERGENCE_RUNS=20 go test -run TestConvergenceFigures -v ./internal/testkit/azsim
 //
 // AZSIM_CONVERGENCE_CLIENT picks the clients: sdk-ttl300ms (default),
 // sdk-default (kafka-go's 6s metadata TTL; each run lasts ~10s) or

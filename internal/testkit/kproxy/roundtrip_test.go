@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 

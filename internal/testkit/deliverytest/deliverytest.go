@@ -1,5 +1,5 @@
 // Package deliverytest holds the delivery checks and fault tools that the
-// hermetic tests (sdk and internal/azsim, on the embedded broker) and the
+// hermetic tests (sdk and internal/testkit/azsim, on the embedded broker) and the
 // conformance suite (on a real broker) share, so that both count lost and
 // duplicated messages, consume to the end, check committed offsets, inject
 // faults, run reconnect storms and judge an azsim story's report the same

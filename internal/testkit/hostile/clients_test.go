@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/hostile"
+	"github.com/azkafka/azkafka/internal/testkit/hostile"
 )
 
 // callTimeout is each client's call context; diagnose gets it as --timeout.

@@ -6,8 +6,8 @@ import (
 	"log"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/azsim"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/azsim"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/segmentio/kafka-go"
 )
 

@@ -3,7 +3,7 @@ package deliverytest
 import (
 	"testing"
 
-	"github.com/azkafka/azkafka/internal/azsim"
+	"github.com/azkafka/azkafka/internal/testkit/azsim"
 )
 
 // StoryWant is what an azsim story's report must show.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -14,7 +14,7 @@ import (
 // straight to the broker and through the proxy, to show the cost of
 // relaying frame by frame:
 //
-//	go test -run XXX -bench Produce -benchmem ./internal/kproxy
+//	go test -run XXX -bench Produce -benchmem ./internal/testkit/kproxy
 func BenchmarkProduce(b *testing.B) {
 	const topic = "bench"
 	c := embedded.StartT(b, embedded.Topic(topic, 1))

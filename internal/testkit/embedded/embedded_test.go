@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/segmentio/kafka-go"
 )
 

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/azsim"
-	"github.com/azkafka/azkafka/internal/deliverytest"
-	"github.com/azkafka/azkafka/internal/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/azsim"
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/segmentio/kafka-go"
 )
 

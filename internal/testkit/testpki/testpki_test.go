@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/testpki"
+	"github.com/azkafka/azkafka/internal/testkit/testpki"
 )
 
 // handshake runs a TLS handshake between server and client on loopback

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 )
 
 // EveryNth returns a kproxy request hook that applies act to every nth

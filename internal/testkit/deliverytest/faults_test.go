@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 )
 
 func TestEveryNth(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/azkafka/azkafka/internal/azsim"
+	"github.com/azkafka/azkafka/internal/testkit/azsim"
 )
 
 // recorder is a testing.TB that records failures instead of reporting
