@@ -150,7 +150,7 @@ func TestClientsAgainstHostileBrokers(t *testing.T) {
 // detector: the processes measure the clients, not the detector).
 func buildClients(t *testing.T) string {
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./hostileclient", "../../cmd/azkafka")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./hostileclient", "../../../cmd/azkafka")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
