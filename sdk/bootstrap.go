@@ -5,17 +5,12 @@ package sdk
 // at once, where an engine that retries would wait out its budget.
 
 import (
-	"crypto/tls"
-	"errors"
-	"fmt"
 	"net"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // DefaultBootstrapTimeout is how long a client that has never had an
@@ -156,77 +151,4 @@ func (b *bootstrap) rearm() error {
 		b.timer = nil
 	}
 	return prev
-}
-
-// unfixable reports whether a failure to reach a broker is one no retry
-// fixes: an unknown host, a TLS handshake the port does not speak or
-// closes (TLS against a plaintext listener), bytes that are not Kafka's
-// (a plaintext client on a TLS port, an HTTP server), a certificate not
-// trusted, a SASL mechanism the broker lacks.
-func unfixable(err error) bool {
-	var dns *net.DNSError
-	var rhe tls.RecordHeaderError
-	var alert tls.AlertError
-	var cve *tls.CertificateVerificationError
-	var hs *handshakeError
-	switch {
-	case errors.As(err, &dns):
-		return dns.IsNotFound
-	case errors.As(err, &rhe), errors.As(err, &alert), errors.As(err, &cve), errors.As(err, &hs):
-		return true
-	case errors.Is(err, ErrBadResponse), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.SaslAuthenticationFailed):
-		return true
-	}
-	return false
-}
-
-// BootstrapError is the error of a call made while the client has never
-// reached its cluster, once every bootstrap address failed with an error
-// no retry fixes, or DefaultBootstrapTimeout passed. It names each address
-// and its last error; errors.Is and errors.As see those errors
-// (*net.DNSError, *net.OpError, syscall.ECONNREFUSED, ErrBadResponse, ...).
-type BootstrapError struct {
-	// Addrs are the bootstrap addresses, Errs the last error of each (nil
-	// for an address not dialed yet).
-	Addrs []string
-	Errs  []error
-	// TimedOut: the timeout passed; else every address failed with an
-	// error no retry fixes.
-	TimedOut bool
-	Timeout  time.Duration
-}
-
-func (e *BootstrapError) Error() string {
-	var b strings.Builder
-	b.WriteString("sdk: no broker reached")
-	if e.TimedOut {
-		fmt.Fprintf(&b, " within %v", e.Timeout)
-	}
-	b.WriteString(": ")
-	for i, a := range e.Addrs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if e.Errs[i] == nil {
-			b.WriteString(a + ": not dialed yet")
-			continue
-		}
-		text := strings.TrimPrefix(e.Errs[i].Error(), "sdk: ")
-		if !strings.HasPrefix(text, a) {
-			text = a + ": " + text
-		}
-		b.WriteString(text)
-	}
-	return b.String()
-}
-
-// Unwrap returns the addresses' errors.
-func (e *BootstrapError) Unwrap() []error {
-	var errs []error
-	for _, err := range e.Errs {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errs
 }

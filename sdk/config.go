@@ -285,11 +285,6 @@ func WithGroupProtocol(p GroupProtocol) Option {
 // DefaultFetchMaxBytes) when that is more.
 const DefaultMaxResponseBytes = frameguard.DefaultMaxResponseBytes
 
-// ErrBadResponse is matched (errors.Is) by the error of a connection whose
-// broker sent bytes that are not a Kafka response (see "Misbehaving
-// brokers" in the package doc).
-var ErrBadResponse = frameguard.ErrRefused
-
 // minMaxResponseBytes is the least limit accepted: 64 KiB.
 const minMaxResponseBytes = 64 << 10
 

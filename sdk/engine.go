@@ -8,7 +8,6 @@ package sdk
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,14 +21,12 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	kafkasasl "github.com/segmentio/kafka-go/sasl"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/metrics"
-	"github.com/azkafka/azkafka/retry"
 )
 
 // metadataMinAge is the least time between two metadata requests of a
@@ -551,122 +548,3 @@ func summaryStats(s *summary[int64]) kafka.SummaryStats {
 	n, sum, lo, hi, avg := s.take()
 	return kafka.SummaryStats{Avg: avg, Min: lo, Max: hi, Count: n, Sum: sum}
 }
-
-// engineFatal reports whether err is a refusal no retry can fix: the
-// broker's certificate is not trusted, SASL failed, the authorizer said
-// no, the client's TLS is wrong for the port.
-func engineFatal(err error) bool {
-	var cve *tls.CertificateVerificationError
-	var ke *kerr.Error
-	switch {
-	case errors.As(err, &cve), errors.Is(err, ErrBadResponse):
-		return true
-	case errors.As(err, &ke):
-		switch ke {
-		case kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism, kerr.IllegalSaslState,
-			kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed,
-			kerr.TransactionalIDAuthorizationFailed:
-			return true
-		}
-	}
-	return false
-}
-
-// kafkaCoded is an engine error carrying a Kafka error code: it matches
-// kafka-go's kafka.Error for that code too (what callers of kafka-go test
-// with errors.Is), besides franz-go's kerr.Error.
-type kafkaCoded struct {
-	err  error
-	code kafka.Error
-}
-
-func (e kafkaCoded) Error() string   { return e.err.Error() }
-func (e kafkaCoded) Unwrap() []error { return []error{e.err, e.code} }
-
-// kafkaError makes the Kafka error code in err, if any, match kafka-go's
-// kafka.Error too.
-func kafkaError(err error) error {
-	var ke *kerr.Error
-	if err == nil || !errors.As(err, &ke) {
-		return err
-	}
-	var kc kafkaCoded
-	if errors.As(err, &kc) {
-		return err
-	}
-	code := kafka.Error(ke.Code)
-	if ke == kerr.UnknownTopicID {
-		// Requests by topic ID (Kafka 4's) answer this where kafka-go's,
-		// by name, get UNKNOWN_TOPIC_OR_PARTITION.
-		code = kafka.UnknownTopicOrPartition
-	}
-	return kafkaCoded{err: err, code: code}
-}
-
-// engineTransient reports whether an error the engine returned is worth
-// waiting out: the SDK's transient connection errors (retry.IsTransient)
-// and the Kafka error codes marked retriable.
-func engineTransient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	return retry.IsTransient(err) || kerr.IsRetriable(err)
-}
-
-// ctxError is the error of a call whose ctx ended while the engine was
-// retrying: it matches ctx's error (errors.Is) and nothing else, as
-// kafka-go's does, and its text names the last error the engine met.
-type ctxError struct {
-	ctx  error // context.Cause of the call's ctx
-	last error // nil when none since the call began
-}
-
-// newCtxError returns ctx's error, naming last when not nil.
-func newCtxError(ctx context.Context, last error) error {
-	err := context.Cause(ctx)
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err == nil {
-		err = context.Canceled
-	}
-	var inner *ctxError
-	if errors.As(last, &inner) {
-		last = inner.last // a retried call's own ctx error: name its cause once
-	}
-	if last == nil {
-		return err
-	}
-	return &ctxError{ctx: err, last: last}
-}
-
-func (e *ctxError) Error() string { return e.ctx.Error() + "; last error: " + e.last.Error() }
-
-func (e *ctxError) Unwrap() error { return e.ctx }
-
-// inCtor is err, a constructor's, under one prefix, "sdk: <ctor>: " ("sdk: "
-// for ctor ""): the
-// package prefixes inside its text (sdk's own, azdetect's) are dropped;
-// errors.Is and errors.As still see err.
-func inCtor(ctor string, err error) error {
-	msg := err.Error()
-	for {
-		trimmed := strings.TrimPrefix(strings.TrimPrefix(msg, "sdk: "), "azdetect: ")
-		if trimmed == msg {
-			break
-		}
-		msg = trimmed
-	}
-	if ctor != "" {
-		msg = ctor + ": " + msg
-	}
-	return &ctorError{msg: "sdk: " + msg, err: err}
-}
-
-type ctorError struct {
-	msg string
-	err error
-}
-
-func (e *ctorError) Error() string { return e.msg }
-func (e *ctorError) Unwrap() error { return e.err }

@@ -10,18 +10,12 @@ package sdk
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"io"
-	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/azkafka/azkafka/internal/frameguard"
 	"github.com/azkafka/azkafka/metrics"
 )
 
@@ -170,40 +164,6 @@ func rackOf(meta kgo.BrokerMetadata) string {
 		return ""
 	}
 	return *meta.Rack
-}
-
-// errorType names the class of err for a Recorder: the Kafka error's name,
-// else one of a few fixed words (see metrics.Recorder.Absorbed); "" for
-// nil.
-func errorType(err error) string {
-	if err == nil {
-		return ""
-	}
-	var ke *kerr.Error
-	var cve *tls.CertificateVerificationError
-	var ne net.Error
-	switch {
-	case errors.As(err, &ke):
-		return ke.Message
-	case errors.Is(err, kgo.ErrRecordTimeout):
-		return "delivery_timeout"
-	case errors.Is(err, frameguard.ErrRefused):
-		return "bad_response"
-	case errors.As(err, &cve):
-		return "tls"
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection_refused"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED):
-		return "connection_closed"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, kgo.ErrClientClosed):
-		return "client_closed"
-	}
-	return "_OTHER"
 }
 
 // producerIdent is a producer ID and epoch.

@@ -1050,29 +1050,6 @@ func (r *Reader) dropDeleted(offsets map[string]map[int32]kgo.EpochOffset, err e
 	return len(offsets) > 0
 }
 
-// isUnknownTopic reports whether err says the cluster has no such topic
-// (by name or ID).
-func isUnknownTopic(err error) bool {
-	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
-}
-
-// commitError is a partition's error in a commit's response.
-type commitError struct {
-	topic string
-	err   error
-}
-
-func (e *commitError) Error() string { return e.err.Error() }
-func (e *commitError) Unwrap() error { return e.err }
-
-func isGenerationChange(err error) bool {
-	return errors.Is(err, kerr.RebalanceInProgress) ||
-		errors.Is(err, kerr.IllegalGeneration) ||
-		errors.Is(err, kerr.UnknownMemberID) ||
-		errors.Is(err, kerr.StaleMemberEpoch) ||
-		errors.Is(err, kerr.FencedMemberEpoch)
-}
-
 // commitMarks commits the marked offsets of the partitions in only (all
 // when only is nil) and forgets them.
 func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error {
@@ -1229,8 +1206,6 @@ func (r *Reader) Offset() int64 {
 	defer r.mu.Unlock()
 	return r.offset
 }
-
-var errGroupOnly = errors.New("unavailable when GroupID is set")
 
 // ReadLag asks the partition's leader for its last offset and returns the
 // lag of the reader's offset behind it, like kafka.Reader.ReadLag,

@@ -184,23 +184,6 @@ func tlsHandshake(ctx context.Context, conn net.Conn, cfg *tls.Config, address s
 	return tc, nil
 }
 
-// handshakeError is a TLS handshake that failed before its ctx ended: the
-// broker closed it, or answered with what TLS refuses.
-type handshakeError struct {
-	addr   string
-	err    error
-	closed bool // the broker closed the connection
-}
-
-func (e *handshakeError) Error() string {
-	if e.closed {
-		return "sdk: TLS handshake with " + e.addr + ": the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): " + e.err.Error()
-	}
-	return "sdk: TLS handshake with " + e.addr + ": " + e.err.Error()
-}
-
-func (e *handshakeError) Unwrap() error { return e.err }
-
 // baseDial is the dial function under the connection policy for a
 // kafka.Dialer: its DialFunc, else a net.Dialer with its LocalAddr,
 // FallbackDelay and KeepAlive (kafka-go ignores those once DialFunc is

@@ -916,11 +916,6 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 	}
 }
 
-// errClosed is the error of a message Close gave up on: its wait timed
-// out, so it matches context.DeadlineExceeded, as kafka-go's error of a
-// write whose last attempt timed out does.
-var errClosed = fmt.Errorf("sdk: the Writer was closed before the message was acknowledged (Close waits at most kafka.Writer.WriteTimeout, 10s by default): %w", context.DeadlineExceeded)
-
 // deliveryError is the error a message gets for err, the engine's: the
 // end of its delivery budget, and Close giving it up, say so.
 func (w *Writer) deliveryError(err error) error {
@@ -1004,23 +999,6 @@ func kafkaGoText(err error) string {
 		return ke.Error()
 	}
 	return ""
-}
-
-// refusesProducerID reports whether err is the cluster's answer that it
-// gives this client no producer ID (Kafka 4.x wants IdempotentWrite on the
-// cluster or Write on a topic), or cannot produce idempotently.
-// Connection errors and timeouts are not: they say nothing about the
-// cluster's will.
-func refusesProducerID(err error) bool {
-	var ke kafka.Error
-	if !errors.As(err, &ke) {
-		return false
-	}
-	switch ke {
-	case kafka.ClusterAuthorizationFailed, kafka.TransactionalIDAuthorizationFailed, kafka.UnsupportedForMessageFormat:
-		return true
-	}
-	return false
 }
 
 func (c *call) group(p int32) *group {
