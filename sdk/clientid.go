@@ -1,5 +1,9 @@
 package sdk
 
+// clientid.go builds and parses the WarpStream client ID
+// ([<user id>,]warpstream_session_id=<uuid>,warpstream_az=<az>,warpstream_interzone_lb=true)
+// and validates its parts: the user ID, the session ID, the AZ.
+
 import (
 	"errors"
 	"fmt"

@@ -1,5 +1,11 @@
 package sdk
 
+// config.go holds the package's settings: the AZKAFKA_* variables (the
+// table envVars, from which the README's rows are generated), the options
+// that win over them, and loadConfig, which resolves both and the AZ into
+// one config per client. It pairs with session.go, which turns a config
+// into a client's session.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,9 @@
 package sdk
 
+// connpolicy.go is the connection policy every dial of a client goes
+// through: the process-wide limit on new connections (KIP-612), the
+// jittered re-dial backoff per address, and the counters of ConnStats.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,9 @@
 package sdk
 
+// dialer.go serves programs that keep kafka-go's own clients:
+// NewAZAwareDialer and NewTransport give a kafka.Dialer or kafka.Transport
+// the client ID, the connection policy and the frame guard.
+
 import (
 	"context"
 	"runtime"

@@ -1,5 +1,10 @@
 package sdk
 
+// groupbalancer.go runs kafka-go's GroupBalancers as the engine's
+// classic-protocol balancers, with kafka-go's member metadata and
+// assignment encoding, so that a group can mix sdk.Readers and kafka-go
+// Readers.
+
 import (
 	"context"
 	"encoding/binary"

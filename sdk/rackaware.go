@@ -1,5 +1,10 @@
 package sdk
 
+// rackaware.go is the Writer's rack-aware partitioning
+// (WithRackAwarePartitioning): keyless messages go to partitions led in
+// the client's AZ, from a view of the leaders' racks kept fresh by a
+// Metadata request when it is older than the Transport's MetadataTTL.
+
 import (
 	"context"
 	"sync/atomic"

@@ -1,5 +1,10 @@
 package sdk
 
+// seqcheck.go watches the idempotent Writer's produce responses on the
+// wire (seqConn): a resent batch a restarted broker answers out of
+// sequence is checked with the partition's leader (see
+// writer_idempotence.go) and counted delivered when the leader holds it.
+
 import (
 	"bytes"
 	"context"

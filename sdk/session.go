@@ -1,5 +1,10 @@
 package sdk
 
+// session.go holds a client instance's session, its resolved setup (the
+// client ID, the AZ, the policies, the base Dialer or Transport), the
+// dial of kafka-go's clients through the connection policy, TLS and the
+// frame guard, and Identity (what a client would send).
+
 import (
 	"context"
 	"crypto/tls"

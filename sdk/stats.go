@@ -1,5 +1,8 @@
 package sdk
 
+// stats.go holds the SDK's counters reported beside kafka-go's stats
+// (SDKStats in WriterStats and ReaderStats).
+
 import (
 	"sync/atomic"
 

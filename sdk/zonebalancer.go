@@ -1,5 +1,9 @@
 package sdk
 
+// zonebalancer.go is ZoneAffinityGroupBalancer: a kafka-go GroupBalancer
+// that gives each member of a classic group the partitions led in its
+// zone, with its zone carried in the member's user data.
+
 import (
 	"context"
 	"encoding/binary"

@@ -1,5 +1,10 @@
 package sdk
 
+// zonefallback.go keeps fetch from follower from stalling on a dead
+// replica: once a broker of the own zone fails, fetches are sent without
+// the rack ID for ZoneFallbackHold, so partitions go back to their
+// leaders.
+
 import (
 	"encoding/binary"
 	"log/slog"

@@ -1,0 +1,279 @@
+package sdk
+
+// reader_commit.go holds group mode's commits: CommitMessages (synchronous
+// with CommitInterval 0, marks otherwise), the periodic commit of marks,
+// and what a rebalance does to marks and buffered records (assigned,
+// revoked, lost). It pairs with reader_fetch.go, which marks as it hands
+// out with CommitInterval > 0.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/metrics"
+)
+
+func (r *Reader) assigned(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+	r.rebalances.Add(1)
+	r.mu.Lock()
+	for t, parts := range ps {
+		for _, p := range parts {
+			r.owned[topicPartition{t, p}] = struct{}{}
+		}
+	}
+	r.mu.Unlock()
+}
+
+// revoked commits the marks of the revoked partitions (CommitInterval > 0)
+// and drops what is buffered of them.
+func (r *Reader) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+	if r.config.CommitInterval > 0 {
+		cctx, cancel := context.WithTimeout(ctx, r.config.RebalanceTimeout)
+		if err := r.commitMarks(cctx, ps); err != nil {
+			r.s.logger.Warn("azkafka: committing marked offsets of revoked partitions failed; their next owner reads from the previous commit (duplicates, no loss)",
+				"error", err)
+		}
+		cancel()
+	}
+	r.drop(ps)
+}
+
+// lost drops what is buffered of partitions lost with the membership.
+func (r *Reader) lost(_ context.Context, _ *kgo.Client, ps map[string][]int32) { r.drop(ps) }
+
+func (r *Reader) drop(ps map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gone := map[topicPartition]bool{}
+	for t, parts := range ps {
+		for _, p := range parts {
+			tp := topicPartition{t, p}
+			gone[tp] = true
+			delete(r.owned, tp)
+			if m := r.marks[t]; m != nil {
+				delete(m, p)
+			}
+			if m := r.hooks.metrics; m != nil {
+				m.released(t, p)
+			}
+		}
+	}
+	kept := r.buf[:r.head]
+	for _, f := range r.buf[r.head:] {
+		if !gone[topicPartition{f.rec.Topic, f.rec.Partition}] {
+			kept = append(kept, f)
+		}
+	}
+	clear(r.buf[len(kept):])
+	r.buf = kept
+}
+
+// CommitMessages commits msgs like kafka.Reader.CommitMessages: for each
+// partition the highest offset + 1. With CommitInterval 0 it waits for the
+// commit, retrying transient errors and generation changes (the retry goes
+// through the group's next generation) until ctx is done; with
+// CommitInterval > 0 it marks the offsets for the next periodic commit.
+// As kafka-go's, it commits the partitions of msgs whether or not the
+// group gave them to this Reader (the broker takes a member's commit for
+// any partition). Offsets of a topic the cluster no longer has are dropped
+// with a warning, as no retry can commit them. It returns an error
+// without a GroupID, as kafka-go does, and io.ErrClosedPipe after Close
+// (kafka-go's blocks until ctx ends).
+func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if !r.group {
+		return errors.New("sdk: CommitMessages: unavailable when GroupID is not set")
+	}
+	if r.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	var offsets map[string]map[int32]kgo.EpochOffset
+	r.mu.Lock()
+	for _, m := range msgs {
+		tp := topicPartition{m.Topic, int32(m.Partition)}
+		if r.config.CommitInterval > 0 {
+			r.markLocked(m.Topic, tp.partition, m.Offset)
+			continue
+		}
+		if offsets == nil {
+			offsets = map[string]map[int32]kgo.EpochOffset{}
+		}
+		ps := offsets[m.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			offsets[m.Topic] = ps
+		}
+		if cur, ok := ps[tp.partition]; !ok || m.Offset+1 > cur.Offset {
+			ps[tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: m.Offset + 1}
+		}
+	}
+	r.mu.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	return r.commit(ctx, offsets)
+}
+
+// commit commits offsets, retrying what is transient until ctx is done.
+func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	mark := r.hooks.errSeq.Load()
+	for attempt := 0; ; attempt++ {
+		err := r.commitOnce(ctx, offsets)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return r.ctxError(ctx, mark)
+		}
+		if r.closed.Load() {
+			return err
+		}
+		if isUnknownTopic(err) {
+			// A deleted topic: its offsets cannot be committed, and
+			// waiting does not change that (kafka-go's commit by name
+			// is taken and its ReadMessage goes on).
+			if !r.dropDeleted(offsets, err) {
+				return nil
+			}
+			continue
+		}
+		if !engineTransient(err) && !isGenerationChange(err) {
+			return err
+		}
+		r.absorb(metrics.OpCommit, err)
+		if werr := r.s.retry.Sleep(ctx, attempt); werr != nil {
+			return r.ctxError(ctx, mark)
+		}
+	}
+}
+
+// dropDeleted removes from offsets the topics the cluster no longer has,
+// err being the commit's error, and logs them once each. It reports
+// whether offsets of other topics are left to commit.
+func (r *Reader) dropDeleted(offsets map[string]map[int32]kgo.EpochOffset, err error) bool {
+	var gone []string
+	for t := range offsets {
+		var ce *commitError
+		if errors.As(err, &ce) && ce.topic != t {
+			continue
+		}
+		gone = append(gone, t)
+	}
+	for _, t := range gone {
+		delete(offsets, t)
+		r.s.logger.Warn("azkafka: the cluster no longer has the topic; its offsets are not committed",
+			"group", r.config.GroupID, "topic", t, "error", err)
+	}
+	return len(offsets) > 0
+}
+
+func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	var cerr error
+	r.engine().CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = kafkaError(fmt.Errorf("sdk: committing offsets of group %s: %w", r.config.GroupID, err))
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					cerr = &commitError{topic: t.Topic, err: kafkaError(fmt.Errorf("sdk: committing %s[%d] of group %s: %w", t.Topic, p.Partition, r.config.GroupID, err))}
+					return
+				}
+			}
+		}
+	})
+	return cerr
+}
+
+// commitMarks commits the marked offsets of the partitions in only (all
+// when only is nil) and forgets them.
+func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error {
+	r.mu.Lock()
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for t, ps := range r.marks {
+		for p, o := range ps {
+			if only != nil && !containsPartition(only[t], p) {
+				continue
+			}
+			if offsets[t] == nil {
+				offsets[t] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[t][p] = o
+			delete(ps, p)
+		}
+	}
+	r.mu.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	err := r.commitOnce(ctx, offsets)
+	if err != nil {
+		// Keep them for the next try, unless newer marks came meanwhile.
+		r.mu.Lock()
+		for t, ps := range offsets {
+			for p, o := range ps {
+				tp := topicPartition{t, p}
+				if _, owned := r.owned[tp]; !owned {
+					continue
+				}
+				if r.marks[t] == nil {
+					r.marks[t] = map[int32]kgo.EpochOffset{}
+				}
+				if cur, ok := r.marks[t][p]; !ok || cur.Offset < o.Offset {
+					r.marks[t][p] = o
+				}
+			}
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func containsPartition(ps []int32, p int32) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// commitLoop commits the marks every CommitInterval until Close, which
+// ends a commit in flight (Close commits the marks itself).
+func (r *Reader) commitLoop() {
+	defer close(r.commitDone)
+	t := time.NewTicker(r.config.CommitInterval)
+	defer t.Stop()
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-r.commitStop:
+			cancel()
+		case <-stop.Done():
+		}
+	}()
+	for {
+		select {
+		case <-stop.Done():
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(stop, max(r.config.CommitInterval, 5*time.Second))
+			if err := r.commitMarks(ctx, nil); err != nil && stop.Err() == nil {
+				r.absorb(metrics.OpCommit, err)
+			}
+			cancel()
+		}
+	}
+}

@@ -1,0 +1,353 @@
+package sdk
+
+// reader_fetch.go holds the Reader's reads: ReadMessage and FetchMessage,
+// the buffer of records polled from the engine, a record as kafka-go's
+// Message, what each poll's errors mean for the caller, and the ctx's
+// error naming the last cause. It pairs with reader.go (the Reader and
+// its engine), reader_commit.go (group mode's commits) and
+// reader_partition.go (partition mode's position).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/metrics"
+	"github.com/azkafka/azkafka/retry"
+)
+
+// ReadMessage reads the next message and, with a consumer group, commits
+// it, like kafka.Reader.ReadMessage. When the fetch succeeded but the
+// commit did not (ctx done, or an error that is not transient), it returns
+// the message together with the error, so that the caller can still
+// process it (kafka-go drops it): the commit may have been stored.
+func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
+	if r.group && r.config.CommitInterval > 0 {
+		// Marking needs no round trip: hand out and mark under one lock.
+		f, err := r.next(ctx, true)
+		if err != nil {
+			return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
+		}
+		return message(f), nil
+	}
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
+	}
+	if r.group {
+		if err := r.CommitMessages(ctx, m); err != nil {
+			return m, fmt.Errorf("committing message: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// FetchMessage returns the next message without committing it, like
+// kafka.Reader.FetchMessage. It blocks until a message is there, ctx is
+// done (see Reader for the error then), the Reader is closed (io.EOF), or
+// an error waiting cannot fix.
+func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
+	f, err := r.next(ctx, false)
+	if err != nil {
+		return kafka.Message{}, err
+	}
+	return message(f), nil
+}
+
+// next hands out the next record, polling the engine when none is
+// buffered; with mark, it also marks the record's offset for the next
+// periodic commit (a record handed out under the lock is of a partition
+// the Reader owns: drop removes the others' under the same lock).
+func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
+	start := r.hooks.errSeq.Load()
+	for {
+		if r.closed.Load() {
+			return fetched{}, io.EOF
+		}
+		if err := ctx.Err(); err != nil {
+			// Nothing is handed out on an ended ctx: the message stays
+			// for the next call (kafka-go's returns ctx's error at least
+			// when no message is ready).
+			return fetched{}, r.ctxError(ctx, start)
+		}
+		r.mu.Lock()
+		if r.head < len(r.buf) {
+			f := r.buf[r.head]
+			r.buf[r.head] = fetched{}
+			r.head++
+			r.handed++
+			r.handedBytes += int64(len(f.rec.Key) + len(f.rec.Value))
+			if mark {
+				r.markLocked(f.rec.Topic, f.rec.Partition, f.rec.Offset)
+			}
+			if !r.group {
+				r.offset = f.rec.Offset + 1
+				r.lag = max(f.hwm-r.offset, 0)
+			}
+			r.mu.Unlock()
+			return f, nil
+		}
+		r.mu.Unlock()
+		if err := r.poll(ctx, start); err != nil {
+			return fetched{}, err
+		}
+	}
+}
+
+// markLocked marks offset+1 of topic's partition for the next commit,
+// unless a higher mark is there. r.mu is held.
+func (r *Reader) markLocked(topic string, partition int32, offset int64) {
+	ps := r.lastMarks
+	if ps == nil || r.lastMarksTopic != topic {
+		ps = r.marks[topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			r.marks[topic] = ps
+		}
+		r.lastMarks, r.lastMarksTopic = ps, topic
+	}
+	if cur, ok := ps[partition]; !ok || offset+1 > cur.Offset {
+		ps[partition] = kgo.EpochOffset{Epoch: -1, Offset: offset + 1}
+	}
+}
+
+// message converts a record to kafka-go's Message.
+func message(f fetched) kafka.Message {
+	rec := f.rec
+	m := kafka.Message{
+		Topic:         rec.Topic,
+		Partition:     int(rec.Partition),
+		Offset:        rec.Offset,
+		HighWaterMark: f.hwm,
+		Key:           orNil(rec.Key),
+		Value:         orNil(rec.Value),
+		Time:          messageTime(rec.Timestamp),
+	}
+	if len(rec.Headers) > 0 {
+		m.Headers = make([]kafka.Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			m.Headers[i] = kafka.Header{Key: h.Key, Value: orNil(h.Value)}
+		}
+	}
+	return m
+}
+
+// orNil is b, or nil when it is empty: kafka-go's Reader hands out an
+// empty key, value or header value as nil.
+func orNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// messageTime is a record's timestamp as kafka-go's Reader gives it: in
+// UTC, and the zero Time for a timestamp at or before the epoch.
+func messageTime(t time.Time) time.Time {
+	ms := t.UnixMilli()
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// poll refills the buffer from the engine, or returns why it could not.
+func (r *Reader) poll(ctx context.Context, mark int64) error {
+	select {
+	case r.pollSem <- struct{}{}:
+	case <-ctx.Done():
+		return r.ctxError(ctx, mark)
+	}
+	defer func() { <-r.pollSem }()
+	r.hooks.rearm()
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r.mu.Lock()
+	if r.head < len(r.buf) || r.closed.Load() {
+		r.mu.Unlock()
+		return nil // another caller's poll filled it, or Close ran
+	}
+	moves := r.moves
+	r.pollCancel = cancel
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.pollCancel = nil
+		r.mu.Unlock()
+	}()
+	if err := r.hooks.fatalError(); err != nil {
+		return err
+	}
+	started, err := r.start(pctx)
+	if err == nil && !started {
+		// The offset is past the partition's end: wait for the log to
+		// reach it, as kafka-go does, checking again after a backoff.
+		err = retry.SleepContext(pctx, r.waitBackoff())
+	}
+	if err != nil || !started {
+		return r.interrupted(ctx, pctx, mark, err)
+	}
+	r.checkGroupProtocol(pctx)
+	fs := r.engine().PollRecords(pctx, r.config.QueueCapacity)
+
+	r.mu.Lock()
+	r.buf, r.head = r.buf[:0], 0
+	var n, bytes int64
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		tp := topicPartition{p.Topic, p.Partition}
+		if r.group {
+			// A partition revoked while this poll ran and owned again
+			// was restarted by the engine at the committed offset:
+			// these records are the new start, keep them. Only those
+			// of a partition the Reader no longer owns go.
+			if _, ok := r.owned[tp]; !ok {
+				return
+			}
+		} else if moves != r.moves {
+			return // moved by SetOffset while this poll ran
+		}
+		var pbytes int64
+		for _, rec := range p.Records {
+			r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark})
+			pbytes += int64(len(rec.Key) + len(rec.Value))
+		}
+		n += int64(len(p.Records))
+		bytes += pbytes
+		if m := r.s.rec; m != nil {
+			lag := max(p.HighWatermark-p.Records[len(p.Records)-1].Offset-1, 0)
+			m.Consumed(p.Topic, p.Partition, len(p.Records), int(pbytes), lag)
+		}
+	})
+	r.mu.Unlock()
+	if n > 0 {
+		r.stats.fetchSize.observe(n)
+		r.stats.fetchBytes.observe(bytes)
+	}
+	if err := r.pollErrors(ctx, mark, fs.Errors()); err != nil {
+		return err
+	}
+	return r.interrupted(ctx, pctx, mark, nil)
+}
+
+// interrupted is what a poll whose own ctx (pctx, of the caller's ctx)
+// may have ended returns, err being what it met: nil when SetOffset moved
+// the reader (the caller polls again), io.EOF after Close, the refusal
+// that interrupted it, or the caller's ctx's error.
+func (r *Reader) interrupted(ctx, pctx context.Context, mark int64, err error) error {
+	cause := context.Cause(pctx)
+	switch {
+	case r.closed.Load():
+		return io.EOF
+	case ctx.Err() != nil:
+		return r.ctxError(ctx, mark)
+	case cause != nil && cause != context.Canceled:
+		return cause // a refusal interrupted the poll
+	case cause != nil:
+		return nil // SetOffset
+	}
+	return err
+}
+
+// waitBackoff is the wait before checking again whether the log reached
+// the offset the reader waits for: kafka-go's read backoff, doubling from
+// ReadBackoffMin to ReadBackoffMax.
+func (r *Reader) waitBackoff() time.Duration {
+	n := min(r.waits.Add(1)-1, 16)
+	return min(r.config.ReadBackoffMin<<n, r.config.ReadBackoffMax)
+}
+
+// checkGroupProtocol reads, once, whether the cluster has KIP-848's
+// consumer protocol when the Reader asked for it: without it the engine
+// runs a classic group with its own assignor (not the GroupBalancers, so
+// kafka-go members cannot share the group); the Reader says so once and
+// Stats reports classic.
+func (r *Reader) checkGroupProtocol(ctx context.Context) {
+	if !r.group || r.s.groupProtocol != GroupProtocolConsumer || r.protocolChecked.Load() {
+		return
+	}
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, r.engine())
+	if err != nil {
+		return // the next poll asks again
+	}
+	r.protocolChecked.Store(true)
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == int16(kmsg.ConsumerGroupHeartbeat) && k.MaxVersion >= 1 {
+			return
+		}
+	}
+	r.classicOnly.Store(true)
+	r.s.logger.Warn("azkafka: the cluster lacks KIP-848's consumer group protocol (Kafka 4.0+): the group runs the classic protocol with the engine's own assignor, which kafka-go members cannot join",
+		"group", r.config.GroupID, "fix", "upgrade the brokers, or use the classic protocol ("+EnvGroupProtocol+"=classic)")
+}
+
+// interrupt ends the poll in flight with err as its cause.
+func (r *Reader) interrupt(err error) {
+	r.mu.Lock()
+	if r.pollCancel != nil {
+		r.pollCancel(err)
+	}
+	r.mu.Unlock()
+}
+
+// pollErrors decides what the errors of one poll mean for the caller.
+func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchError) error {
+	for _, fe := range errs {
+		err := fe.Err
+		switch {
+		case errors.Is(err, kgo.ErrClientClosed) || r.closed.Load():
+			return io.EOF
+		case ctx.Err() != nil:
+			return r.ctxError(ctx, mark)
+		case errors.Is(err, context.Canceled):
+			continue // SetOffset interrupted the poll
+		}
+		var loss *kgo.ErrDataLoss
+		if errors.As(err, &loss) {
+			r.s.logger.Warn("azkafka: the broker lost data the Reader had read; it resumes where the broker's log now is",
+				"topic", fe.Topic, "partition", fe.Partition, "error", err)
+			continue
+		}
+		r.stats.errors.Add(1)
+		if fe.Topic != "" {
+			err = fmt.Errorf("sdk: %s[%d]: %w", fe.Topic, fe.Partition, err)
+		}
+		err = kafkaError(err)
+		if engineTransient(fe.Err) {
+			r.absorb(metrics.OpFetch, err)
+			continue
+		}
+		return err
+	}
+	return nil
+}
+
+// absorb counts, remembers and logs (rate-limited) a transient error the
+// Reader waits out.
+func (r *Reader) absorb(op metrics.Op, err error) {
+	r.counters.retries.Add(1)
+	if r.s.rec != nil {
+		r.s.rec.Retried(op)
+	}
+	r.hooks.noteError(fmt.Errorf("%s: %w", opText[op], err))
+}
+
+// opText names a Reader operation in errors.
+var opText = [...]string{metrics.OpFetch: "fetch", metrics.OpCommit: "commit", metrics.OpListOffsets: "list offsets"}
+
+// ctxError is ctx's error, naming the last error absorbed since mark.
+func (r *Reader) ctxError(ctx context.Context, mark int64) error {
+	err := newCtxError(ctx, r.hooks.since(mark))
+	if errors.Is(err, context.DeadlineExceeded) {
+		r.stats.timeouts.Add(1)
+	}
+	return err
+}

@@ -1,0 +1,232 @@
+package sdk
+
+// reader_partition.go holds partition mode's position: where the engine
+// starts consuming (kafka-go's rules for offsets below the log's start and
+// past its end), Offset, Lag, ReadLag, SetOffset and SetOffsetAt, and the
+// ListOffsets requests behind them. It pairs with reader_fetch.go, which
+// calls start before each poll.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/metrics"
+)
+
+// start makes the engine consume the partition (partition mode) from the
+// offset set so far, at the first read as kafka-go's reader starts: an
+// offset below the log's start starts there, one past its end is waited
+// for (or, with OffsetOutOfRangeError, is kafka.OffsetOutOfRange). It
+// reports whether the engine consumes the partition.
+func (r *Reader) start(ctx context.Context) (bool, error) {
+	if r.group {
+		return true, nil
+	}
+	r.mu.Lock()
+	if r.started {
+		r.mu.Unlock()
+		return true, nil
+	}
+	want, moves := r.offset, r.moves
+	r.mu.Unlock()
+	off := kgo.NewOffset().AtStart() // kafka.FirstOffset, and kafka-go's below-start
+	switch {
+	case want == kafka.LastOffset:
+		off = kgo.NewOffset().AtEnd()
+	case want >= 0:
+		first, err := r.listOffset(ctx, -2)
+		if err != nil {
+			return false, err
+		}
+		last, err := r.listOffset(ctx, -1)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case want > last && r.config.OffsetOutOfRangeError:
+			return false, kafkaError(fmt.Errorf("sdk: %s[%d]: offset %d is past the end of the log (%d): %w",
+				r.config.Topic, r.config.Partition, want, last, kerr.OffsetOutOfRange))
+		case want > last:
+			return false, nil
+		case want >= first:
+			off = kgo.NewOffset().At(want)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.moves != moves {
+		return false, nil // SetOffset moved it meanwhile: start again
+	}
+	r.started = true
+	r.waits.Store(0)
+	r.engine().AddConsumePartitions(map[string]map[int32]kgo.Offset{r.config.Topic: {int32(r.config.Partition): off}})
+	return true, nil
+}
+
+// Lag returns the lag of the last message returned by ReadMessage or
+// FetchMessage (the partition's high watermark minus the next offset), or
+// -1 with a consumer group, like kafka.Reader.Lag.
+func (r *Reader) Lag() int64 {
+	if r.group {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lag
+}
+
+// Offset returns the offset of the next message the reader hands out
+// (kafka.FirstOffset before the first read unless SetOffset moved it), or
+// -1 with a consumer group, like kafka.Reader.Offset.
+func (r *Reader) Offset() int64 {
+	if r.group {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.offset
+}
+
+// ReadLag asks the partition's leader for its last offset and returns the
+// lag of the reader's offset behind it, like kafka.Reader.ReadLag,
+// retrying transient errors until ctx is done.
+func (r *Reader) ReadLag(ctx context.Context) (int64, error) {
+	if r.group {
+		return 0, fmt.Errorf("sdk: ReadLag: %w", errGroupOnly)
+	}
+	last, err := r.listOffset(ctx, -1)
+	if err != nil {
+		return 0, err
+	}
+	off := r.Offset()
+	switch off {
+	case kafka.LastOffset:
+		return 0, nil
+	case kafka.FirstOffset:
+		first, err := r.listOffset(ctx, -2)
+		if err != nil {
+			return 0, err
+		}
+		off = first
+	}
+	return max(last-off, 0), nil
+}
+
+// SetOffset moves the reader to offset (or kafka.FirstOffset,
+// kafka.LastOffset), like kafka.Reader.SetOffset: the next message is the
+// one at offset. As in kafka-go, an offset below the log's start (any
+// other negative one too) reads from the start, and one past the end waits
+// for the log to reach it (see OffsetOutOfRangeError). Messages fetched
+// but not yet handed out are dropped. It fails with io.ErrClosedPipe after
+// Close.
+func (r *Reader) SetOffset(offset int64) error {
+	if r.group {
+		return fmt.Errorf("sdk: SetOffset: %w", errGroupOnly)
+	}
+	if r.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	// Stop the poll in flight and keep others out while the engine moves
+	// (a FetchMessage waiting for its turn may start a poll meanwhile:
+	// stop that one too).
+	for acquired := false; !acquired; {
+		r.interrupt(context.Canceled)
+		select {
+		case r.pollSem <- struct{}{}:
+			acquired = true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	defer func() { <-r.pollSem }()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tp := topicPartition{r.config.Topic, int32(r.config.Partition)}
+	r.moves++
+	clear(r.buf)
+	r.buf, r.head = r.buf[:0], 0
+	r.offset = offset // the lag stays that of the last message, as in kafka-go
+	if r.started {
+		// The next read starts it again at offset (see start).
+		r.engine().RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
+		r.started = false
+	}
+	return nil
+}
+
+// SetOffsetAt moves the reader to the first offset whose timestamp is at or
+// after t (kafka.LastOffset when there is none), like
+// kafka.Reader.SetOffsetAt.
+func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
+	if r.group {
+		return fmt.Errorf("sdk: SetOffsetAt: %w", errGroupOnly)
+	}
+	if r.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	off, err := r.listOffset(ctx, t.UnixMilli())
+	if err != nil {
+		return err
+	}
+	if off < 0 {
+		off = kafka.LastOffset
+	}
+	return r.SetOffset(off)
+}
+
+// listOffset asks the partition's leader for the offset at timestamp ts
+// (-1: the end, -2: the start), retrying transient errors until ctx is
+// done.
+func (r *Reader) listOffset(ctx context.Context, ts int64) (int64, error) {
+	mark := r.hooks.errSeq.Load()
+	for attempt := 0; ; attempt++ {
+		off, err := r.listOffsetOnce(ctx, ts)
+		if err == nil {
+			return off, nil
+		}
+		if ctx.Err() != nil {
+			return 0, r.ctxError(ctx, mark)
+		}
+		if !engineTransient(err) || r.closed.Load() {
+			return 0, err
+		}
+		r.absorb(metrics.OpListOffsets, err)
+		if r.s.retry.Sleep(ctx, attempt) != nil {
+			return 0, r.ctxError(ctx, mark)
+		}
+	}
+}
+
+func (r *Reader) listOffsetOnce(ctx context.Context, ts int64) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	if r.config.IsolationLevel == kafka.ReadCommitted {
+		req.IsolationLevel = 1
+	}
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = r.config.Topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = int32(r.config.Partition)
+	rp.Timestamp = ts
+	rp.CurrentLeaderEpoch = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, r.engine())
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
+		p := resp.Topics[0].Partitions[0]
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return 0, kafkaError(fmt.Errorf("sdk: listing offsets of %s[%d]: %w", r.config.Topic, p.Partition, err))
+		}
+		return p.Offset, nil
+	}
+	return 0, fmt.Errorf("sdk: listing offsets of %s[%d]: the response has no partition", r.config.Topic, r.config.Partition)
+}

@@ -1,0 +1,642 @@
+package sdk
+
+// writer_call.go holds one WriteMessages call from hand-over to outcome:
+// kafka-go's checks (sizes, topics known to the cluster), the Balancer run
+// in message order, each message as a record with its delivery budget,
+// the engine's promise per record, the call's result (nil, kafka-go's
+// call-level errors, kafka.WriteErrors, ctx's error) and Completion per
+// call and partition. It pairs with writer.go (the Writer and its
+// engine) and budget.go (the records' budget Contexts).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// call is one WriteMessages: its messages, their records and outcomes,
+// and, when they are reported, the grouping per partition.
+type call struct {
+	w       *Writer
+	msgs    []kafka.Message // what balancers and Completion see
+	slots   []slot
+	pending atomic.Int64
+	done    chan struct{} // closed when every message has its outcome
+	report  bool          // Completion or async: report per partition
+	// settled: Close no longer waits for the call (its messages have
+	// their outcome, or it returned without them).
+	settled atomic.Bool
+	// failed: a message of the synchronous call failed (Stats.Errors
+	// counts the call once).
+	failed atomic.Bool
+
+	mu     sync.Mutex
+	queued bool // every record was handed to the engine
+	groups map[int32]*group
+}
+
+type slot struct {
+	rec kgo.Record
+	st  recState
+}
+
+// recState is a record's link to its call, carried as the record's
+// Context (which the engine only passes along).
+type recState struct {
+	context.Context
+	c         *call
+	i         int
+	partition int32 // -1 until the balancer chose
+	pre       int32 // the partition WriteMessages chose, -1 for none
+	err       error
+	fin       atomic.Bool // err is final
+	cl        *kgo.Client // the client the record was last produced on
+}
+
+// group is the messages of a call in one partition.
+type group struct {
+	assigned int
+	done     []int
+}
+
+// WriteMessages writes msgs like kafka.Writer.WriteMessages (see Writer for
+// what it returns and when).
+func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	if w.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := w.validate(ctx, msgs); err != nil {
+		return err
+	}
+	// Close waits for the calls counted in outstanding: none may be
+	// added once it began.
+	w.closeMu.RLock()
+	if w.closed.Load() {
+		w.closeMu.RUnlock()
+		return io.ErrClosedPipe
+	}
+	w.outstanding.Add(1)
+	w.awaited.Add(1)
+	w.closeMu.RUnlock()
+	if w.rack != nil {
+		w.refreshRacks(ctx, msgs)
+	}
+	c := &call{w: w, msgs: msgs, report: w.async || w.completion != nil}
+	if w.async {
+		c.msgs = slices.Clone(msgs) // the caller may reuse msgs
+	} else {
+		c.done = make(chan struct{})
+	}
+	c.slots = make([]slot, len(msgs))
+	c.pending.Store(int64(len(msgs)))
+	mark := w.hooks.errSeq.Load()
+	w.fatalMu.Lock()
+	fatal := w.fatalCh
+	w.fatalMu.Unlock()
+	cl := w.engine()
+	// One clock read per call (kafka-go reads it once per batch), not one
+	// per message in the engine: the write time of messages without a
+	// Time, and the start of every message's delivery budget.
+	now := time.Now()
+	budget := w.budget.ctx(now)
+	var b kafka.Balancer = w.balancer
+	if w.rack != nil {
+		b = w.rack
+	}
+	lastTopic, parts := "", w.topicParts.Load()
+	for i := range c.slots {
+		sl := &c.slots[i]
+		m := &c.msgs[i]
+		// The Balancer runs here, in the order of the messages, as in
+		// kafka-go: the engine partitions a topic's first records when
+		// its metadata comes, which would reorder the calls of a
+		// stateful Balancer (RoundRobin, LeastBytes) across topics.
+		if m.Topic != "" && m.Topic != lastTopic {
+			lastTopic, parts = m.Topic, nil
+			if v, ok := w.known.Load(m.Topic); ok {
+				parts = v.(*atomic.Int32)
+			}
+		}
+		pre := int32(-1)
+		if parts != nil {
+			if n := int(parts.Load()); n > 0 {
+				if p := b.Balance(*m, w.partitionList(n)...); p >= 0 && p < n {
+					pre = int32(p)
+				}
+			}
+		}
+		// Field by field: the slot is zeroed, and whole-struct stores
+		// cost a write barrier over every pointer of it.
+		sl.st.Context = budget
+		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.cl = c, i, -1, pre, cl
+		sl.rec.Topic, sl.rec.Key, sl.rec.Value, sl.rec.Timestamp = m.Topic, m.Key, m.Value, recordTime(m.Time, now)
+		sl.rec.Context = &sl.st
+		if sl.rec.Topic == "" {
+			sl.rec.Topic = w.topic
+		}
+		if len(m.Headers) > 0 {
+			sl.rec.Headers = make([]kgo.RecordHeader, len(m.Headers))
+			for j, h := range m.Headers {
+				sl.rec.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+			}
+		}
+		// Background, not ctx: the engine fails a partition's whole
+		// queue when its first record's ctx ends, which would fail
+		// other callers' messages. The record's Context, its budget,
+		// ends with the budget of the oldest record.
+		cl.Produce(context.Background(), &sl.rec, w.promise)
+	}
+	if c.report {
+		c.markQueued()
+	}
+	if w.async {
+		return nil
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	case <-fatal:
+	}
+	w.settle(c)
+	return w.outcome(ctx, c, mark)
+}
+
+// recordTime is the timestamp kafka-go stores for a message with Time t,
+// written at now: t in milliseconds as kafka-go counts them (UnixNano /
+// 1e6), or now when that is 0 (the zero Time, and the epoch itself).
+func recordTime(t, now time.Time) time.Time {
+	if t.IsZero() {
+		return now
+	}
+	ms := t.UnixNano() / 1e6
+	if ms == 0 {
+		return now
+	}
+	return time.UnixMilli(ms)
+}
+
+// settle tells Close not to wait for c any more.
+func (w *Writer) settle(c *call) {
+	if c.settled.CompareAndSwap(false, true) && w.awaited.Add(-1) == 0 && w.closed.Load() {
+		w.idleOnce.Do(func() { close(w.idle) })
+	}
+}
+
+// validate applies kafka.Writer's checks before anything is queued, in
+// kafka-go's order: every message's size, then each message's topic (on
+// the Writer or the message, not both), which must be known to the
+// cluster (see knowTopic).
+func (w *Writer) validate(ctx context.Context, msgs []kafka.Message) error {
+	for i := range msgs {
+		if messageSize(&msgs[i]) > w.conf.batchBytes {
+			rest := make([]kafka.Message, 0, len(msgs)-1)
+			rest = append(append(rest, msgs[:i]...), msgs[i+1:]...)
+			return kafka.MessageTooLargeError{Message: msgs[i], Remaining: rest}
+		}
+	}
+	last := ""
+	for i := range msgs {
+		topic := msgs[i].Topic
+		switch {
+		case w.topic != "" && topic != "":
+			return errors.New("kafka.(*Writer): Topic must not be specified for both Writer and Message")
+		case w.topic == "" && topic == "":
+			return errors.New("kafka.(*Writer): Topic must be specified for Writer or Message")
+		case topic == "":
+			if w.topicParts.Load() == nil {
+				n, err := w.knowTopic(ctx, w.topic)
+				if err != nil {
+					return err
+				}
+				parts := new(atomic.Int32)
+				parts.Store(int32(n))
+				w.topicParts.CompareAndSwap(nil, parts)
+			}
+		case topic != last:
+			if _, ok := w.known.Load(topic); !ok {
+				n, err := w.knowTopic(ctx, topic)
+				if err != nil {
+					return err
+				}
+				parts := new(atomic.Int32)
+				parts.Store(int32(n))
+				w.known.LoadOrStore(topic, parts)
+			}
+			last = topic
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing was handed over: nothing is stored
+	}
+	return nil
+}
+
+// knowTopic asks the cluster for topic (creating it with
+// AllowAutoTopicCreation) before the Writer's first message to it, as
+// kafka-go looks a topic up before it queues a message: a topic the
+// cluster does not have is kafka.UnknownTopicOrPartition at once, not a
+// wait. A topic being created (no leader yet) is known: the engine waits
+// for its leaders. Before the client ever reached its cluster, an error no
+// retry fixes, or DefaultBootstrapTimeout of refusals, ends the wait (see
+// BootstrapError).
+func (w *Writer) knowTopic(ctx context.Context, topic string) (int, error) {
+	w.hooks.rearm()
+	mark := w.hooks.errSeq.Load()
+	for attempt := 0; ; attempt++ {
+		w.fatalMu.Lock()
+		fatal := w.fatalCh
+		w.fatalMu.Unlock()
+		if err := w.hooks.fatalError(); err != nil && attempt > 0 {
+			return 0, err
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		type answer struct {
+			n   int
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			n, err := w.lookUpTopic(rctx, topic)
+			done <- answer{n, err}
+		}()
+		var a answer
+		select {
+		case a = <-done:
+			cancel()
+		case <-fatal:
+			cancel()
+			a = <-done
+		}
+		switch err := a.err; {
+		case err == nil:
+			return a.n, nil
+		case ctx.Err() != nil:
+			return 0, w.ctxError(ctx, mark)
+		case isUnknownTopic(err) && attempt < unknownTopicAttempts-1:
+			// A topic created a moment ago may not be known yet to the
+			// broker asked; a few quick attempts ride that out.
+		case errors.As(err, new(kafka.Error)), engineFatal(err), unfixable(err):
+			return 0, kafkaError(err)
+		}
+		t := time.NewTimer(w.s.retry.Backoff.Delay(attempt))
+		select {
+		case <-t.C:
+		case <-fatal:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return 0, w.ctxError(ctx, mark)
+		}
+	}
+}
+
+// unknownTopicAttempts is how many times knowTopic asks before it takes
+// UNKNOWN_TOPIC_OR_PARTITION for an answer (within the retry policy's
+// first backoffs: a few hundred milliseconds by default).
+const unknownTopicAttempts = 3
+
+// lookUpTopic asks the cluster for topic's metadata once: its partition
+// count when it has the topic (0 while it creates it), its kafka.Error
+// when it does not.
+func (w *Writer) lookUpTopic(ctx context.Context, topic string) (int, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.AllowAutoTopicCreation = w.autoCreate
+	resp, err := req.RequestWith(ctx, w.engine())
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		err := kerr.ErrorForCode(t.ErrorCode)
+		switch {
+		case err == nil:
+			return len(t.Partitions), nil
+		case kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition):
+			return 0, nil
+		}
+		return 0, kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), err))
+	}
+	return 0, kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), kerr.UnknownTopicOrPartition))
+}
+
+// messageSize is the size kafka-go counts a message as against
+// BatchBytes (kafka.Message's totalSize): the v1 message's, with the
+// headers' varint sizes.
+func messageSize(m *kafka.Message) int {
+	n := 4 + 1 + 1 + 4 + len(m.Key) + 4 + len(m.Value) + 8
+	n += varintLen(len(m.Headers))
+	for _, h := range m.Headers {
+		n += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
+	}
+	return n
+}
+
+// batchOverhead is the size of a record batch's header (v2).
+const batchOverhead = 61
+
+func varintLen(v int) int {
+	u := uint64(v) << 1
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// outcome is a synchronous call's result once its messages have their
+// outcome, its ctx ended or a refusal was recorded.
+func (w *Writer) outcome(ctx context.Context, c *call, mark int64) error {
+	var werrs kafka.WriteErrors
+	fatal := w.hooks.fatalError()
+	finished := 0
+	for i := range c.slots {
+		st := &c.slots[i].st
+		var err error
+		if st.fin.Load() {
+			finished++
+			err = st.err
+			if err != nil && w.explicit && refusesProducerID(err) {
+				return fmt.Errorf("sdk: idempotence is on (%s) but the cluster refused a producer ID: %w; grant IdempotentWrite on the cluster (or Write on the topic), or turn idempotence off", w.why, err)
+			}
+		} else if fatal != nil {
+			err = fatal
+		} else {
+			// As kafka-go: the call's ctx ended first, so the call
+			// returns ctx's error (the messages stay queued).
+			return w.ctxError(ctx, mark)
+		}
+		if err != nil {
+			if werrs == nil {
+				werrs = make(kafka.WriteErrors, len(c.slots))
+			}
+			werrs[i] = err
+		}
+	}
+	if fatal != nil && finished == 0 {
+		return fatal
+	}
+	if werrs == nil {
+		return nil
+	}
+	return werrs
+}
+
+func (w *Writer) ctxError(ctx context.Context, mark int64) error {
+	return newCtxError(ctx, w.hooks.since(mark))
+}
+
+// onFatal wakes the synchronous calls waiting when the engine met a
+// refusal no retry fixes.
+func (w *Writer) onFatal(error) {
+	w.fatalMu.Lock()
+	close(w.fatalCh)
+	w.fatalCh = make(chan struct{})
+	w.fatalMu.Unlock()
+}
+
+// onRecord is the engine's promise for every record: kgo calls it once per
+// record, serially, in order within a partition.
+func (w *Writer) onRecord(r *kgo.Record, err error) {
+	st := r.Context.(*recState)
+	c := st.c
+	if err != nil {
+		err = kafkaError(err)
+		if w.produceAgain(r, st, err) {
+			return
+		}
+		err = w.deliveryError(err)
+		if !c.report && c.failed.CompareAndSwap(false, true) {
+			w.wh.failed.Add(1)
+		}
+		if w.s.rec != nil {
+			w.s.rec.ProduceFailed(r.Topic, r.Partition, 1, errorType(err))
+		}
+	} else if !w.produced.Load() && w.idempotent.Load() {
+		w.produced.Store(true)
+	}
+	// Counted here, not in the engine's batch hook (which may run after
+	// the promise): Stats right after a call sees it. As kafka-go's,
+	// Messages and Bytes count the messages written whatever the outcome.
+	w.wh.messages.Add(1)
+	w.wh.bytes.Add(int64(len(r.Key) + len(r.Value)))
+	st.err = err
+	st.fin.Store(true)
+	if c.report {
+		c.finished(st)
+	}
+	if c.pending.Add(-1) == 0 {
+		if c.done != nil {
+			close(c.done)
+		}
+		w.settle(c)
+		w.outstanding.Done()
+	}
+}
+
+// deliveryError is the error a message gets for err, the engine's: the
+// end of its delivery budget, and Close giving it up, say so.
+func (w *Writer) deliveryError(err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// The budget's Context ended (the caller's ctx never reaches the
+		// engine). The error the engine last met, when no broker
+		// answered since, is why: a dial refused, a TLS handshake closed.
+		if last := w.hooks.since(w.hooks.errSeq.Load()); last != nil {
+			return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w; last error: %w", w.conf.budget, kgo.ErrRecordTimeout, last)
+		}
+		return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w", w.conf.budget, kgo.ErrRecordTimeout)
+	case w.engineDone.Load() && (errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, context.Canceled)):
+		w.gaveUp.Add(1)
+		return errClosed
+	}
+	return err
+}
+
+func (c *call) group(p int32) *group {
+	if c.groups == nil {
+		c.groups = make(map[int32]*group, 1)
+	}
+	g := c.groups[p]
+	if g == nil {
+		g = &group{}
+		c.groups[p] = g
+	}
+	return g
+}
+
+// assign records that the balancer put st's message in partition p.
+func (c *call) assign(st *recState, p int32) {
+	if !c.report {
+		st.partition = p
+		return
+	}
+	c.mu.Lock()
+	st.partition = p
+	c.group(p).assigned++
+	c.mu.Unlock()
+}
+
+func (c *call) unassign(st *recState) {
+	c.mu.Lock()
+	if c.report && st.partition >= 0 {
+		c.group(st.partition).assigned--
+	}
+	st.partition = -1
+	c.mu.Unlock()
+}
+
+// finished notes st's outcome and reports its partition's messages of the
+// call once all of them have theirs.
+func (c *call) finished(st *recState) {
+	c.mu.Lock()
+	g := c.group(st.partition)
+	g.done = append(g.done, st.i)
+	var ready []int
+	if c.queued && len(g.done) >= g.assigned {
+		ready, g.done, g.assigned = g.done, nil, 0
+	}
+	c.mu.Unlock()
+	if ready != nil {
+		c.w.reportGroup(c, ready)
+	}
+}
+
+// markQueued notes that every record of c was handed to the engine, and
+// reports the partitions whose messages all have their outcome.
+func (c *call) markQueued() {
+	var ready [][]int
+	c.mu.Lock()
+	c.queued = true
+	for _, g := range c.groups {
+		if len(g.done) > 0 && len(g.done) >= g.assigned {
+			ready = append(ready, g.done)
+			g.done, g.assigned = nil, 0
+		}
+	}
+	c.mu.Unlock()
+	for _, idx := range ready {
+		c.w.reportGroup(c, idx)
+	}
+}
+
+// reportGroup hands messages of one call and partition to Completion, one
+// call per run of the same outcome, or in async mode without Completion
+// logs a failure.
+func (w *Writer) reportGroup(c *call, idx []int) {
+	for len(idx) > 0 {
+		first := &c.slots[idx[0]]
+		err := first.st.err
+		n := 1
+		for n < len(idx) && c.slots[idx[n]].st.err == err {
+			n++
+		}
+		run := idx[:n]
+		idx = idx[n:]
+		if err != nil {
+			w.wh.failed.Add(1)
+		}
+		if w.completion == nil {
+			if err != nil {
+				w.s.logger.Warn("azkafka: async write failed for good; set kafka.Writer.Completion to handle failures",
+					"topic", first.rec.Topic, "partition", first.rec.Partition, "messages", len(run), "error", err)
+			}
+			continue
+		}
+		out := make([]kafka.Message, len(run))
+		for j, i := range run {
+			sl := &c.slots[i]
+			out[j] = c.msgs[i]
+			out[j].Topic = sl.rec.Topic
+			out[j].Partition = int(sl.rec.Partition)
+			if err == nil {
+				out[j].Offset = max(sl.rec.Offset, -1) // -1: stored before (seqConn)
+				if out[j].Time.IsZero() {
+					out[j].Time = sl.rec.Timestamp
+				}
+			}
+		}
+		w.completion(out, err)
+	}
+}
+
+// writerPartitioner runs the Writer's kafka.Balancer as kgo's
+// partitioner, with kafka-go's arguments: the message and every partition
+// of its topic, in order. kafka-go hands the Balancer every partition,
+// whether its leader is available or not, so every record requires
+// consistency (the engine then maps the choice to the partition of that
+// number).
+type writerPartitioner struct{ w *Writer }
+
+func (p writerPartitioner) ForTopic(string) kgo.TopicPartitioner { return p }
+
+func (writerPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+
+func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
+	st, ok := r.Context.(*recState)
+	if !ok || n <= 0 {
+		return 0
+	}
+	part := int(st.pre)
+	if parts := p.w.partsOf(r.Topic); part < 0 || part >= n || parts.Load() != int32(n) {
+		parts.Store(int32(n))
+		// Not chosen yet, or the topic's partitions changed since:
+		// choose among the engine's.
+		var b kafka.Balancer = p.w.balancer
+		if p.w.rack != nil {
+			b = p.w.rack
+		}
+		part = b.Balance(st.c.msgs[st.i], p.w.partitionList(n)...)
+	}
+	if part >= 0 && part < n {
+		st.c.assign(st, int32(part))
+		if f := p.w.fill; f != nil && f.add(r.Topic, int32(part)) {
+			p.w.sendNow()
+		}
+	}
+	return part
+}
+
+// partsOf is where the partition count of topic is kept (a throwaway
+// for a topic not asked for: the engine partitions it alone).
+func (w *Writer) partsOf(topic string) *atomic.Int32 {
+	if topic == w.topic {
+		if p := w.topicParts.Load(); p != nil {
+			return p
+		}
+	} else if v, ok := w.known.Load(topic); ok {
+		return v.(*atomic.Int32)
+	}
+	return new(atomic.Int32)
+}
+
+// partitionList returns 0..n-1, shared and read only (as kafka-go's).
+func (w *Writer) partitionList(n int) []int {
+	if p := w.parts.Load(); p != nil && len(*p) >= n {
+		return (*p)[:n:n]
+	}
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	w.parts.Store(&s)
+	return s
+}
