@@ -104,9 +104,8 @@ type options struct {
 	detect         func(context.Context) (azdetect.Result, error)
 	// ctor is the constructor the options are given to; only lists the
 	// options that apply to some constructors only.
-	ctor  ctor
-	only  []restricted
-	clock *clock
+	ctor ctor
+	only []restricted
 	// bootstrapTimeout replaces DefaultBootstrapTimeout (tests).
 	bootstrapTimeout time.Duration
 }
@@ -396,9 +395,6 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
-	if o.clock != nil {
-		c.clock = *o.clock
-	}
 	c.bootstrapTimeout = DefaultBootstrapTimeout
 	if o.bootstrapTimeout > 0 {
 		c.bootstrapTimeout = o.bootstrapTimeout
@@ -533,11 +529,8 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		}
 		c.az, c.azSource = *o.az, azdetect.SourceOption
 	case dcfg.EnvAZ != "":
-		az, err := azdetect.Validate(dcfg.EnvAZ)
-		if err != nil { // ConfigFromEnv checked it already; kept for safety
-			return config{}, fmt.Errorf("sdk: %s=%s: %w", dcfg.EnvAZVariable, quote(dcfg.EnvAZ), err)
-		}
-		c.az, c.azSource = az, azdetect.SourceEnv
+		// ConfigFromEnv validated it (trimmed, as every variable).
+		c.az, c.azSource = dcfg.EnvAZ, azdetect.SourceEnv
 	default:
 		detect := o.detect
 		switch {

@@ -1,10 +1,13 @@
 package sdk
 
 // engine.go is the one place where the SDK's settings meet franz-go's kgo
-// client, the engine below Reader: the client ID, the connection policy as
-// kgo's dialer (TLS done there, so the policy sees every connection), a
-// kafka-go sasl.Mechanism as kgo's, the retry policy as kgo's backoff, kgo's
-// logs into slog and the kafka-go Loggers, and the hooks that feed Stats.
+// client, the engine below the Writer and the Reader: the options every
+// client shares (the client ID, the connection policy as kgo's dialer
+// with TLS done there, a kafka-go sasl.Mechanism as kgo's, the retry
+// policy as kgo's backoff, kgo's logs into slog and the kafka-go Loggers,
+// the hooks that feed Stats), the producer's options from a kafka.Writer
+// (writerEngineOpts, acksOpts) and the consumer's from a
+// kafka.ReaderConfig (Reader.engineOpts).
 
 import (
 	"context"
@@ -23,7 +26,6 @@ import (
 	kafkasasl "github.com/segmentio/kafka-go/sasl"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
-
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/metrics"
@@ -547,4 +549,163 @@ func durationStats(s *summary[time.Duration]) kafka.DurationStats {
 func summaryStats(s *summary[int64]) kafka.SummaryStats {
 	n, sum, lo, hi, avg := s.take()
 	return kafka.SummaryStats{Avg: avg, Min: lo, Max: hi, Count: n, Sum: sum}
+}
+
+// writerEngineOpts maps the kafka.Writer onto kgo's producer, except for
+// the acks and idempotence (acksOpts).
+func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
+	c := w.conf
+	opts := w.s.engineOpts(strings.Split(kw.Addr.String(), ","), kw.Logger, kw.ErrorLogger, w.hooks)
+	timeout := max(min(c.writeTimeout, c.readTimeout), 100*time.Millisecond)
+	linger := time.Duration(0) // a synchronous call is sent at once
+	if w.async {
+		linger = min(c.batchTimeout, time.Minute)
+	}
+	opts = append(opts,
+		kgo.WithHooks(w.wh),
+		kgo.RecordPartitioner(writerPartitioner{w}),
+		kgo.ProducerBatchMaxBytes(engineBatchBytes(c.batchBytes)),
+		kgo.ProducerBatchCompression(engineCodec(kw.Compression)),
+		kgo.ProduceRequestTimeout(timeout),
+		kgo.RequestTimeoutOverhead(timeout),
+		// No RecordDeliveryTimeout: the engine counts it from a record's
+		// Timestamp, the user's Message.Time. Each record's Context ends
+		// its budget instead (see budgetClock).
+		kgo.ProducerLinger(linger),
+		// A connection closed before its first answer is retried: a
+		// broker limiting connection creation (KIP-612) and an agent
+		// moving clients to their zone do that to healthy clients. A
+		// TLS or SASL mismatch then shows as the last cause in the
+		// error of a call whose ctx ended.
+		kgo.AlwaysRetryEOF(),
+		// A batch whose outcome is unknown (every response lost) fails
+		// once the budget is spent instead of waiting forever; it may
+		// have been stored once.
+		kgo.AllowIdempotentProduceCancellation(),
+	)
+	if kw.AllowAutoTopicCreation {
+		opts = append(opts, kgo.AllowAutoTopicCreation())
+	}
+	if t := w.s.baseTransport; t != nil {
+		if t.IdleTimeout > 0 {
+			opts = append(opts, kgo.ConnIdleTimeout(min(max(t.IdleTimeout, 100*time.Millisecond), 15*time.Minute)))
+		}
+		if t.MetadataTTL > 0 {
+			ttl := min(max(t.MetadataTTL, 10*time.Millisecond), time.Hour)
+			opts = append(opts, kgo.MetadataMaxAge(max(ttl, metadataMinAge)))
+		}
+	}
+	return opts
+}
+
+// engineBatchBytes is the engine's cap on a record batch for BatchBytes
+// (counted as kafka-go counts a message): room for any message kafka-go
+// takes plus the batch header, but below the default limit of a broker
+// (max.message.bytes) when BatchBytes is, so that a full batch is not
+// refused; the engine's bounds, 512 bytes to 100 MiB.
+func engineBatchBytes(batchBytes int) int32 {
+	n := batchBytes + batchOverhead
+	if batchBytes <= brokerMaxMessageBytes {
+		n = min(n, brokerMaxMessageBytes)
+	}
+	return int32(min(max(n, 512), 100<<20))
+}
+
+// acksOpts are the engine's acks and idempotence for RequiredAcks.
+func acksOpts(acks kafka.RequiredAcks, idempotent bool) []kgo.Opt {
+	switch {
+	case idempotent:
+		// kgo keeps 5 produce requests in flight per broker with
+		// idempotence (Produce v1+), its own fixed setting.
+		return []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}
+	case acks == kafka.RequireAll:
+		return []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}
+	case acks == kafka.RequireOne:
+		return []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}
+	}
+	return []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}
+}
+
+// engineCodec is kafka-go's compression as the engine's codec.
+func engineCodec(c kafka.Compression) kgo.CompressionCodec {
+	switch c {
+	case kafka.Gzip:
+		return kgo.GzipCompression()
+	case kafka.Snappy:
+		return kgo.SnappyCompression()
+	case kafka.Lz4:
+		return kgo.Lz4Compression()
+	case kafka.Zstd:
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
+}
+
+// engineOpts maps the ReaderConfig onto kgo's consumer.
+func (r *Reader) engineOpts() []kgo.Opt {
+	c := r.config
+	fetchMax := max(c.MaxBytes, DefaultFetchMaxBytes)
+	// A broker may exceed fetch.max.bytes by a record batch (KIP-74).
+	r.s.maxResponse = max(r.s.maxResponse, fetchMax+fetchMax/2)
+	opts := r.s.engineOpts(c.Brokers, c.Logger, c.ErrorLogger, r.hooks)
+	opts = append(opts,
+		kgo.FetchMaxWait(c.MaxWait),
+		kgo.FetchMinBytes(int32(c.MinBytes)),
+		kgo.FetchMaxPartitionBytes(int32(c.MaxBytes)),
+		kgo.FetchMaxBytes(int32(fetchMax)),
+	)
+	if c.IsolationLevel == kafka.ReadCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	if r.s.fetchFollower {
+		opts = append(opts, kgo.Rack(r.s.az), kgo.RecheckPreferredReplicaInterval(RecheckPreferredReplica))
+	}
+	if c.OffsetOutOfRangeError {
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	} else {
+		// kafka-go moves a reader below the log start to the first
+		// offset; past the end, it waits there for the log to grow
+		// (kgo then validates the leader epoch, or resets to the end).
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
+	if !r.group {
+		return opts
+	}
+	topics := c.GroupTopics
+	if len(topics) == 0 {
+		topics = []string{c.Topic}
+	}
+	start := kgo.NewOffset().AtStart()
+	if c.StartOffset == kafka.LastOffset {
+		start = kgo.NewOffset().AtEnd()
+	}
+	opts = append(opts,
+		kgo.ConsumerGroup(c.GroupID),
+		kgo.ConsumeTopics(topics...),
+		kgo.ConsumeStartOffset(start),
+		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(c.SessionTimeout),
+		kgo.RebalanceTimeout(c.RebalanceTimeout),
+		kgo.HeartbeatInterval(c.HeartbeatInterval),
+		kgo.OnPartitionsAssigned(r.assigned),
+		kgo.OnPartitionsRevoked(r.revoked),
+		kgo.OnPartitionsLost(r.lost),
+	)
+	if c.WatchPartitionChanges {
+		opts = append(opts, kgo.MetadataMaxAge(max(c.PartitionWatchInterval, metadataMinAge)))
+	}
+	if r.s.groupProtocol == GroupProtocolConsumer {
+		// The broker assigns: range when the config lists range first,
+		// else Kafka's default uniform assignor.
+		b := kgo.CooperativeStickyBalancer()
+		if r.rangeFirst {
+			b = kgo.RangeBalancer()
+		}
+		return append(opts, kgo.Balancers(b), kgo.ServerSideBalancer())
+	}
+	bs := make([]kgo.GroupBalancer, 0, len(c.GroupBalancers))
+	for _, b := range c.GroupBalancers {
+		bs = append(bs, &groupBalancer{b: b, partitions: r.partitions, onError: r.hooks.noteError})
+	}
+	return append(opts, kgo.Balancers(bs...))
 }

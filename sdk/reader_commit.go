@@ -108,14 +108,7 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 		if offsets == nil {
 			offsets = map[string]map[int32]kgo.EpochOffset{}
 		}
-		ps := offsets[m.Topic]
-		if ps == nil {
-			ps = map[int32]kgo.EpochOffset{}
-			offsets[m.Topic] = ps
-		}
-		if cur, ok := ps[tp.partition]; !ok || m.Offset+1 > cur.Offset {
-			ps[tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: m.Offset + 1}
-		}
+		raise(partitionsOf(offsets, m.Topic), tp.partition, m.Offset+1)
 	}
 	r.mu.Unlock()
 	if len(offsets) == 0 {
@@ -126,35 +119,22 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 
 // commit commits offsets, retrying what is transient until ctx is done.
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
-	mark := r.hooks.errSeq.Load()
-	for attempt := 0; ; attempt++ {
+	once := func() error {
 		err := r.commitOnce(ctx, offsets)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return r.ctxError(ctx, mark)
-		}
-		if r.closed.Load() {
-			return err
-		}
-		if isUnknownTopic(err) {
+		for isUnknownTopic(err) && ctx.Err() == nil {
 			// A deleted topic: its offsets cannot be committed, and
 			// waiting does not change that (kafka-go's commit by name
 			// is taken and its ReadMessage goes on).
 			if !r.dropDeleted(offsets, err) {
 				return nil
 			}
-			continue
+			err = r.commitOnce(ctx, offsets)
 		}
-		if !engineTransient(err) && !isGenerationChange(err) {
-			return err
-		}
-		r.absorb(metrics.OpCommit, err)
-		if werr := r.s.retry.Sleep(ctx, attempt); werr != nil {
-			return r.ctxError(ctx, mark)
-		}
+		return err
 	}
+	return r.retrying(ctx, metrics.OpCommit, once, func(err error) bool {
+		return engineTransient(err) || isGenerationChange(err)
+	})
 }
 
 // dropDeleted removes from offsets the topics the cluster no longer has,
@@ -227,12 +207,7 @@ func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error
 				if _, owned := r.owned[tp]; !owned {
 					continue
 				}
-				if r.marks[t] == nil {
-					r.marks[t] = map[int32]kgo.EpochOffset{}
-				}
-				if cur, ok := r.marks[t][p]; !ok || cur.Offset < o.Offset {
-					r.marks[t][p] = o
-				}
+				raise(partitionsOf(r.marks, t), p, o.Offset)
 			}
 		}
 		r.mu.Unlock()
@@ -275,5 +250,23 @@ func (r *Reader) commitLoop() {
 			}
 			cancel()
 		}
+	}
+}
+
+// partitionsOf returns m's offsets of topic, made when missing.
+func partitionsOf(m map[string]map[int32]kgo.EpochOffset, topic string) map[int32]kgo.EpochOffset {
+	ps := m[topic]
+	if ps == nil {
+		ps = map[int32]kgo.EpochOffset{}
+		m[topic] = ps
+	}
+	return ps
+}
+
+// raise sets the offset to commit of partition to next, unless a higher one
+// is there.
+func raise(ps map[int32]kgo.EpochOffset, partition int32, next int64) {
+	if cur, ok := ps[partition]; !ok || next > cur.Offset {
+		ps[partition] = kgo.EpochOffset{Epoch: -1, Offset: next}
 	}
 }

@@ -105,16 +105,10 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 func (r *Reader) markLocked(topic string, partition int32, offset int64) {
 	ps := r.lastMarks
 	if ps == nil || r.lastMarksTopic != topic {
-		ps = r.marks[topic]
-		if ps == nil {
-			ps = map[int32]kgo.EpochOffset{}
-			r.marks[topic] = ps
-		}
+		ps = partitionsOf(r.marks, topic)
 		r.lastMarks, r.lastMarksTopic = ps, topic
 	}
-	if cur, ok := ps[partition]; !ok || offset+1 > cur.Offset {
-		ps[partition] = kgo.EpochOffset{Epoch: -1, Offset: offset + 1}
-	}
+	raise(ps, partition, offset+1)
 }
 
 // message converts a record to kafka-go's Message.
@@ -328,6 +322,29 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 		return err
 	}
 	return nil
+}
+
+// retrying runs once until it succeeds, waiting out the errors again
+// reports as worth it with the retry policy's backoff (each absorbed: see
+// absorb). It returns nil, an error not worth waiting (or any error after
+// Close), or ctx's error naming the last cause.
+func (r *Reader) retrying(ctx context.Context, op metrics.Op, once func() error, again func(error) bool) error {
+	mark := r.hooks.errSeq.Load()
+	for attempt := 0; ; attempt++ {
+		err := once()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return r.ctxError(ctx, mark)
+		case r.closed.Load() || !again(err):
+			return err
+		}
+		r.absorb(op, err)
+		if r.s.retry.Sleep(ctx, attempt) != nil {
+			return r.ctxError(ctx, mark)
+		}
+	}
 }
 
 // absorb counts, remembers and logs (rate-limited) a transient error the

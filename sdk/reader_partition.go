@@ -184,23 +184,12 @@ func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
 // (-1: the end, -2: the start), retrying transient errors until ctx is
 // done.
 func (r *Reader) listOffset(ctx context.Context, ts int64) (int64, error) {
-	mark := r.hooks.errSeq.Load()
-	for attempt := 0; ; attempt++ {
-		off, err := r.listOffsetOnce(ctx, ts)
-		if err == nil {
-			return off, nil
-		}
-		if ctx.Err() != nil {
-			return 0, r.ctxError(ctx, mark)
-		}
-		if !engineTransient(err) || r.closed.Load() {
-			return 0, err
-		}
-		r.absorb(metrics.OpListOffsets, err)
-		if r.s.retry.Sleep(ctx, attempt) != nil {
-			return 0, r.ctxError(ctx, mark)
-		}
-	}
+	var off int64
+	err := r.retrying(ctx, metrics.OpListOffsets, func() (err error) {
+		off, err = r.listOffsetOnce(ctx, ts)
+		return err
+	}, engineTransient)
+	return off, err
 }
 
 func (r *Reader) listOffsetOnce(ctx context.Context, ts int64) (int64, error) {
