@@ -108,7 +108,12 @@ type options struct {
 	only []restricted
 	// bootstrapTimeout replaces DefaultBootstrapTimeout (tests).
 	bootstrapTimeout time.Duration
+	// responseFloor raises the response limit (a Reader's largest fetch).
+	responseFloor int
 }
+
+// withResponseFloor raises the response limit to at least n.
+func withResponseFloor(n int) Option { return func(o *options) { o.responseFloor = n } }
 
 // ctor names a constructor of the package, for options that apply to
 // some of them only.
@@ -349,10 +354,12 @@ type config struct {
 	bootstrapTimeout time.Duration
 }
 
-// loadConfig applies opts, then the environment for what opts left unset,
-// then the defaults. Every invalid value is an error naming its source and
-// the quoted value, also when an option overrides it. The AZ is detected only when neither an option nor the
-// environment sets it.
+// loadConfig resolves one client's configuration, in kgo's shape: the
+// defaults (defaultConfig), then the environment (the table envVars),
+// then the options (apply), then the AZ (resolveAZ, which detects it only
+// when neither an option nor the environment gives it). Nothing changes
+// the result afterwards. Every invalid value is an error naming its
+// source and quoting the value, also a variable an option overrides.
 func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	var o options
 	for _, opt := range opts {
@@ -365,54 +372,13 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	}
 	lookup := envLookup(o.getenv)
 	getenv := func(name string) string { v, _ := lookup(name); return v }
-	if o.getenv == nil {
-		unknownEnvOnce.Do(func() {
-			logger := o.logger
-			if logger == nil {
-				logger = slog.Default()
-			}
-			for _, err := range CheckEnv(os.Environ()) {
-				logger.Warn("azkafka: a variable no package of azkafka reads is ignored", slog.Any("error", err), slog.String("fix", "rename or remove it"))
-			}
-		})
+	if err := o.checkEnv(lookup); err != nil {
+		return config{}, err
 	}
-	// A variable set to blanks is a mistake, not "unset": settings.Apply
-	// says so of the SDK's own, and this of those azdetect reads for it,
-	// whose getenv cannot tell set to "" from unset.
-	for _, name := range azdetectVars() {
-		if v, ok := lookup(name); ok && strings.TrimSpace(v) == "" {
-			return config{}, fmt.Errorf("sdk: %s is set but blank: unset it or give it a value", name)
-		}
-	}
-	c := config{
-		logger:        o.logger,
-		baseDialer:    o.baseDialer,
-		baseTransport: o.baseTransport,
-		metrics:       o.metrics,
-		engineHooks:   o.engineHooks,
-		clock:         realClock(),
-	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
-	c.bootstrapTimeout = DefaultBootstrapTimeout
-	if o.bootstrapTimeout > 0 {
-		c.bootstrapTimeout = o.bootstrapTimeout
-	}
-
+	c := o.defaultConfig()
 	// The environment first, every variable validated even when an
 	// option overrides it: a broken environment is reported, never
 	// ignored. Then the options.
-	c.interzoneLB = true
-	c.connRate, c.connBurst = DefaultMaxConnRate, DefaultMaxConnBurst
-	c.redialBackoff = retry.Backoff{Min: DefaultRedialBackoffMin, Max: DefaultRedialBackoffMax}
-	c.retry = retry.Policy{
-		MaxAttempts: retry.DefaultMaxAttempts,
-		Backoff:     retry.Backoff{Min: retry.DefaultBackoffMin, Max: retry.DefaultBackoffMax},
-	}
-	c.idempotence = idempotence{mode: idempotenceAuto}
-	c.groupProtocol = GroupProtocolClassic
-	c.maxResponse = DefaultMaxResponseBytes
 	table, others := varsFor(o.ctor)
 	if err := settings.Apply("sdk", table, &c, lookup); err != nil {
 		return config{}, err
@@ -424,23 +390,101 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		c.logger.Warn("azkafka: a variable this client does not read is invalid; the clients that read it will refuse it",
 			slog.String("client", o.ctor.String()), slog.Any("error", err))
 	}
+	if err := o.apply(&c); err != nil {
+		return config{}, err
+	}
+	if err := o.resolveAZ(ctx, getenv, &c); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
 
+// checkEnv warns, once per process, of AZKAFKA_* variables no package
+// reads (unless the options give the environment), and refuses azdetect's
+// variables set to blanks: settings.Apply refuses the SDK's own, and
+// azdetect's getenv cannot tell set to "" from unset.
+func (o *options) checkEnv(lookup func(string) (string, bool)) error {
+	if o.getenv == nil {
+		unknownEnvOnce.Do(func() {
+			logger := o.logger
+			if logger == nil {
+				logger = slog.Default()
+			}
+			for _, err := range CheckEnv(os.Environ()) {
+				logger.Warn("azkafka: a variable no package of azkafka reads is ignored", slog.Any("error", err), slog.String("fix", "rename or remove it"))
+			}
+		})
+	}
+	for _, name := range azdetectVars() {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) == "" {
+			return fmt.Errorf("sdk: %s is set but blank: unset it or give it a value", name)
+		}
+	}
+	return nil
+}
+
+// defaultConfig is the configuration before the environment and the
+// options' values: the defaults, and what only options give (the logger,
+// the base Dialer or Transport, metrics, hooks).
+func (o *options) defaultConfig() config {
+	c := config{
+		logger:           o.logger,
+		baseDialer:       o.baseDialer,
+		baseTransport:    o.baseTransport,
+		metrics:          o.metrics,
+		engineHooks:      o.engineHooks,
+		clock:            realClock(),
+		bootstrapTimeout: DefaultBootstrapTimeout,
+		interzoneLB:      true,
+		connRate:         DefaultMaxConnRate,
+		connBurst:        DefaultMaxConnBurst,
+		redialBackoff:    retry.Backoff{Min: DefaultRedialBackoffMin, Max: DefaultRedialBackoffMax},
+		retry: retry.Policy{
+			MaxAttempts: retry.DefaultMaxAttempts,
+			Backoff:     retry.Backoff{Min: retry.DefaultBackoffMin, Max: retry.DefaultBackoffMax},
+		},
+		idempotence:   idempotence{mode: idempotenceAuto},
+		groupProtocol: GroupProtocolClassic,
+		maxResponse:   DefaultMaxResponseBytes,
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if o.bootstrapTimeout > 0 {
+		c.bootstrapTimeout = o.bootstrapTimeout
+	}
+	return c
+}
+
+// apply sets c from the options, over the environment, checking each
+// option's value.
+func (o *options) apply(c *config) error {
+	for _, apply := range []func(*config) error{o.applyIdentity, o.applyPolicies, o.applyClients} {
+		if err := apply(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyIdentity sets the parts of the client ID.
+func (o *options) applyIdentity(c *config) error {
 	// Client ID pieces.
 	switch {
 	case o.clientID != nil:
 		c.userID = *o.clientID
 		if _, err := cleanUserID(c.userID); err != nil {
-			return config{}, fmt.Errorf("sdk: WithClientID: %w", err)
+			return fmt.Errorf("sdk: WithClientID: %w", err)
 		}
 	case o.fallbackUserID != "":
 		c.userID = o.fallbackUserID
 		if _, err := cleanUserID(c.userID); err != nil {
-			return config{}, fmt.Errorf("sdk: base ClientID: %w", err)
+			return fmt.Errorf("sdk: base ClientID: %w", err)
 		}
 	}
 	if o.sessionID != nil {
 		if err := validSessionID(*o.sessionID); err != nil {
-			return config{}, fmt.Errorf("sdk: WithSessionID(%s): %w", quote(*o.sessionID), err)
+			return fmt.Errorf("sdk: WithSessionID(%s): %w", quote(*o.sessionID), err)
 		}
 		c.sessionID = *o.sessionID
 	}
@@ -448,13 +492,18 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		c.interzoneLB = *o.interzoneLB
 	}
 
+	return nil
+}
+
+// applyPolicies sets the connection and retry policies.
+func (o *options) applyPolicies(c *config) error {
 	// Connection policy.
 	if o.connRate != nil {
 		if r := *o.connRate; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
-			return config{}, fmt.Errorf("sdk: WithMaxConnRate(%v, %d): rate must be a finite number >= 0", r, *o.connBurst)
+			return fmt.Errorf("sdk: WithMaxConnRate(%v, %d): rate must be a finite number >= 0", r, *o.connBurst)
 		}
 		if *o.connRate > 0 && *o.connBurst < 1 {
-			return config{}, fmt.Errorf("sdk: WithMaxConnRate(%v, %d): burst must be >= 1", *o.connRate, *o.connBurst)
+			return fmt.Errorf("sdk: WithMaxConnRate(%v, %d): burst must be >= 1", *o.connRate, *o.connBurst)
 		}
 		c.connRate, c.connBurst = *o.connRate, *o.connBurst
 	}
@@ -467,14 +516,14 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		c.redialBackoff = *o.redialBackoff
 	}
 	if c.redialBackoff.Max < c.redialBackoff.Min {
-		return config{}, fmt.Errorf("sdk: re-dial backoff max %v is below min %v (%s, %s)",
+		return fmt.Errorf("sdk: re-dial backoff max %v is below min %v (%s, %s)",
 			c.redialBackoff.Max, c.redialBackoff.Min, EnvRedialBackoffMax, EnvRedialBackoffMin)
 	}
 
 	// Retry policy.
 	if o.retryAttempts != nil {
 		if *o.retryAttempts < 1 || *o.retryMin <= 0 || *o.retryMax < *o.retryMin {
-			return config{}, fmt.Errorf("sdk: WithRetry(%d, %v, %v): want attempts >= 1 and 0 < min <= max",
+			return fmt.Errorf("sdk: WithRetry(%d, %v, %v): want attempts >= 1 and 0 < min <= max",
 				*o.retryAttempts, *o.retryMin, *o.retryMax)
 		}
 		c.retry.MaxAttempts = *o.retryAttempts
@@ -484,10 +533,15 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		c.retry = *o.retryPolicy
 	}
 	if o.retryPolicy == nil && c.retry.Backoff.Max < c.retry.Backoff.Min {
-		return config{}, fmt.Errorf("sdk: retry backoff max %v is below min %v (%s, %s)",
+		return fmt.Errorf("sdk: retry backoff max %v is below min %v (%s, %s)",
 			c.retry.Backoff.Max, c.retry.Backoff.Min, EnvRetryBackoffMax, EnvRetryBackoffMin)
 	}
 
+	return nil
+}
+
+// applyClients sets what the Writer and the Reader read.
+func (o *options) applyClients(c *config) error {
 	if o.idempotence != nil {
 		c.idempotence = idempotenceOption(*o.idempotence)
 	}
@@ -503,29 +557,36 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 	if o.groupProtocol != nil {
 		p, err := parseGroupProtocol(string(*o.groupProtocol))
 		if err != nil {
-			return config{}, fmt.Errorf("sdk: WithGroupProtocol(%s): %w", quote(string(*o.groupProtocol)), err)
+			return fmt.Errorf("sdk: WithGroupProtocol(%s): %w", quote(string(*o.groupProtocol)), err)
 		}
 		c.groupProtocol = p
 	}
 	if o.maxResponse != nil {
 		if n := *o.maxResponse; n < minMaxResponseBytes {
-			return config{}, fmt.Errorf("sdk: WithMaxResponseBytes(%d): want at least %d", n, minMaxResponseBytes)
+			return fmt.Errorf("sdk: WithMaxResponseBytes(%d): want at least %d", n, minMaxResponseBytes)
 		}
 		c.maxResponse = *o.maxResponse
 	}
+	c.maxResponse = max(c.maxResponse, o.responseFloor)
 
+	return nil
+}
+
+// resolveAZ sets c's AZ: the option, else the environment, else detected
+// (once per process, with azdetect's variables read through getenv).
+func (o *options) resolveAZ(ctx context.Context, getenv func(string) string, c *config) error {
 	// AZ last: detection is the only slow step, and is skipped when the
 	// configuration is invalid anyway. azdetect reads its own variables
 	// (AZKAFKA_AZ, WARPSTREAM_AVAILABILITY_ZONE, AZKAFKA_DETECT_*, the cloud
 	// endpoints) through the same getenv, so they are validated here too.
 	dcfg, err := azdetect.ConfigFromEnv(getenv)
 	if err != nil {
-		return config{}, inCtor("", err)
+		return inCtor("", err)
 	}
 	switch {
 	case o.az != nil:
 		if err := validAZ(*o.az); err != nil {
-			return config{}, fmt.Errorf("sdk: WithAZ(%s): %w", quote(*o.az), err)
+			return fmt.Errorf("sdk: WithAZ(%s): %w", quote(*o.az), err)
 		}
 		c.az, c.azSource = *o.az, azdetect.SourceOption
 	case dcfg.EnvAZ != "":
@@ -550,7 +611,7 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 			c.az, c.azSource = res.AZ, res.Source
 		}
 	}
-	return c, nil
+	return nil
 }
 
 func init() { settings.Register("sdk", envVars, func() config { return config{} }) }

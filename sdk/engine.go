@@ -644,9 +644,7 @@ func engineCodec(c kafka.Compression) kgo.CompressionCodec {
 // engineOpts maps the ReaderConfig onto kgo's consumer.
 func (r *Reader) engineOpts() []kgo.Opt {
 	c := r.config
-	fetchMax := max(c.MaxBytes, DefaultFetchMaxBytes)
-	// A broker may exceed fetch.max.bytes by a record batch (KIP-74).
-	r.s.maxResponse = max(r.s.maxResponse, fetchMax+fetchMax/2)
+	fetchMax := readerFetchMax(c)
 	opts := r.s.engineOpts(c.Brokers, c.Logger, c.ErrorLogger, r.hooks)
 	opts = append(opts,
 		kgo.FetchMaxWait(c.MaxWait),
@@ -657,7 +655,7 @@ func (r *Reader) engineOpts() []kgo.Opt {
 	if c.IsolationLevel == kafka.ReadCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	if r.s.fetchFollower {
+	if r.s.fetchFromFollower {
 		opts = append(opts, kgo.Rack(r.s.az), kgo.RecheckPreferredReplicaInterval(RecheckPreferredReplica))
 	}
 	if c.OffsetOutOfRangeError {
@@ -709,3 +707,7 @@ func (r *Reader) engineOpts() []kgo.Opt {
 	}
 	return append(opts, kgo.Balancers(bs...))
 }
+
+// readerFetchMax is the most a fetch response of a Reader with config c
+// holds per broker (fetch.max.bytes).
+func readerFetchMax(c kafka.ReaderConfig) int { return max(c.MaxBytes, DefaultFetchMaxBytes) }

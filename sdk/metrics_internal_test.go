@@ -191,7 +191,7 @@ func TestHooksAllocateNothing(t *testing.T) {
 	meta := kgo.BrokerMetadata{NodeID: 1, Host: "127.0.0.1", Port: 9092, Rack: &rack}
 	for _, rec := range []metrics.Recorder{nil, metrics.Nop{}} {
 		t.Run(fmt.Sprintf("recorder=%T", rec), func(t *testing.T) {
-			s := &session{az: "az-a", logger: slog.New(slog.DiscardHandler), policy: &connPolicy{}, metrics: nil}
+			s := &session{config: config{az: "az-a", logger: slog.New(slog.DiscardHandler)}, policy: &connPolicy{}}
 			if rec != nil {
 				s.metrics = metrics.ProviderFunc(func(metrics.Client) metrics.Recorder { return rec })
 			}
@@ -254,7 +254,7 @@ func BenchmarkHookEvents(b *testing.B) {
 		if rec != nil {
 			name = "nop"
 		}
-		s := &session{az: "az-a", logger: slog.New(slog.DiscardHandler), policy: &connPolicy{}}
+		s := &session{config: config{az: "az-a", logger: slog.New(slog.DiscardHandler)}, policy: &connPolicy{}}
 		if rec != nil {
 			s.metrics = metrics.ProviderFunc(func(metrics.Client) metrics.Recorder { return rec })
 		}

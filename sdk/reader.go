@@ -291,7 +291,10 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	if err := readerDefaults(&config, &shown); err != nil {
 		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
-	s, err := newSession(context.Background(), append([]Option{forCtor(ctorReader)}, readerOptions(config.Dialer, opts)...))
+	// A broker may exceed fetch.max.bytes by a record batch (KIP-74): the
+	// frame guard's limit is at least 1.5 times it.
+	fetchMax := readerFetchMax(config)
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorReader), withResponseFloor(fetchMax + fetchMax/2)}, readerOptions(config.Dialer, opts)...))
 	if err != nil {
 		return nil, inCtor("NewReader", err)
 	}
@@ -311,10 +314,10 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		commitStop: make(chan struct{}),
 		commitDone: make(chan struct{}),
 	}
-	s.startRecorder(metrics.Client{Kind: metrics.KindReader, Topic: config.Topic, Group: config.GroupID, FetchFromFollower: s.fetchFollower})
+	s.startRecorder(metrics.Client{Kind: metrics.KindReader, Topic: config.Topic, Group: config.GroupID, FetchFromFollower: s.fetchFromFollower})
 	r.hooks = newEngineHooks(s, &r.counters, true, config.Brokers)
 	r.hooks.warnAfter = config.MaxWait
-	if s.fetchFollower {
+	if s.fetchFromFollower {
 		r.hooks.zone = newZoneFallback(s.az, s.logger)
 		r.hooks.zone.rec = s.rec
 	}
@@ -528,7 +531,7 @@ func (r *Reader) Stats() ReaderStats {
 	}
 	ks.DeprecatedFetchesWithTypo = ks.Fetches
 	sdk := r.counters.snapshot(r.s)
-	sdk.FetchFromFollower = r.s.fetchFollower
+	sdk.FetchFromFollower = r.s.fetchFromFollower
 	if r.group {
 		sdk.GroupProtocol = r.s.groupProtocol
 		if r.classicOnly.Load() {

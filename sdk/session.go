@@ -18,44 +18,26 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/azkafka/azkafka/internal/frameguard"
-	"github.com/azkafka/azkafka/metrics"
-	"github.com/azkafka/azkafka/retry"
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/azkafka/azkafka/internal/frameguard"
+	"github.com/azkafka/azkafka/metrics"
 )
 
-// session is the resolved setup of one client instance: its client ID, AZ,
-// retry policy, logger and connection policy. The session ID stays the same
-// for the life of the instance, across reconnects. Safe for concurrent use.
+// session is one client instance: its resolved configuration (as
+// loadConfig made it, with the session ID it generated), and what derives
+// from it: the client ID, whether the Reader fetches from followers, the
+// connection policy and the metrics recorder. The session ID stays the
+// same for the life of the instance, across reconnects. Safe for
+// concurrent use.
 type session struct {
-	clientID    string
-	userID      string
-	sessionID   string
-	az          string // "" when unknown
-	azSource    string // "option", "env", a detector's source, or "" when unknown
-	azErr       error  // why az is unknown
-	interzoneLB bool
-	retry       retry.Policy
-	idempotence idempotence
-	rackAware   bool
-	// fetchFollower: the Reader sends az as its rack ID (KIP-392).
-	fetchFollower bool
-	groupProtocol GroupProtocol
-	logger        *slog.Logger
-	policy        *connPolicy
-	// maxResponse is the frame guard's limit on a response's size.
-	maxResponse int
-	// bootstrapTimeout: see DefaultBootstrapTimeout.
-	bootstrapTimeout time.Duration
-
-	baseDialer    *kafka.Dialer
-	baseTransport *kafka.Transport
-
-	metrics     metrics.Provider // nil: none
-	engineHooks []kgo.Hook       // the user's, for the engine
-	rec         metrics.Recorder // nil until startRecorder, and without metrics
+	config
+	clientID string
+	// fetchFromFollower: the Reader sends az as its rack ID (KIP-392).
+	fetchFromFollower bool
+	policy            *connPolicy
+	rec               metrics.Recorder // nil until startRecorder, and without metrics
 }
 
 // unknownAZOnce makes the "AZ unknown" warning a once-per-process event:
@@ -88,28 +70,16 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 				slog.Any("error", c.azErr), slog.String("fix", "set "+EnvAZ+" or use sdk.WithAZ"))
 		})
 	}
+	c.sessionID = sid
+	if c.baseDialer == nil && c.baseTransport != nil {
+		// The base Transport's dial, TLS and SASL, for the engine.
+		c.baseDialer = transportDialer(c.baseTransport)
+	}
 	return &session{
-		clientID:      id,
-		userID:        c.userID,
-		sessionID:     sid,
-		az:            c.az,
-		azSource:      c.azSource,
-		azErr:         c.azErr,
-		interzoneLB:   c.interzoneLB,
-		retry:         c.retry,
-		idempotence:   c.idempotence,
-		rackAware:     c.rackAware,
-		fetchFollower: c.az != "" && c.fetchFollower != fetchFollowerOff,
-		groupProtocol: c.groupProtocol,
-		logger:        c.logger,
-		policy:        newConnPolicy(c),
-		maxResponse:   c.maxResponse,
-
-		bootstrapTimeout: c.bootstrapTimeout,
-		baseDialer:       c.baseDialer,
-		baseTransport:    c.baseTransport,
-		metrics:          c.metrics,
-		engineHooks:      c.engineHooks,
+		config:            c,
+		clientID:          id,
+		fetchFromFollower: c.az != "" && c.fetchFollower != fetchFollowerOff,
+		policy:            newConnPolicy(c),
 	}, nil
 }
 
@@ -285,7 +255,7 @@ func ResolveIdentity(ctx context.Context, opts ...Option) (Identity, error) {
 		InterzoneLB: s.interzoneLB,
 
 		RackAwarePartitioning: s.rackAware,
-		FetchFromFollower:     s.fetchFollower,
+		FetchFromFollower:     s.fetchFromFollower,
 		GroupProtocol:         s.groupProtocol,
 	}, nil
 }

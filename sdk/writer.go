@@ -280,9 +280,6 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, inCtor("NewWriter", err)
 	}
-	if s.baseDialer == nil && s.baseTransport != nil {
-		s.baseDialer = transportDialer(s.baseTransport)
-	}
 	sw := &Writer{
 		s:          s,
 		wh:         &writerHooks{},
@@ -319,14 +316,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 			"topic", w.Topic)
 	}
 	if s.rackAware {
-		if s.az == "" {
-			s.logger.Warn("azkafka: rack-aware partitioning is on but the AZ is unknown, so keyless messages use every partition; set AZKAFKA_AZ or sdk.WithAZ",
-				"cause", s.azErr)
-		}
-		sw.rack = newRackAwareBalancer(sw.balancer, w.Topic, s.az)
-		if t := s.baseTransport; t != nil && t.MetadataTTL > 0 {
-			sw.rackTTL = t.MetadataTTL
-		}
+		sw.rackAware(w.Topic)
 	}
 	if sw.async {
 		sw.fill = &batchFill{size: sw.conf.batchSize, waiting: map[batchKey]int{}}
@@ -344,6 +334,20 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	refresh := sw.hooks.refreshMetadata
 	s.policy.onPeerClose.Store(&refresh)
 	return sw, nil
+}
+
+// rackAware turns on rack-aware partitioning (WithRackAwarePartitioning)
+// of the Writer's keyless messages to topic ("": per message).
+func (w *Writer) rackAware(topic string) {
+	s := w.s
+	if s.az == "" {
+		s.logger.Warn("azkafka: rack-aware partitioning is on but the AZ is unknown, so keyless messages use every partition; set AZKAFKA_AZ or sdk.WithAZ",
+			"cause", s.azErr)
+	}
+	w.rack = newRackAwareBalancer(w.balancer, topic, s.az)
+	if t := s.baseTransport; t != nil && t.MetadataTTL > 0 {
+		w.rackTTL = t.MetadataTTL
+	}
 }
 
 func writerConfOf(w *kafka.Writer, s *session) writerConf {

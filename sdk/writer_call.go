@@ -106,6 +106,26 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	w.fatalMu.Lock()
 	fatal := w.fatalCh
 	w.fatalMu.Unlock()
+	w.handOver(c)
+	if c.report {
+		c.markQueued()
+	}
+	if w.async {
+		return nil
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	case <-fatal:
+	}
+	w.settle(c)
+	return w.outcome(ctx, c, mark)
+}
+
+// handOver makes each message of c a record and hands it to the engine,
+// its partition chosen by the Balancer and its delivery budget starting
+// now.
+func (w *Writer) handOver(c *call) {
 	cl := w.engine()
 	// One clock read per call (kafka-go reads it once per batch), not one
 	// per message in the engine: the write time of messages without a
@@ -159,19 +179,6 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 		// ends with the budget of the oldest record.
 		cl.Produce(context.Background(), &sl.rec, w.promise)
 	}
-	if c.report {
-		c.markQueued()
-	}
-	if w.async {
-		return nil
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-	case <-fatal:
-	}
-	w.settle(c)
-	return w.outcome(ctx, c, mark)
 }
 
 // recordTime is the timestamp kafka-go stores for a message with Time t,
