@@ -298,6 +298,15 @@ const DefaultMaxResponseBytes = frameguard.DefaultMaxResponseBytes
 // minMaxResponseBytes is the least limit accepted: 64 KiB.
 const minMaxResponseBytes = 64 << 10
 
+// checkMaxResponse is the one check of a response limit, from the
+// variable or the option.
+func checkMaxResponse(n int) error {
+	if n < minMaxResponseBytes {
+		return fmt.Errorf("want at least %d", minMaxResponseBytes)
+	}
+	return nil
+}
+
 // WithMaxResponseBytes sets the limit on the size of one response read
 // from a broker (see "Misbehaving brokers" in the package doc). A response
 // whose size prefix is larger, negative or shorter than a correlation ID
@@ -562,8 +571,8 @@ func (o *options) applyClients(c *config) error {
 		c.groupProtocol = p
 	}
 	if o.maxResponse != nil {
-		if n := *o.maxResponse; n < minMaxResponseBytes {
-			return fmt.Errorf("sdk: WithMaxResponseBytes(%d): want at least %d", n, minMaxResponseBytes)
+		if err := checkMaxResponse(*o.maxResponse); err != nil {
+			return fmt.Errorf("sdk: WithMaxResponseBytes(%d): %w", *o.maxResponse, err)
 		}
 		c.maxResponse = *o.maxResponse
 	}
@@ -738,8 +747,8 @@ var envVars = []settings.Var[config]{
 		Doc: "Largest response a client reads from a broker, in bytes (at least 65536); a larger, negative or too-short size prefix closes the connection with an error naming the address (see [Misbehaving brokers](#misbehaving-brokers)). A Reader raises its own limit to 1.5 × its largest fetch. `sdk.WithMaxResponseBytes` wins.",
 		Set: func(c *config, v string) (err error) {
 			c.maxResponse, err = parsePositiveInt(v)
-			if err == nil && c.maxResponse < minMaxResponseBytes {
-				err = fmt.Errorf("want at least %d", minMaxResponseBytes)
+			if err == nil {
+				err = checkMaxResponse(c.maxResponse)
 			}
 			return err
 		}},
@@ -854,22 +863,20 @@ func WriterIdempotence(acks kafka.RequiredAcks, opts ...Option) (on bool, why st
 			opt(&o)
 		}
 	}
-	lookup := envLookup(o.getenv)
-	setting := idempotence{mode: idempotenceAuto}
-	if v, ok := lookup(EnvIdempotence); ok && strings.TrimSpace(v) == "" {
-		return false, "", fmt.Errorf("sdk: %s is set but blank: unset it or give it a value", EnvIdempotence)
-	}
-	getenv := func(name string) string { v, _ := lookup(name); return v }
-	if v := strings.TrimSpace(getenv(EnvIdempotence)); v != "" {
-		var err error
-		if setting, err = parseIdempotence(v); err != nil {
-			return false, "", fmt.Errorf("sdk: %s=%s: %w", EnvIdempotence, quote(v), err)
+	// The variable through its row of the table, as loadConfig reads it.
+	c := config{idempotence: idempotence{mode: idempotenceAuto}}
+	for _, v := range envVars {
+		if v.Name != EnvIdempotence {
+			continue
+		}
+		if err := settings.Apply("sdk", []settings.Var[config]{v}, &c, envLookup(o.getenv)); err != nil {
+			return false, "", err
 		}
 	}
 	if o.idempotence != nil {
-		setting = idempotenceOption(*o.idempotence)
+		c.idempotence = idempotenceOption(*o.idempotence)
 	}
-	return idempotenceDecision(acks, setting)
+	return idempotenceDecision(acks, c.idempotence)
 }
 
 // idempotence is the Writer's idempotence setting and where it came from.
