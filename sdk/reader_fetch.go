@@ -255,8 +255,8 @@ func (r *Reader) interrupted(ctx, pctx context.Context, mark int64, err error) e
 // the offset the reader waits for: kafka-go's read backoff, doubling from
 // ReadBackoffMin to ReadBackoffMax.
 func (r *Reader) waitBackoff() time.Duration {
-	n := min(r.waits.Add(1)-1, 16)
-	return min(r.config.ReadBackoffMin<<n, r.config.ReadBackoffMax)
+	b := retry.Backoff{Min: r.config.ReadBackoffMin, Max: r.config.ReadBackoffMax}
+	return b.Ceiling(int(r.waits.Add(1) - 1))
 }
 
 // checkGroupProtocol reads, once, whether the cluster has KIP-848's
