@@ -158,8 +158,15 @@ var allProviders = []string{SourceEnv, SourceECS, SourceEC2, SourceGCP, SourceAz
 // its value, e.g. azdetect: AZKAFKA_DETECT_TIMEOUT="1x": not a Go
 // duration; the error lists every bad variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	return ConfigFromLookup(settings.LookupFromGetenv(getenv))
+}
+
+// ConfigFromLookup is ConfigFromEnv through lookup, which, as
+// os.LookupEnv, tells a variable set to "" from an unset one: a variable
+// of the package's own set to blanks, even "", is an error.
+func ConfigFromLookup(lookup func(string) (string, bool)) (Config, error) {
 	var cfg Config
-	if err := settings.Apply("azdetect", envVars, &cfg, settings.LookupFromGetenv(getenv)); err != nil {
+	if err := settings.Apply("azdetect", envVars, &cfg, lookup); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/azkafka/azkafka/azdetect"
-	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/internal/settings"
 	"github.com/azkafka/azkafka/metrics"
 )
@@ -48,10 +47,6 @@ var clientVars = []settings.Var[config]{
 
 func init() {
 	settings.Register("iq", clientVars, func() config { return config{} })
-	iqinspect.PolicyOf = func(client any) iqinspect.Policy {
-		c := client.(*Client)
-		return iqinspect.Policy{AllowStandby: c.allowStandby, MaxLag: c.maxLag, CallerAZ: c.callerAZ}
-	}
 }
 
 // WithAllowStandby turns serving from standby replicas, and from an active

@@ -30,39 +30,24 @@ const (
 	// client.tag.az=eu-west-1a.
 	defaultAZTag              = "az"
 	defaultClusterPollTimeout = 10 * time.Second
-	// minMaxResponseBytes is the least frame guard limit accepted, as in
-	// package sdk.
-	minMaxResponseBytes = 64 << 10
 )
 
-// clusterVars is the table of NewClusterSource's variables (see
-// clientVars). AZKAFKA_MAX_RESPONSE_BYTES is the SDK's, read as the SDK
-// reads it; its README row is the SDK's.
+// clusterVars is the table of NewClusterSource's own variables (see
+// clientVars).
 var clusterVars = []settings.Var[config]{
 	{Name: "AZKAFKA_IQ_AZ_TAG", Default: settings.Code(defaultAZTag), Option: "WithAZTag",
 		Doc: "`iq.NewClusterSource`: the Kafka Streams client tag giving an instance's zone when it sets no `client.rack` (`client.tag.az=us-east-1a`). `iq.WithAZTag` wins.",
 		Set: func(c *config, v string) error { c.azTag = v; return nil }},
-	{Name: frameguard.LimitVar, Default: settings.Code(frameguard.DefaultMaxResponseBytes), Option: "WithTransport",
-		Set: func(c *config, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < minMaxResponseBytes {
-				return fmt.Errorf("want an integer of at least %d", minMaxResponseBytes)
-			}
-			c.maxResponse = n
-			return nil
-		}},
 }
+
+// clusterReads is what NewClusterSource reads: its variables, and
+// AZKAFKA_MAX_RESPONSE_BYTES through the row of package sdk's table that
+// holds it (registered and documented there), parsed as the SDK parses it.
+var clusterReads = append(slices.Clone(clusterVars),
+	frameguard.LimitRow[config]("WithTransport", "", func(c *config, n int) { c.maxResponse = n }))
 
 func init() {
 	settings.Register("iq", clusterVars, func() config { return config{} })
-	iqinspect.GroupOf = func(src any) *iqinspect.Group {
-		if s, ok := src.(*Source); ok {
-			if cs, ok := s.impl.(*clusterSource); ok {
-				return cs.info.Load()
-			}
-		}
-		return nil
-	}
 }
 
 // WithTransport sets the kafka-go transport the source talks to the
@@ -159,7 +144,7 @@ func NewClusterSource(brokers []string, applicationID string, opts ...Option) (*
 	}
 	cfg := newConfig()
 	cfg.interval, cfg.timeout, cfg.azTag = defaultPollInterval, defaultClusterPollTimeout, defaultAZTag
-	if err := cfg.load(forCluster, clusterVars, opts); err != nil {
+	if err := cfg.load(forCluster, clusterReads, opts); err != nil {
 		return nil, err
 	}
 	if cfg.interval <= 0 || cfg.timeout <= 0 {

@@ -1,30 +1,12 @@
 package iq
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 )
-
-// ErrNotAvailable reports that routing metadata is incomplete: no metadata
-// has been loaded yet, the store's source topics have no known partition
-// count, or no instance is active for the key's partition (Kafka Streams is
-// starting or rebalancing). It is Java's KeyQueryMetadata.NOT_AVAILABLE and
-// its unknown active host ("unavailable:-1"). Test with errors.Is.
-var ErrNotAvailable = errors.New("iq: routing metadata not available")
-
-// ErrUnknownStore reports a store that no instance's metadata mentions
-// (Java's queryMetadataForKey returns null for it). Test with errors.Is.
-var ErrUnknownStore = errors.New("iq: unknown store")
-
-// ErrStoreTopicsUnknown reports a store known to exist whose source topics
-// could not be determined (Metadata.UnmappedStores): Route on it returns
-// an error wrapping it that gives the reason and the way out, for
-// NewClusterSource WithStoreTopics. Test with errors.Is.
-var ErrStoreTopicsUnknown = errors.New("iq: source topics of the store unknown")
 
 // storeError is an error of Route and Candidates: it names the store,
 // then says what went wrong, and wraps the error value callers match

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -22,12 +21,15 @@ import (
 // "iq: NewHTTPSource: WithStoreTopics is an option of NewClusterSource
 // only". Options are applied in order: a later one wins over an earlier
 // one, and every option wins over the environment.
-type Option interface {
-	apply(c *config, to constructor) error
-}
+//
+// Options have the shape of package sdk's: one interface per package, over
+// internal/settings.Opt (a name, the constructors that take it, what it
+// sets), so that a program passes one []Option to each constructor and a
+// misplaced option is an error, not silently ignored.
+type Option interface{ opt() settings.Opt[config] }
 
 // constructor is a set of constructors an option applies to.
-type constructor uint8
+type constructor = settings.Ctors
 
 const (
 	forClient constructor = 1 << iota
@@ -38,20 +40,8 @@ const (
 	forAll     = forClient | forSources
 )
 
-// String names the constructors, for errors: "NewClient",
-// "NewClusterSource and NewHTTPSource".
-func (c constructor) String() string {
-	var names []string
-	for _, n := range []struct {
-		c    constructor
-		name string
-	}{{forClient, "NewClient"}, {forCluster, "NewClusterSource"}, {forHTTP, "NewHTTPSource"}} {
-		if c&n.c != 0 {
-			names = append(names, n.name)
-		}
-	}
-	return strings.Join(names, " and ")
-}
+// constructorNames names the constructors, bit by bit, for errors.
+var constructorNames = settings.Constructors{"NewClient", "NewClusterSource", "NewHTTPSource"}
 
 // option is every Option: a name for errors, the constructors that take
 // it and what it sets.
@@ -61,16 +51,8 @@ type option struct {
 	set  func(*config)
 }
 
-func (o option) apply(c *config, to constructor) error {
-	if o.to&to == 0 {
-		only := ""
-		if o.to&(o.to-1) == 0 {
-			only = " only"
-		}
-		return fmt.Errorf("iq: %s: %s is an option of %s%s", to, o.name, o.to, only)
-	}
-	o.set(c)
-	return nil
+func (o option) opt() settings.Opt[config] {
+	return settings.Opt[config]{Name: o.name, Takes: o.to, Set: func(c *config) error { o.set(c); return nil }}
 }
 
 // config holds what the environment and the options set, for every
@@ -134,13 +116,15 @@ func (c *config) load(to constructor, table []settings.Var[config], opts []Optio
 
 // apply applies opts for constructor to.
 func (c *config) apply(to constructor, opts []Option) error {
+	list := make([]settings.Opt[config], len(opts))
 	for i, o := range opts {
 		if o == nil {
-			return fmt.Errorf("iq: %s: option %d is nil", to, i)
+			return fmt.Errorf("iq: %s: option %d is nil", constructorNames.Of(to), i)
 		}
-		if err := o.apply(c, to); err != nil {
-			return err
-		}
+		list[i] = o.opt()
+	}
+	if err := settings.ApplyOpts("iq", constructorNames, to, c, list); err != nil {
+		return err
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()

@@ -99,7 +99,7 @@ func TestEnvThroughLookup(t *testing.T) {
 		{map[string]string{envAZTag: ""}, "iq: AZKAFKA_IQ_AZ_TAG is set but blank: unset it or give it a value"},
 		{map[string]string{envAZTag: "\t"}, "iq: AZKAFKA_IQ_AZ_TAG is set but blank: unset it or give it a value"},
 		{map[string]string{"AZKAFKA_MAX_RESPONSE_BYTES": " "}, "iq: AZKAFKA_MAX_RESPONSE_BYTES is set but blank: unset it or give it a value"},
-		{map[string]string{"AZKAFKA_MAX_RESPONSE_BYTES": "12"}, `iq: AZKAFKA_MAX_RESPONSE_BYTES="12": want an integer of at least 65536`},
+		{map[string]string{"AZKAFKA_MAX_RESPONSE_BYTES": "12"}, `iq: AZKAFKA_MAX_RESPONSE_BYTES="12": want at least 65536`},
 	} {
 		_, err := NewClusterSource([]string{"127.0.0.1:9092"}, "app", WithLookupEnv(envMap(c.env)))
 		if err == nil || err.Error() != c.want {

@@ -4,73 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/azkafka/azkafka/metrics"
 )
-
-// ErrNotActive is what a query function returns (wrapped) when the host
-// says it is not active for the key, or its store is not queryable because
-// it is rebalancing or restoring (Java's InvalidStateStoreException). Query
-// moves on to the next replica.
-var ErrNotActive = errors.New("iq: host not active for the key or rebalancing")
-
-// ErrNoReplica reports that the policy found no replica to query. Test with
-// errors.Is; it is also ErrNotAvailable.
-var ErrNoReplica error = noReplicaError{}
-
-type noReplicaError struct{}
-
-func (noReplicaError) Error() string        { return "iq: no eligible replica" }
-func (noReplicaError) Is(target error) bool { return target == ErrNotAvailable }
-
-// StatusError is an HTTP status a host answered with. A query function may
-// return it for a status that is not 2xx; 5xx, 429 and 421 are retriable.
-// An HTTP source's poll reports a metadata endpoint's status with it too.
-type StatusError struct {
-	Code int
-	// Body is a prefix of the answer, for the error message.
-	Body string
-}
-
-// Error returns "HTTP <code> <status text>", with the body prefix after a
-// colon when there is one.
-func (e *StatusError) Error() string {
-	if e.Body == "" {
-		return fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
-	}
-	return fmt.Sprintf("HTTP %d %s: %s", e.Code, http.StatusText(e.Code), e.Body)
-}
-
-// Retriable reports whether the status is worth another replica.
-func (e *StatusError) Retriable() bool {
-	return e.Code >= 500 || e.Code == http.StatusTooManyRequests || e.Code == http.StatusMisdirectedRequest
-}
-
-// isRetriable reports whether err, returned by one replica, is worth trying
-// the next (see QueryFunc).
-func isRetriable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var r interface{ Retriable() bool }
-	if errors.As(err, &r) {
-		return r.Retriable()
-	}
-	if errors.Is(err, ErrNotActive) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EHOSTUNREACH) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
 
 // Candidates returns, in the order Query tries them, the replicas of key's
 // partition that the policy allows, appended to dst; and the Route.

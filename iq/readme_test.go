@@ -89,7 +89,7 @@ func TestOptionsNameTheirVariables(t *testing.T) {
 // TestEnvDefaultsAreTheDefaults: setting each variable to the default its
 // row states changes nothing.
 func TestEnvDefaultsAreTheDefaults(t *testing.T) {
-	defaults := settingstest.Defaults(slices.Concat(clientVars, clusterVars))
+	defaults := settingstest.Defaults(slices.Concat(clientVars, clusterReads))
 	if len(defaults) != 4 {
 		t.Fatalf("%d variables have a literal default: %v", len(defaults), defaults)
 	}

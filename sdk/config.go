@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,117 +71,114 @@ const (
 )
 
 // Option configures a client built by this package. Options win over the
-// AZKAFKA_* environment variables.
-type Option func(*options)
+// AZKAFKA_* environment variables; a later option wins over an earlier
+// one. Each option's doc says which constructors take it when not all do;
+// the others refuse it with an error naming the option and the
+// constructors that take it, e.g. "sdk: NewReader: WithIdempotence is an
+// option of NewWriter only". A nil Option is ignored.
+//
+// Options have the shape of package iq's: one interface per package, over
+// internal/settings.Opt, so that a program passes one []Option to every
+// constructor, and a misplaced option is an error, not silently ignored.
+type Option interface{ opt() settings.Opt[config] }
 
-type options struct {
-	clientID       *string
-	fallbackUserID string // the base Dialer's or Transport's ClientID
-	az             *string
-	sessionID      *string
-	interzoneLB    *bool
-	logger         *slog.Logger
-	connRate       *float64
-	connBurst      *int
-	limiter        *rate.Limiter
-	limiterSet     bool
-	redialBackoff  *retry.Backoff
-	retryPolicy    *retry.Policy
-	retryAttempts  *int
-	retryMin       *time.Duration
-	retryMax       *time.Duration
-	idempotence    *bool
-	rackAware      *bool
-	fetchFollower  *bool
-	groupProtocol  *GroupProtocol
-	maxResponse    *int
-	baseDialer     *kafka.Dialer
-	baseTransport  *kafka.Transport
-	metrics        metrics.Provider
-	engineHooks    []kgo.Hook
-	getenv         func(string) string
-	detect         func(context.Context) (azdetect.Result, error)
-	// ctor is the constructor the options are given to; only lists the
-	// options that apply to some constructors only.
-	ctor ctor
-	only []restricted
-	// bootstrapTimeout replaces DefaultBootstrapTimeout (tests).
-	bootstrapTimeout time.Duration
-	// responseFloor raises the response limit (a Reader's largest fetch).
-	responseFloor int
-}
+// option is every Option.
+type option settings.Opt[config]
 
-// withResponseFloor raises the response limit to at least n.
-func withResponseFloor(n int) Option { return func(o *options) { o.responseFloor = n } }
+func (o option) opt() settings.Opt[config] { return settings.Opt[config](o) }
 
-// ctor names a constructor of the package, for options that apply to
-// some of them only.
-type ctor int
+// ctor is a set of the package's constructors.
+type ctor = settings.Ctors
 
 const (
-	anyCtor       ctor = iota // ResolveIdentity, WriterIdempotence: every option is understood
-	ctorWriter                // NewWriter
-	ctorReader                // NewReader
-	ctorDialer                // NewAZAwareDialer
-	ctorTransport             // NewTransport
+	anyCtor       ctor = 0               // ResolveIdentity, WriterIdempotence: every option is understood
+	ctorWriter    ctor = 1 << (iota - 1) // NewWriter
+	ctorReader                           // NewReader
+	ctorDialer                           // NewAZAwareDialer
+	ctorTransport                        // NewTransport
+
+	ctorClients = ctorWriter | ctorReader
+	ctorAll     = ctorWriter | ctorReader | ctorDialer | ctorTransport
 )
 
-func (c ctor) String() string {
-	return [...]string{"ResolveIdentity", "NewWriter", "NewReader", "NewAZAwareDialer", "NewTransport"}[c]
+// ctorNames names the constructors, bit by bit.
+var ctorNames = settings.Constructors{"NewWriter", "NewReader", "NewAZAwareDialer", "NewTransport"}
+
+// set is an option every constructor takes.
+func set(name string, f func(c *config)) Option {
+	return option{Name: name, Takes: ctorAll, Set: func(c *config) error { f(c); return nil }}
+}
+
+// check is an option every constructor takes whose value f checks; f's
+// error names the call.
+func check(name string, f func(c *config) error) Option {
+	return option{Name: name, Takes: ctorAll, Set: f}
+}
+
+// only is an option the constructors of takes only take.
+func only(name string, takes ctor, f func(c *config)) Option {
+	return option{Name: name, Takes: takes, Set: func(c *config) error { f(c); return nil }}
 }
 
 // forCtor marks the options as given to c: a constructor puts it first.
-func forCtor(c ctor) Option { return func(o *options) { o.ctor = c } }
+func forCtor(to ctor) Option { return set("forCtor", func(c *config) { c.ctor = to }) }
 
-// restricted is an option that applies to the constructors in ctors only.
-type restricted struct {
-	name  string
-	ctors []ctor
-}
-
-// restrict records that the option name applies to ctors only: given to
-// another constructor, it is an error naming it, not silently ignored.
-func (o *options) restrict(name string, ctors ...ctor) {
-	o.only = append(o.only, restricted{name, ctors})
-}
-
-// checkRestricted returns an error for the first option given to a
-// constructor it does not apply to.
-func (o *options) checkRestricted() error {
-	if o.ctor == anyCtor {
-		return nil
-	}
-	for _, r := range o.only {
-		if !slices.Contains(r.ctors, o.ctor) {
-			names := make([]string, len(r.ctors))
-			for i, c := range r.ctors {
-				names[i] = c.String()
-			}
-			return fmt.Errorf("sdk: %s: %s applies to %s only; it would be ignored here", o.ctor, r.name, strings.Join(names, " and "))
-		}
-	}
-	return nil
+// withResponseFloor raises the response limit to at least n.
+func withResponseFloor(n int) Option {
+	return set("withResponseFloor", func(c *config) { c.responseFloor = n })
 }
 
 // WithClientID sets the application's own client ID, sent as the first
 // segment. Default: the base Dialer's or Transport's ClientID, else
 // $AZKAFKA_CLIENT_ID, else none.
-func WithClientID(id string) Option { return func(o *options) { o.clientID = &id } }
+func WithClientID(id string) Option {
+	return check("WithClientID", func(c *config) error {
+		if _, err := cleanUserID(id); err != nil {
+			return fmt.Errorf("WithClientID: %w", err)
+		}
+		c.userID = id
+		return nil
+	})
+}
 
 // WithAZ sets the availability zone and skips detection. Default:
 // $AZKAFKA_AZ, else azdetect.Detect.
-func WithAZ(az string) Option { return func(o *options) { o.az = &az } }
+func WithAZ(az string) Option {
+	return check("WithAZ", func(c *config) error {
+		if err := validAZ(az); err != nil {
+			return fmt.Errorf("WithAZ(%s): %w", quote(az), err)
+		}
+		c.azOption = &az
+		return nil
+	})
+}
 
 // WithSessionID sets the session ID (a canonical UUID). Default:
 // $AZKAFKA_SESSION_ID, else a new random (v4) UUID per client instance.
-func WithSessionID(id string) Option { return func(o *options) { o.sessionID = &id } }
+func WithSessionID(id string) Option {
+	return check("WithSessionID", func(c *config) error {
+		if err := validSessionID(id); err != nil {
+			return fmt.Errorf("WithSessionID(%s): %w", quote(id), err)
+		}
+		c.sessionID = id
+		return nil
+	})
+}
 
 // WithInterzoneLB turns the warpstream_interzone_lb=true pair on or off.
 // Default: $AZKAFKA_INTERZONE_LB, else true.
-func WithInterzoneLB(on bool) Option { return func(o *options) { o.interzoneLB = &on } }
+func WithInterzoneLB(on bool) Option {
+	return set("WithInterzoneLB", func(c *config) { c.interzoneLB = on })
+}
 
 // WithLogger sets the logger. Default: slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option {
+	return set("WithLogger", func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	})
+}
 
 // WithMaxConnRate limits new connections to perSecond, with bursts of
 // burst. The limiter is shared by every client of the process configured
@@ -190,7 +186,16 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // Default: $AZKAFKA_MAX_CONN_RATE and $AZKAFKA_MAX_CONN_BURST, else
 // DefaultMaxConnRate and DefaultMaxConnBurst.
 func WithMaxConnRate(perSecond float64, burst int) Option {
-	return func(o *options) { o.connRate, o.connBurst = &perSecond, &burst }
+	return check("WithMaxConnRate", func(c *config) error {
+		if r := perSecond; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return fmt.Errorf("WithMaxConnRate(%v, %d): rate must be a finite number >= 0", r, burst)
+		}
+		if perSecond > 0 && burst < 1 {
+			return fmt.Errorf("WithMaxConnRate(%v, %d): burst must be >= 1", perSecond, burst)
+		}
+		c.connRate, c.connBurst = perSecond, burst
+		return nil
+	})
 }
 
 // WithConnLimiter makes the client take a token from l before each new
@@ -198,7 +203,7 @@ func WithMaxConnRate(perSecond float64, burst int) Option {
 // rate.NewLimiter for a private limit, or the same one to several clients
 // to share it. nil means unlimited. It wins over WithMaxConnRate.
 func WithConnLimiter(l *rate.Limiter) Option {
-	return func(o *options) { o.limiter, o.limiterSet = l, true }
+	return set("WithConnLimiter", func(c *config) { c.limiter, c.limiterSet = l, true })
 }
 
 // WithRedialBackoff sets the full-jitter backoff before re-dialing an
@@ -206,12 +211,14 @@ func WithConnLimiter(l *rate.Limiter) Option {
 // Default: $AZKAFKA_REDIAL_BACKOFF_MIN and $AZKAFKA_REDIAL_BACKOFF_MAX, else
 // DefaultRedialBackoffMin and DefaultRedialBackoffMax (50ms and 1s).
 func WithRedialBackoff(b retry.Backoff) Option {
-	return func(o *options) { o.redialBackoff = &b }
+	return set("WithRedialBackoff", func(c *config) { c.redialBackoff = b })
 }
 
 // WithRetryPolicy sets the policy the Writer and Reader use to retry
 // transient errors, and wins over WithRetry and the environment.
-func WithRetryPolicy(p retry.Policy) Option { return func(o *options) { o.retryPolicy = &p } }
+func WithRetryPolicy(p retry.Policy) Option {
+	return set("WithRetryPolicy", func(c *config) { c.retryPolicy = &p })
+}
 
 // WithRetry sets the retry bounds: total attempts, and the full-jitter
 // backoff window. The Writer's engine does not count attempts: its
@@ -219,7 +226,13 @@ func WithRetryPolicy(p retry.Policy) Option { return func(o *options) { o.retryP
 // by default (see Writer). Default: $AZKAFKA_RETRY_MAX_ATTEMPTS (10),
 // $AZKAFKA_RETRY_BACKOFF_MIN (100ms), $AZKAFKA_RETRY_BACKOFF_MAX (1s).
 func WithRetry(maxAttempts int, min, max time.Duration) Option {
-	return func(o *options) { o.retryAttempts, o.retryMin, o.retryMax = &maxAttempts, &min, &max }
+	return check("WithRetry", func(c *config) error {
+		if maxAttempts < 1 || min <= 0 || max < min {
+			return fmt.Errorf("WithRetry(%d, %v, %v): want attempts >= 1 and 0 < min <= max", maxAttempts, min, max)
+		}
+		c.retry.MaxAttempts, c.retry.Backoff.Min, c.retry.Backoff.Max = maxAttempts, min, max
+		return nil
+	})
 }
 
 // WithIdempotence turns the Writer's idempotent produce path on or off.
@@ -230,7 +243,7 @@ func WithRetry(maxAttempts int, min, max time.Duration) Option {
 // auto: on when RequiredAcks is RequireAll, and when the cluster refuses a
 // producer ID, one warning and the at-least-once path. See Writer.
 func WithIdempotence(on bool) Option {
-	return func(o *options) { o.idempotence = &on; o.restrict("WithIdempotence", ctorWriter) }
+	return only("WithIdempotence", ctorWriter, func(c *config) { c.idempotence = idempotenceOption(on) })
 }
 
 // WithRackAwarePartitioning turns the Writer's rack-aware partitioning of
@@ -245,7 +258,7 @@ func WithIdempotence(on bool) Option {
 // zone IDs: run with AZKAFKA_AZ_FORMAT=id. Default:
 // $AZKAFKA_RACK_AWARE_PARTITIONING, else false.
 func WithRackAwarePartitioning(on bool) Option {
-	return func(o *options) { o.rackAware = &on; o.restrict("WithRackAwarePartitioning", ctorWriter) }
+	return only("WithRackAwarePartitioning", ctorWriter, func(c *config) { c.rackAware = on })
 }
 
 // WithFetchFromFollower turns the Reader's fetch-from-follower (KIP-392)
@@ -259,7 +272,12 @@ func WithRackAwarePartitioning(on bool) Option {
 // partition in-zone). Default: $AZKAFKA_FETCH_FROM_FOLLOWER (auto, true or
 // false), else auto: on whenever the AZ is known.
 func WithFetchFromFollower(on bool) Option {
-	return func(o *options) { o.fetchFollower = &on; o.restrict("WithFetchFromFollower", ctorReader) }
+	return only("WithFetchFromFollower", ctorReader, func(c *config) {
+		c.fetchFollower = fetchFollowerOff
+		if on {
+			c.fetchFollower = fetchFollowerOn
+		}
+	})
 }
 
 // GroupProtocol is the consumer group protocol of a Reader with a GroupID.
@@ -285,7 +303,12 @@ const (
 // WithGroupProtocol sets the Reader's consumer group protocol.
 // Default: $AZKAFKA_GROUP_PROTOCOL (classic or consumer), else classic.
 func WithGroupProtocol(p GroupProtocol) Option {
-	return func(o *options) { o.groupProtocol = &p; o.restrict("WithGroupProtocol", ctorReader) }
+	return option{Name: "WithGroupProtocol", Takes: ctorReader, Set: func(c *config) (err error) {
+		if c.groupProtocol, err = parseGroupProtocol(string(p)); err != nil {
+			return fmt.Errorf("WithGroupProtocol(%s): %w", quote(string(p)), err)
+		}
+		return nil
+	}}
 }
 
 // DefaultMaxResponseBytes is the default limit on the size of one
@@ -295,47 +318,48 @@ func WithGroupProtocol(p GroupProtocol) Option {
 // DefaultFetchMaxBytes) when that is more.
 const DefaultMaxResponseBytes = frameguard.DefaultMaxResponseBytes
 
-// minMaxResponseBytes is the least limit accepted: 64 KiB.
-const minMaxResponseBytes = 64 << 10
-
-// checkMaxResponse is the one check of a response limit, from the
-// variable or the option.
-func checkMaxResponse(n int) error {
-	if n < minMaxResponseBytes {
-		return fmt.Errorf("want at least %d", minMaxResponseBytes)
-	}
-	return nil
-}
-
 // WithMaxResponseBytes sets the limit on the size of one response read
 // from a broker (see "Misbehaving brokers" in the package doc). A response
 // whose size prefix is larger, negative or shorter than a correlation ID
 // closes its connection with an error matching ErrBadResponse, before any
 // decoder allocates for it. At least 65536. Default:
 // $AZKAFKA_MAX_RESPONSE_BYTES, else DefaultMaxResponseBytes.
-func WithMaxResponseBytes(n int) Option { return func(o *options) { o.maxResponse = &n } }
+func WithMaxResponseBytes(n int) Option {
+	return check("WithMaxResponseBytes", func(c *config) error {
+		if err := frameguard.CheckLimit(n); err != nil {
+			return fmt.Errorf("WithMaxResponseBytes(%d): %w", n, err)
+		}
+		c.maxResponse = n
+		return nil
+	})
+}
 
 // WithBaseDialer sets the kafka.Dialer whose TLS, SASL, timeouts and
 // resolver the client's Dialer keeps. Default: kafka.DefaultDialer's
 // settings.
-func WithBaseDialer(d *kafka.Dialer) Option { return func(o *options) { o.baseDialer = d } }
+func WithBaseDialer(d *kafka.Dialer) Option {
+	return set("WithBaseDialer", func(c *config) { c.baseDialer = d })
+}
 
 // WithBaseTransport sets the kafka.Transport whose TLS, SASL, timeouts and
 // resolver the client's Transport keeps. Default: a zero kafka.Transport.
 func WithBaseTransport(t *kafka.Transport) Option {
-	return func(o *options) { o.baseTransport = t }
+	return set("WithBaseTransport", func(c *config) { c.baseTransport = t })
 }
 
 // WithGetenv replaces os.Getenv as the source of AZKAFKA_* variables.
-func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
+func WithGetenv(getenv func(string) string) Option {
+	return set("WithGetenv", func(c *config) { c.getenv = getenv })
+}
 
 // WithDetector replaces azdetect.Detect, called when neither WithAZ nor
 // $AZKAFKA_AZ gives the zone.
 func WithDetector(detect func(context.Context) (azdetect.Result, error)) Option {
-	return func(o *options) { o.detect = detect }
+	return set("WithDetector", func(c *config) { c.detect = detect })
 }
 
-// config is the resolved configuration of one client instance.
+// config is the resolved configuration of one client instance, and what
+// the options set on the way to it.
 type config struct {
 	userID        string
 	az            string // "" when unknown
@@ -361,251 +385,141 @@ type config struct {
 	clock         clock
 	// bootstrapTimeout: see DefaultBootstrapTimeout.
 	bootstrapTimeout time.Duration
+
+	// Set by options, resolved by loadConfig.
+	ctor          ctor                                           // the constructor the options are given to
+	getenv        func(string) string                            // WithGetenv
+	detect        func(context.Context) (azdetect.Result, error) // WithDetector
+	azOption      *string                                        // WithAZ
+	limiterSet    bool                                           // WithConnLimiter, which wins over WithMaxConnRate
+	retryPolicy   *retry.Policy                                  // WithRetryPolicy, which wins over WithRetry
+	responseFloor int                                            // withResponseFloor
 }
 
 // loadConfig resolves one client's configuration, in kgo's shape: the
-// defaults (defaultConfig), then the environment (the table envVars),
-// then the options (apply), then the AZ (resolveAZ, which detects it only
-// when neither an option nor the environment gives it). Nothing changes
-// the result afterwards. Every invalid value is an error naming its
-// source and quoting the value, also a variable an option overrides.
+// defaults (defaultConfig, from the table's), then the environment (the
+// table envVars), then the options, then one validate; then the AZ
+// (resolveAZ, which detects it only when neither an option nor the
+// environment gives it). Nothing changes the result afterwards. Every
+// invalid value is reported, joined, each naming its source and quoting
+// the value, also a variable an option overrides.
 func loadConfig(ctx context.Context, opts []Option) (config, error) {
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if err := o.checkRestricted(); err != nil {
-		return config{}, err
-	}
-	lookup := envLookup(o.getenv)
-	getenv := func(name string) string { v, _ := lookup(name); return v }
-	if err := o.checkEnv(lookup); err != nil {
-		return config{}, err
-	}
-	c := o.defaultConfig()
+	c := defaultConfig()
+	// What the options say about reading the environment (WithGetenv,
+	// WithLogger) and the constructor, before the environment.
+	probe := c
+	applyOptions(&probe, opts)
+	lookup := envLookup(probe.getenv)
+	warnUnknownEnv(probe)
+
 	// The environment first, every variable validated even when an
 	// option overrides it: a broken environment is reported, never
-	// ignored. Then the options.
-	table, others := varsFor(o.ctor)
-	if err := settings.Apply("sdk", table, &c, lookup); err != nil {
-		return config{}, err
-	}
+	// ignored. Then the options, then what depends on both.
+	table, others := varsFor(probe.ctor)
+	errEnv := settings.Apply("sdk", table, &c, lookup)
 	// A bad variable only another kind of client reads does not stop
 	// this one; it is worth a warning.
 	var scratch config
 	if err := settings.Apply("sdk", others, &scratch, lookup); err != nil {
-		c.logger.Warn("azkafka: a variable this client does not read is invalid; the clients that read it will refuse it",
-			slog.String("client", o.ctor.String()), slog.Any("error", err))
+		probe.logger.Warn("azkafka: a variable this client does not read is invalid; the clients that read it will refuse it",
+			slog.String("client", ctorNames.Of(probe.ctor)), slog.Any("error", err))
 	}
-	if err := o.apply(&c); err != nil {
+	errOpts := applyOptions(&c, opts)
+	// azdetect's variables (AZKAFKA_AZ, WARPSTREAM_AVAILABILITY_ZONE,
+	// AZKAFKA_DETECT_*, the cloud endpoints), through the same lookup.
+	dcfg, errDetect := azdetect.ConfigFromLookup(lookup)
+	if err := errors.Join(errEnv, errOpts, errDetect, c.validate()); err != nil {
 		return config{}, err
 	}
-	if err := o.resolveAZ(ctx, getenv, &c); err != nil {
-		return config{}, err
-	}
+	c.resolveAZ(ctx, dcfg)
 	return c, nil
 }
 
-// checkEnv warns, once per process, of AZKAFKA_* variables no package
-// reads (unless the options give the environment), and refuses azdetect's
-// variables set to blanks: settings.Apply refuses the SDK's own, and
-// azdetect's getenv cannot tell set to "" from unset.
-func (o *options) checkEnv(lookup func(string) (string, bool)) error {
-	if o.getenv == nil {
-		unknownEnvOnce.Do(func() {
-			logger := o.logger
-			if logger == nil {
-				logger = slog.Default()
-			}
-			for _, err := range CheckEnv(os.Environ()) {
-				logger.Warn("azkafka: a variable no package of azkafka reads is ignored", slog.Any("error", err), slog.String("fix", "rename or remove it"))
-			}
-		})
-	}
-	for _, name := range azdetectVars() {
-		if v, ok := lookup(name); ok && strings.TrimSpace(v) == "" {
-			return fmt.Errorf("sdk: %s is set but blank: unset it or give it a value", name)
+// applyOptions applies opts to c, for the constructor the first of them
+// names (forCtor), and returns every problem joined.
+func applyOptions(c *config, opts []Option) error {
+	list := make([]settings.Opt[config], 0, len(opts))
+	for _, o := range opts {
+		if o != nil {
+			list = append(list, o.opt())
 		}
 	}
-	return nil
+	// forCtor comes first: the constructor is known before the others.
+	to := anyCtor
+	if len(list) > 0 && list[0].Name == "forCtor" {
+		_ = list[0].Set(c)
+		to, list = c.ctor, list[1:]
+	}
+	return settings.ApplyOpts("sdk", ctorNames, to, c, list)
+}
+
+// warnUnknownEnv warns, once per process, of AZKAFKA_* variables no
+// package reads, unless the options give the environment.
+func warnUnknownEnv(c config) {
+	if c.getenv != nil {
+		return
+	}
+	unknownEnvOnce.Do(func() {
+		for _, err := range CheckEnv(os.Environ()) {
+			c.logger.Warn("azkafka: a variable no package of azkafka reads is ignored", slog.Any("error", err), slog.String("fix", "rename or remove it"))
+		}
+	})
 }
 
 // defaultConfig is the configuration before the environment and the
-// options' values: the defaults, and what only options give (the logger,
-// the base Dialer or Transport, metrics, hooks).
-func (o *options) defaultConfig() config {
+// options: the defaults of the table (each parsed by its row, as the
+// variable would be) and those no variable sets.
+func defaultConfig() config {
 	c := config{
-		logger:           o.logger,
-		baseDialer:       o.baseDialer,
-		baseTransport:    o.baseTransport,
-		metrics:          o.metrics,
-		engineHooks:      o.engineHooks,
+		logger:           slog.Default(),
 		clock:            realClock(),
 		bootstrapTimeout: DefaultBootstrapTimeout,
-		interzoneLB:      true,
-		connRate:         DefaultMaxConnRate,
-		connBurst:        DefaultMaxConnBurst,
-		redialBackoff:    retry.Backoff{Min: DefaultRedialBackoffMin, Max: DefaultRedialBackoffMax},
-		retry: retry.Policy{
-			MaxAttempts: retry.DefaultMaxAttempts,
-			Backoff:     retry.Backoff{Min: retry.DefaultBackoffMin, Max: retry.DefaultBackoffMax},
-		},
-		idempotence:   idempotence{mode: idempotenceAuto},
-		groupProtocol: GroupProtocolClassic,
-		maxResponse:   DefaultMaxResponseBytes,
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
-	if o.bootstrapTimeout > 0 {
-		c.bootstrapTimeout = o.bootstrapTimeout
-	}
+	settings.ApplyDefaults(envVars, &c)
 	return c
 }
 
-// apply sets c from the options, over the environment, checking each
-// option's value.
-func (o *options) apply(c *config) error {
-	for _, apply := range []func(*config) error{o.applyIdentity, o.applyPolicies, o.applyClients} {
-		if err := apply(c); err != nil {
-			return err
-		}
+// validate checks what no single variable or option decides, and resolves
+// what one setting wins over another: the limiter, the retry policy, the
+// response limit. It reports every problem joined.
+func (c *config) validate() error {
+	var errs []error
+	if c.connRate > 0 && c.connBurst < 1 {
+		errs = append(errs, fmt.Errorf("sdk: connection burst %d must be >= 1 with a rate of %v (%s)", c.connBurst, c.connRate, EnvMaxConnBurst))
 	}
-	return nil
-}
-
-// applyIdentity sets the parts of the client ID.
-func (o *options) applyIdentity(c *config) error {
-	// Client ID pieces.
-	switch {
-	case o.clientID != nil:
-		c.userID = *o.clientID
-		if _, err := cleanUserID(c.userID); err != nil {
-			return fmt.Errorf("sdk: WithClientID: %w", err)
-		}
-	case o.fallbackUserID != "":
-		c.userID = o.fallbackUserID
-		if _, err := cleanUserID(c.userID); err != nil {
-			return fmt.Errorf("sdk: base ClientID: %w", err)
-		}
-	}
-	if o.sessionID != nil {
-		if err := validSessionID(*o.sessionID); err != nil {
-			return fmt.Errorf("sdk: WithSessionID(%s): %w", quote(*o.sessionID), err)
-		}
-		c.sessionID = *o.sessionID
-	}
-	if o.interzoneLB != nil {
-		c.interzoneLB = *o.interzoneLB
-	}
-
-	return nil
-}
-
-// applyPolicies sets the connection and retry policies.
-func (o *options) applyPolicies(c *config) error {
-	// Connection policy.
-	if o.connRate != nil {
-		if r := *o.connRate; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
-			return fmt.Errorf("sdk: WithMaxConnRate(%v, %d): rate must be a finite number >= 0", r, *o.connBurst)
-		}
-		if *o.connRate > 0 && *o.connBurst < 1 {
-			return fmt.Errorf("sdk: WithMaxConnRate(%v, %d): burst must be >= 1", *o.connRate, *o.connBurst)
-		}
-		c.connRate, c.connBurst = *o.connRate, *o.connBurst
-	}
-	if o.limiterSet {
-		c.limiter = o.limiter
-	} else if c.connRate > 0 {
+	if !c.limiterSet && c.connRate > 0 {
 		c.limiter = sharedLimiter(c.connRate, c.connBurst)
 	}
-	if o.redialBackoff != nil {
-		c.redialBackoff = *o.redialBackoff
-	}
 	if c.redialBackoff.Max < c.redialBackoff.Min {
-		return fmt.Errorf("sdk: re-dial backoff max %v is below min %v (%s, %s)",
-			c.redialBackoff.Max, c.redialBackoff.Min, EnvRedialBackoffMax, EnvRedialBackoffMin)
+		errs = append(errs, fmt.Errorf("sdk: re-dial backoff max %v is below min %v (%s, %s, or WithRedialBackoff)",
+			c.redialBackoff.Max, c.redialBackoff.Min, EnvRedialBackoffMax, EnvRedialBackoffMin))
 	}
-
-	// Retry policy.
-	if o.retryAttempts != nil {
-		if *o.retryAttempts < 1 || *o.retryMin <= 0 || *o.retryMax < *o.retryMin {
-			return fmt.Errorf("sdk: WithRetry(%d, %v, %v): want attempts >= 1 and 0 < min <= max",
-				*o.retryAttempts, *o.retryMin, *o.retryMax)
-		}
-		c.retry.MaxAttempts = *o.retryAttempts
-		c.retry.Backoff.Min, c.retry.Backoff.Max = *o.retryMin, *o.retryMax
+	if c.retryPolicy != nil {
+		c.retry = *c.retryPolicy
+	} else if c.retry.Backoff.Max < c.retry.Backoff.Min {
+		errs = append(errs, fmt.Errorf("sdk: retry backoff max %v is below min %v (%s, %s)",
+			c.retry.Backoff.Max, c.retry.Backoff.Min, EnvRetryBackoffMax, EnvRetryBackoffMin))
 	}
-	if o.retryPolicy != nil {
-		c.retry = *o.retryPolicy
-	}
-	if o.retryPolicy == nil && c.retry.Backoff.Max < c.retry.Backoff.Min {
-		return fmt.Errorf("sdk: retry backoff max %v is below min %v (%s, %s)",
-			c.retry.Backoff.Max, c.retry.Backoff.Min, EnvRetryBackoffMax, EnvRetryBackoffMin)
-	}
-
-	return nil
-}
-
-// applyClients sets what the Writer and the Reader read.
-func (o *options) applyClients(c *config) error {
-	if o.idempotence != nil {
-		c.idempotence = idempotenceOption(*o.idempotence)
-	}
-	if o.rackAware != nil {
-		c.rackAware = *o.rackAware
-	}
-	if o.fetchFollower != nil {
-		c.fetchFollower = fetchFollowerOff
-		if *o.fetchFollower {
-			c.fetchFollower = fetchFollowerOn
-		}
-	}
-	if o.groupProtocol != nil {
-		p, err := parseGroupProtocol(string(*o.groupProtocol))
-		if err != nil {
-			return fmt.Errorf("sdk: WithGroupProtocol(%s): %w", quote(string(*o.groupProtocol)), err)
-		}
-		c.groupProtocol = p
-	}
-	if o.maxResponse != nil {
-		if err := checkMaxResponse(*o.maxResponse); err != nil {
-			return fmt.Errorf("sdk: WithMaxResponseBytes(%d): %w", *o.maxResponse, err)
-		}
-		c.maxResponse = *o.maxResponse
-	}
-	c.maxResponse = max(c.maxResponse, o.responseFloor)
-
-	return nil
+	c.maxResponse = max(c.maxResponse, c.responseFloor)
+	return errors.Join(errs...)
 }
 
 // resolveAZ sets c's AZ: the option, else the environment, else detected
-// (once per process, with azdetect's variables read through getenv).
-func (o *options) resolveAZ(ctx context.Context, getenv func(string) string, c *config) error {
-	// AZ last: detection is the only slow step, and is skipped when the
-	// configuration is invalid anyway. azdetect reads its own variables
-	// (AZKAFKA_AZ, WARPSTREAM_AVAILABILITY_ZONE, AZKAFKA_DETECT_*, the cloud
-	// endpoints) through the same getenv, so they are validated here too.
-	dcfg, err := azdetect.ConfigFromEnv(getenv)
-	if err != nil {
-		return inCtor("", err)
-	}
+// (once per process, with azdetect's variables as dcfg read them).
+// Detection is the only slow step, and loadConfig skips it when the
+// configuration is invalid anyway.
+func (c *config) resolveAZ(ctx context.Context, dcfg azdetect.Config) {
 	switch {
-	case o.az != nil:
-		if err := validAZ(*o.az); err != nil {
-			return fmt.Errorf("sdk: WithAZ(%s): %w", quote(*o.az), err)
-		}
-		c.az, c.azSource = *o.az, azdetect.SourceOption
+	case c.azOption != nil:
+		c.az, c.azSource = *c.azOption, azdetect.SourceOption
 	case dcfg.EnvAZ != "":
-		// ConfigFromEnv validated it (trimmed, as every variable).
+		// ConfigFromLookup validated it (trimmed, as every variable).
 		c.az, c.azSource = dcfg.EnvAZ, azdetect.SourceEnv
 	default:
-		detect := o.detect
+		detect := c.detect
 		switch {
 		case detect != nil:
-		case o.getenv == nil:
+		case c.getenv == nil:
 			detect = azdetect.Detect // process-wide cache
 		default:
 			detect = azdetect.New(dcfg).Detect
@@ -620,28 +534,17 @@ func (o *options) resolveAZ(ctx context.Context, getenv func(string) string, c *
 			c.az, c.azSource = res.AZ, res.Source
 		}
 	}
-	return nil
 }
 
 func init() { settings.Register("sdk", envVars, func() config { return config{} }) }
 
-// azdetectVars returns the names of azdetect's own variables, from its
-// table (complete once the packages are initialised), read once.
-var azdetectVars = sync.OnceValue(func() []string {
-	var names []string
-	for _, e := range settings.Entries() {
-		if e.Package == "azdetect" && !e.Foreign {
-			names = append(names, e.Name)
-		}
-	}
-	return names
-})
-
 // envVars is the table of the package's settings: every variable
 // loadConfig reads for itself, in the README's order (see package
 // internal/settings: the README's rows are generated from it by
-// TestREADMEConfigTable, and each option's doc names its variable). Adding
-// a setting is one row here plus its option and its Default constant.
+// TestREADMEConfigTable, and each option's doc names its variable; a
+// Default given as settings.Code(x) is also the configuration's default,
+// parsed by the row). Adding a setting is one row here plus its option,
+// its Default constant and the field of config they set.
 // azdetect reads its own variables (AZKAFKA_AZ, AZKAFKA_DETECT_*, ...).
 var envVars = []settings.Var[config]{
 	{Name: EnvClientID, Default: "none", Option: "WithClientID",
@@ -710,19 +613,19 @@ var envVars = []settings.Var[config]{
 			c.retry.Backoff.Max, err = parsePositiveDuration(v)
 			return err
 		}},
-	{Name: EnvIdempotence, Default: settings.Code("auto"), Option: "WithIdempotence",
+	{Name: EnvIdempotence, Takes: ctorWriter, Default: settings.Code("auto"), Option: "WithIdempotence",
 		Doc: "Writer idempotence: `auto` (on when `RequiredAcks` is `RequireAll`; a refused producer ID falls back to at least once with one warning), `true` (needs `RequireAll`; a refusal is an error), `false`. `sdk.WithIdempotence` wins.",
 		Set: func(c *config, v string) (err error) {
 			c.idempotence, err = parseIdempotence(v)
 			return err
 		}},
-	{Name: EnvRackAware, Default: settings.Code(false), Option: "WithRackAwarePartitioning",
+	{Name: EnvRackAware, Takes: ctorWriter, Default: settings.Code(false), Option: "WithRackAwarePartitioning",
 		Doc: "Writer: `true` sends each message without a key to a partition whose leader's rack (`broker.rack`) is the client's AZ, chosen among those by the Writer's `Balancer`; with no leader in the AZ (or the AZ unknown), every partition as before. Keyed messages never move. `sdk.WithRackAwarePartitioning` wins.",
 		Set: func(c *config, v string) (err error) {
 			c.rackAware, err = settings.ParseBool(v)
 			return err
 		}},
-	{Name: EnvFetchFromFollower, Default: settings.Code("auto"), Option: "WithFetchFromFollower",
+	{Name: EnvFetchFromFollower, Takes: ctorReader, Default: settings.Code("auto"), Option: "WithFetchFromFollower",
 		Doc: "Reader: fetch from the replica in the client's AZ (KIP-392; the AZ is sent as the fetch's rack ID). `auto`: on whenever the AZ is known; `true`; `false`. Needs brokers with `replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector` and `broker.rack` = the zone name (on MSK the zone ID: set `AZKAFKA_AZ_FORMAT=id`). `sdk.WithFetchFromFollower` wins.",
 		Set: func(c *config, v string) error {
 			switch strings.ToLower(v) {
@@ -737,38 +640,23 @@ var envVars = []settings.Var[config]{
 			}
 			return nil
 		}},
-	{Name: EnvGroupProtocol, Default: settings.Code(GroupProtocolClassic), Option: "WithGroupProtocol",
+	{Name: EnvGroupProtocol, Takes: ctorReader, Default: settings.Code(GroupProtocolClassic), Option: "WithGroupProtocol",
 		Doc: "Reader with a `GroupID`: `classic` (JoinGroup/SyncGroup, the `GroupBalancers` assign, mixes with kafka-go members) or `consumer` (KIP-848: the broker assigns, no group-wide stop; Kafka 4.0+). `sdk.WithGroupProtocol` wins.",
 		Set: func(c *config, v string) (err error) {
 			c.groupProtocol, err = parseGroupProtocol(v)
 			return err
 		}},
-	{Name: EnvMaxResponseBytes, Default: settings.Code(DefaultMaxResponseBytes), Option: "WithMaxResponseBytes",
-		Doc: "Largest response a client reads from a broker, in bytes (at least 65536); a larger, negative or too-short size prefix closes the connection with an error naming the address (see [Misbehaving brokers](#misbehaving-brokers)). A Reader raises its own limit to 1.5 × its largest fetch. `sdk.WithMaxResponseBytes` wins.",
-		Set: func(c *config, v string) (err error) {
-			c.maxResponse, err = parsePositiveInt(v)
-			if err == nil {
-				err = checkMaxResponse(c.maxResponse)
-			}
-			return err
-		}},
+	frameguard.LimitRow[config]("WithMaxResponseBytes",
+		"Largest response a client reads from a broker, in bytes (at least 65536); a larger, negative or too-short size prefix closes the connection with an error naming the address (see [Misbehaving brokers](#misbehaving-brokers)). A Reader raises its own limit to 1.5 × its largest fetch. `sdk.WithMaxResponseBytes` wins.",
+		func(c *config, n int) { c.maxResponse = n }),
 }
 
-// onlyFor names the constructor that reads a variable not every client
-// reads: the Writer's idempotence and partitioning, the Reader's fetch and
-// group protocol.
-var onlyFor = map[string]ctor{
-	EnvIdempotence:       ctorWriter,
-	EnvRackAware:         ctorWriter,
-	EnvFetchFromFollower: ctorReader,
-	EnvGroupProtocol:     ctorReader,
-}
-
-// varsFor splits the table into the variables a client built by c reads
-// and the others (none for anyCtor, which reads every one).
-func varsFor(c ctor) (reads, others []settings.Var[config]) {
+// varsFor splits the table into the variables a client built by to
+// reads (its rows' Takes) and the others (none for anyCtor, which reads
+// every one).
+func varsFor(to ctor) (reads, others []settings.Var[config]) {
 	for _, v := range envVars {
-		if only, ok := onlyFor[v.Name]; ok && c != anyCtor && only != c {
+		if to != anyCtor && v.Takes != 0 && v.Takes&to == 0 {
 			others = append(others, v)
 			continue
 		}
@@ -857,25 +745,19 @@ func idempotenceOption(on bool) idempotence {
 // all). It does not contact the cluster, which can still refuse a
 // producer ID (see Writer).
 func WriterIdempotence(acks kafka.RequiredAcks, opts ...Option) (on bool, why string, err error) {
-	var o options
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	// The variable through its row of the table, as loadConfig reads it.
-	c := config{idempotence: idempotence{mode: idempotenceAuto}}
+	// The variable through its row of the table, and the options, as
+	// loadConfig reads them; other settings are not this function's.
+	c := defaultConfig()
+	probe := c
+	applyOptions(&probe, opts)
 	for _, v := range envVars {
-		if v.Name != EnvIdempotence {
-			continue
-		}
-		if err := settings.Apply("sdk", []settings.Var[config]{v}, &c, envLookup(o.getenv)); err != nil {
-			return false, "", err
+		if v.Name == EnvIdempotence {
+			if err := settings.Apply("sdk", []settings.Var[config]{v}, &c, envLookup(probe.getenv)); err != nil {
+				return false, "", err
+			}
 		}
 	}
-	if o.idempotence != nil {
-		c.idempotence = idempotenceOption(*o.idempotence)
-	}
+	applyOptions(&c, opts)
 	return idempotenceDecision(acks, c.idempotence)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/azkafka/azkafka/azdetect"
 	"github.com/azkafka/azkafka/retry"
+	"github.com/segmentio/kafka-go"
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/internal/envcheck"
@@ -361,7 +362,7 @@ func TestCheckEnvKnowsEveryTable(t *testing.T) {
 	for _, v := range envVars {
 		environ = append(environ, v.Name+"=x")
 	}
-	for _, name := range slices.Concat(azdetectVars(), envcheck.IQ, envcheck.CLI) {
+	for _, name := range slices.Concat(azdetectNames(), envcheck.IQ, envcheck.CLI) {
 		environ = append(environ, name+"=x")
 	}
 	if len(environ) < 25 {
@@ -383,7 +384,7 @@ func TestStrictValues(t *testing.T) {
 		{map[string]string{EnvRackAware: "t"}, `AZKAFKA_RACK_AWARE_PARTITIONING="t": want true or false`},
 		{map[string]string{EnvRackAware: "yes"}, "want true or false"},
 		{map[string]string{EnvIdempotence: "  "}, "sdk: AZKAFKA_IDEMPOTENCE is set but blank"},
-		{map[string]string{EnvAZ: " "}, "sdk: AZKAFKA_AZ is set but blank"},
+		{map[string]string{EnvAZ: " "}, "azdetect: AZKAFKA_AZ is set but blank"},
 		{map[string]string{EnvGroupProtocol: "CONSUMER"}, ""},
 		{map[string]string{EnvFetchFromFollower: "Auto"}, ""},
 		{map[string]string{EnvIdempotence: "FALSE"}, ""},
@@ -429,12 +430,12 @@ func TestOptionsOfOtherConstructorsAreRefused(t *testing.T) {
 		opt  Option
 		want string
 	}{
-		{ctorReader, WithIdempotence(true), "sdk: NewReader: WithIdempotence applies to NewWriter only"},
-		{ctorReader, WithRackAwarePartitioning(true), "sdk: NewReader: WithRackAwarePartitioning applies to NewWriter only"},
-		{ctorDialer, WithIdempotence(false), "sdk: NewAZAwareDialer: WithIdempotence applies to NewWriter only"},
-		{ctorWriter, WithFetchFromFollower(true), "sdk: NewWriter: WithFetchFromFollower applies to NewReader only"},
-		{ctorTransport, WithGroupProtocol(GroupProtocolConsumer), "sdk: NewTransport: WithGroupProtocol applies to NewReader only"},
-		{ctorTransport, WithEngineHooks(), "sdk: NewTransport: WithEngineHooks applies to NewWriter and NewReader only"},
+		{ctorReader, WithIdempotence(true), "sdk: NewReader: WithIdempotence is an option of NewWriter only"},
+		{ctorReader, WithRackAwarePartitioning(true), "sdk: NewReader: WithRackAwarePartitioning is an option of NewWriter only"},
+		{ctorDialer, WithIdempotence(false), "sdk: NewAZAwareDialer: WithIdempotence is an option of NewWriter only"},
+		{ctorWriter, WithFetchFromFollower(true), "sdk: NewWriter: WithFetchFromFollower is an option of NewReader only"},
+		{ctorTransport, WithGroupProtocol(GroupProtocolConsumer), "sdk: NewTransport: WithGroupProtocol is an option of NewReader only"},
+		{ctorTransport, WithEngineHooks(), "sdk: NewTransport: WithEngineHooks is an option of NewWriter and NewReader"},
 		{ctorReader, WithEngineHooks(), ""},
 		{ctorWriter, WithIdempotence(true), ""},
 		{ctorReader, WithFetchFromFollower(false), ""},
@@ -462,4 +463,47 @@ func TestREADMEConfigTable(t *testing.T) {
 // option wins over which variable.
 func TestOptionsNameTheirVariables(t *testing.T) {
 	settingstest.CheckOptionDocs(t, []string{"config.go", "metrics.go"}, envVars)
+}
+
+// azdetectNames returns the names of azdetect's own variables.
+func azdetectNames() []string {
+	var names []string
+	for _, e := range settings.Entries() {
+		if e.Package == "azdetect" && !e.Foreign {
+			names = append(names, e.Name)
+		}
+	}
+	return names
+}
+
+// TestEveryProblemIsReported: a configuration with several problems (bad
+// variables, a bad option, an option the constructor does not take, a
+// backoff whose max is below its min) is refused with all of them, one per
+// line under the constructor's prefix, not with the first only.
+func TestEveryProblemIsReported(t *testing.T) {
+	env := map[string]string{EnvMaxConnRate: "fast", EnvRetryMaxAttempts: "0", "AZKAFKA_DETECT_TIMEOUT": "1x",
+		EnvRedialBackoffMin: "2s", EnvRedialBackoffMax: "1s"}
+	_, err := NewReader(kafka.ReaderConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "t"},
+		WithGetenv(func(k string) string { return env[k] }), WithAZ("a"),
+		WithIdempotence(true), WithMaxResponseBytes(10), WithSessionID("nope"))
+	if err == nil {
+		t.Fatal("NewReader accepted the configuration")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for _, want := range []string{
+		`sdk: NewReader: AZKAFKA_MAX_CONN_RATE="fast": not a number`,
+		`sdk: NewReader: AZKAFKA_RETRY_MAX_ATTEMPTS="0": must be >= 1`,
+		`sdk: NewReader: AZKAFKA_DETECT_TIMEOUT="1x"`,
+		`sdk: NewReader: WithIdempotence is an option of NewWriter only`,
+		`sdk: NewReader: WithMaxResponseBytes(10): want at least 65536`,
+		`sdk: NewReader: WithSessionID("nope")`,
+		`sdk: NewReader: re-dial backoff max 1s is below min 2s`,
+	} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, want) }) {
+			t.Errorf("no line starts with %q in:\n%v", want, err)
+		}
+	}
+	if len(lines) != 7 {
+		t.Errorf("%d lines, want 7:\n%v", len(lines), err)
+	}
 }

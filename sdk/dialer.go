@@ -6,6 +6,7 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"weak"
@@ -86,7 +87,18 @@ func NewTransport(base *kafka.Transport, opts ...Option) (*kafka.Transport, erro
 
 // withFallbackUserID sets the user client ID taken from a base Dialer or
 // Transport: below WithClientID, above $AZKAFKA_CLIENT_ID.
-func withFallbackUserID(id string) Option { return func(o *options) { o.fallbackUserID = id } }
+func withFallbackUserID(id string) Option {
+	return check("base ClientID", func(c *config) error {
+		if id == "" {
+			return nil
+		}
+		if _, err := cleanUserID(id); err != nil {
+			return fmt.Errorf("base ClientID: %w", err)
+		}
+		c.userID = id
+		return nil
+	})
+}
 
 // Connection policies of the Dialers and Transports made by this package,
 // found by pointer. Weak keys: a Dialer or Transport the program drops is

@@ -144,7 +144,8 @@
 // reached its cluster; through it the dial's *net.DNSError, *net.OpError,
 // ...) and *tls.CertificateVerificationError. Configuration errors (of
 // the constructors) are not meant to be matched: they name the option or
-// the variable and quote its value, under one "sdk: <constructor>:"
+// the variable and quote its value, every problem of the configuration
+// reported at once, one per line, each under the "sdk: <constructor>:"
 // prefix.
 //
 // # Differences from kafka-go

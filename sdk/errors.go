@@ -200,23 +200,30 @@ func (e *ctxError) Error() string { return e.ctx.Error() + "; last error: " + e.
 
 func (e *ctxError) Unwrap() error { return e.ctx }
 
-// inCtor is err, a constructor's, under one prefix, "sdk: <ctor>: " ("sdk: "
-// for ctor ""): the
-// package prefixes inside its text (sdk's own, azdetect's) are dropped;
-// errors.Is and errors.As still see err.
+// inCtor is err, a constructor's, with one prefix per line (the
+// problems of a configuration are joined, one per line), "sdk: <ctor>: "
+// ("sdk: " for ctor ""): the package and constructor prefixes inside its
+// text (sdk's own, azdetect's) are dropped; errors.Is and errors.As still
+// see err.
 func inCtor(ctor string, err error) error {
-	msg := err.Error()
-	for {
-		trimmed := strings.TrimPrefix(strings.TrimPrefix(msg, "sdk: "), "azdetect: ")
-		if trimmed == msg {
-			break
+	lines := strings.Split(err.Error(), "\n")
+	for i, msg := range lines {
+		for {
+			trimmed := strings.TrimPrefix(strings.TrimPrefix(msg, "sdk: "), "azdetect: ")
+			if ctor != "" {
+				trimmed = strings.TrimPrefix(trimmed, ctor+": ")
+			}
+			if trimmed == msg {
+				break
+			}
+			msg = trimmed
 		}
-		msg = trimmed
+		if ctor != "" {
+			msg = ctor + ": " + msg
+		}
+		lines[i] = "sdk: " + msg
 	}
-	if ctor != "" {
-		msg = ctor + ": " + msg
-	}
-	return &ctorError{msg: "sdk: " + msg, err: err}
+	return &ctorError{msg: strings.Join(lines, "\n"), err: err}
 }
 
 type ctorError struct {

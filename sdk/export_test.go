@@ -9,5 +9,5 @@ func SetFrameGuard(on bool) { frameGuardOff.Store(!on) }
 // WithBootstrapTimeout replaces DefaultBootstrapTimeout, so that tests of
 // a bootstrap that gives up need not wait 10 s.
 func WithBootstrapTimeout(d time.Duration) Option {
-	return func(o *options) { o.bootstrapTimeout = d }
+	return set("WithBootstrapTimeout", func(c *config) { c.bootstrapTimeout = d })
 }

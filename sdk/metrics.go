@@ -27,7 +27,9 @@ import (
 // github.com/azkafka/azkafka/contrib/prometheus and .../contrib/otel.
 // Writer, Reader, NewAZAwareDialer and NewTransport (connection events
 // only) take it. Default: none, at no cost.
-func WithMetrics(p metrics.Provider) Option { return func(o *options) { o.metrics = p } }
+func WithMetrics(p metrics.Provider) Option {
+	return set("WithMetrics", func(c *config) { c.metrics = p })
+}
 
 // WithEngineHooks adds franz-go hooks (kgo.Hook values, such as
 // plugin/kprom's Metrics or your own) to the engine of a Writer or
@@ -38,10 +40,7 @@ func WithMetrics(p metrics.Provider) Option { return func(o *options) { o.metric
 // take it; given to NewAZAwareDialer or NewTransport it is an error.
 // Default: none.
 func WithEngineHooks(hooks ...kgo.Hook) Option {
-	return func(o *options) {
-		o.engineHooks = append(o.engineHooks, hooks...)
-		o.restrict("WithEngineHooks", ctorWriter, ctorReader)
-	}
+	return only("WithEngineHooks", ctorClients, func(c *config) { c.engineHooks = append(c.engineHooks, hooks...) })
 }
 
 // startRecorder asks the session's Provider for the Recorder of the client

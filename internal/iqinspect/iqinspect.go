@@ -1,7 +1,8 @@
 // Package iqinspect lets the azkafka command show what an iq.Source read
 // from a Kafka Streams group and which policy an iq.Client applies,
-// without package iq exporting either: iq sets GroupOf and PolicyOf when
-// it is initialised.
+// without package iq exporting either. The hook is one named value,
+// Hooks, which package iq registers once, from the init function of its
+// file inspect.go; GroupOf and PolicyOf call it.
 package iqinspect
 
 import "context"
@@ -43,11 +44,42 @@ type Policy struct {
 	CallerAZ func(context.Context) string
 }
 
-var (
-	// GroupOf returns what an *iq.Source built by NewClusterSource read
+// Hooks is what package iq gives: how to read a Source's group and a
+// Client's policy.
+type Hooks struct {
+	// Group returns what an *iq.Source built by NewClusterSource read
 	// from the group on its last good poll; nil for another source or
 	// before a good poll.
-	GroupOf func(src any) *Group
-	// PolicyOf returns the policy of an *iq.Client.
-	PolicyOf func(client any) Policy
-)
+	Group func(src any) *Group
+	// Policy returns the policy of an *iq.Client.
+	Policy func(client any) Policy
+}
+
+var hooks Hooks
+
+// Register sets the hooks; package iq calls it once, when it is
+// initialised. A second call panics.
+func Register(h Hooks) {
+	if hooks.Group != nil || hooks.Policy != nil {
+		panic("iqinspect: hooks registered twice")
+	}
+	hooks = h
+}
+
+// GroupOf returns what src, an *iq.Source, read from its group (see
+// Hooks.Group); nil when package iq is not linked in.
+func GroupOf(src any) *Group {
+	if hooks.Group == nil {
+		return nil
+	}
+	return hooks.Group(src)
+}
+
+// PolicyOf returns the policy of client, an *iq.Client (see
+// Hooks.Policy); the zero Policy when package iq is not linked in.
+func PolicyOf(client any) Policy {
+	if hooks.Policy == nil {
+		return Policy{}
+	}
+	return hooks.Policy(client)
+}

@@ -5,7 +5,7 @@
 // generated and checked by each package's test), the option docs (checked
 // to name their variable) and what `azkafka env` lists (Register).
 //
-// Adding a setting to a package is one row in its table plus the option
+// Adding a setting to a package is one row in its table plus the option (Opt)
 // that wins over it.
 package settings
 
@@ -37,6 +37,9 @@ type Var[C any] struct {
 	// Its error says what is wanted; Apply adds the package, the variable
 	// and the quoted value.
 	Set func(c *C, v string) error
+	// Takes is the set of the package's constructors whose clients read
+	// the variable; 0: every one.
+	Takes Ctors
 	// Foreign marks a variable another system owns, which the package
 	// reads as its owner does (WARPSTREAM_AVAILABILITY_ZONE, NODE_NAME,
 	// ...): set to blanks, it is unset rather than an error.
@@ -165,10 +168,14 @@ var (
 
 // Register records the table of package pkg for Entries; packages call it
 // from init. newC returns the configuration a value is checked against.
+// A variable belongs to one table: registering it twice panics.
 func Register[C any](pkg string, table []Var[C], newC func() C) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	for _, v := range table {
+		if slices.ContainsFunc(registry, func(e Entry) bool { return e.Name == v.Name }) {
+			panic("settings: " + pkg + " registers " + v.Name + ", which another table holds: apply that row instead")
+		}
 		registry = append(registry, Entry{Package: pkg, Name: v.Name, Default: v.Default, Option: v.Option,
 			Doc: v.Doc, Foreign: v.Foreign, Check: func(raw string) (bool, error) {
 				c := newC()
@@ -178,21 +185,11 @@ func Register[C any](pkg string, table []Var[C], newC func() C) {
 }
 
 // Entries returns every registered variable: the packages' tables in the
-// order they registered, each in its own order. A variable two packages
-// read (AZKAFKA_MAX_RESPONSE_BYTES: sdk and iq) is listed once, as the
-// package that documents it (its row has a Doc) registered it.
+// order they registered, each in its own order. A variable belongs to one
+// package's table (another package that reads it applies the owner's row
+// without registering it), so each is listed once.
 func Entries() []Entry {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	var out []Entry
-	for _, e := range registry {
-		i := slices.IndexFunc(out, func(o Entry) bool { return o.Name == e.Name })
-		switch {
-		case i < 0:
-			out = append(out, e)
-		case out[i].Doc == "" && e.Doc != "":
-			out = append(slices.Delete(out, i, i+1), e)
-		}
-	}
-	return out
+	return slices.Clone(registry)
 }

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,7 +91,14 @@ func TestParseBool(t *testing.T) {
 
 func TestRegister(t *testing.T) {
 	Register("pkg", table, func() conf { return conf{} })
-	Register("other", table[:1], func() conf { return conf{} })
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a variable registered by two packages did not panic")
+			}
+		}()
+		Register("other", table[:1], func() conf { return conf{} })
+	}()
 	var names []string
 	for _, e := range Entries() {
 		if e.Package == "pkg" || e.Package == "other" {
@@ -113,4 +121,44 @@ func TestRegister(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestApplyOpts(t *testing.T) {
+	names := Constructors{"NewA", "NewB", "NewC"}
+	const a, b, c Ctors = 1, 2, 4
+	setN := func(name string, takes Ctors, n int) Opt[conf] {
+		return Opt[conf]{Name: name, Takes: takes, Set: func(x *conf) error {
+			if n < 0 {
+				return fmt.Errorf("%s(%d): negative", name, n)
+			}
+			x.n = n
+			return nil
+		}}
+	}
+	var x conf
+	err := ApplyOpts("pkg", names, b, &x, []Opt[conf]{setN("WithN", a|b, 1), setN("WithN", a|b, 2), setN("WithA", a, 3), setN("WithAC", a|c, 3), setN("WithN", a|b, -1)})
+	want := "pkg: NewB: WithA is an option of NewA only\n" +
+		"pkg: NewB: WithAC is an option of NewA and NewC\n" +
+		"pkg: WithN(-1): negative"
+	if err == nil || err.Error() != want || x.n != 2 {
+		t.Errorf("ApplyOpts: n = %d, err = %v, want %q", x.n, err, want)
+	}
+	x = conf{}
+	if err := ApplyOpts("pkg", names, 0, &x, []Opt[conf]{setN("WithA", a, 3)}); err != nil || x.n != 3 {
+		t.Errorf("ApplyOpts for any constructor: n = %d, err = %v", x.n, err)
+	}
+}
+
+func TestApplyDefaults(t *testing.T) {
+	var x conf
+	ApplyDefaults([]Var[conf]{{Name: "AZKAFKA_N", Default: Code(7), Set: table[0].Set}, {Name: "AZKAFKA_W", Default: "none", Set: table[0].Set}}, &x)
+	if x.n != 7 {
+		t.Errorf("ApplyDefaults: n = %d, want 7", x.n)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a default its row refuses did not panic")
+		}
+	}()
+	ApplyDefaults([]Var[conf]{{Name: "AZKAFKA_N", Default: Code("x"), Set: table[0].Set}}, &x)
 }
