@@ -119,16 +119,34 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 	base := len(results)
 	results = append(results, make([]ProviderResult, len(ps))...)
 	fetched := results[base:]
+	d.race(ctx, ps, fetched)
 
+	// The highest-ranked valid answer wins, whenever it came in.
+	elapsed := time.Since(start)
+	for _, pr := range fetched {
+		if pr.Err == nil {
+			return Result{AZ: pr.AZ, Source: pr.Name, Elapsed: elapsed, Providers: results}, nil
+		}
+	}
+	return Result{}, &DetectError{Providers: results, Elapsed: elapsed}
+}
+
+// answer is the outcome pr of the provider of index i.
+type answer struct {
+	i  int
+	pr ProviderResult
+}
+
+// race runs the providers ps at once within the budget and ctx, and sets
+// fetched[i] to the outcome of ps[i]. Once the best possible answer is
+// known, the providers still running are stopped with ErrSuperseded; race
+// returns when all of them have.
+func (d *Detector) race(ctx context.Context, ps []provider, fetched []ProviderResult) {
 	budget, cancel := context.WithTimeoutCause(ctx, d.cfg.Timeout, budgetError{d.cfg.Timeout})
 	defer cancel()
 	stop, stopCause := context.WithCancelCause(budget)
 	defer stopCause(nil)
 
-	type answer struct {
-		i  int
-		pr ProviderResult
-	}
 	answers := make(chan answer, len(ps))
 	finished := make([]bool, len(ps))
 	var wg sync.WaitGroup
@@ -144,70 +162,73 @@ func (d *Detector) detect(ctx context.Context) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t0 := time.Now()
-			pr := ProviderResult{Name: p.name}
-			raw, where, err := p.fetch(stop)
-			if err != nil && pastDeadline(budget) {
-				// A transport timeout of the same length as the budget
-				// can fire a moment before the budget's own timer.
-				<-stop.Done()
-			}
-			switch {
-			case err != nil && stop.Err() != nil:
-				// Stopped by the budget, the caller, or a better answer:
-				// say which, rather than how the request broke off.
-				err = context.Cause(stop)
-			case err == nil:
-				// An answer that came in is judged on its own, even when
-				// it came in as the detection was stopping.
-				pr.AZ, err = validateAZ(raw)
-				if err != nil {
-					err = fmt.Errorf("%s=%s: %w", where, quote(raw), err)
-				}
-			}
-			pr.Err = err
-			pr.Elapsed = time.Since(t0)
-			answers <- answer{i, pr}
+			answers <- answer{i, p.run(budget, stop)}
 		}()
 	}
 
-	// decided reports whether the best possible answer is known: every
-	// provider ranked above the highest-ranked valid answer has failed.
-	decided := func() bool {
-		for i := range ps {
-			if !finished[i] {
-				return false
-			}
-			if fetched[i].Err == nil {
-				return true
-			}
-		}
-		return true
-	}
-wait:
-	for !decided() {
-		select {
-		case a := <-answers:
-			fetched[a.i], finished[a.i] = a.pr, true
-		case <-stop.Done():
-			// The budget or the caller's ctx ended first: the providers
-			// still running report that cause, the answers in stand.
-			break wait
-		}
-	}
+	collect(stop, answers, fetched, finished)
 	stopCause(ErrSuperseded) // no effect when stop has already ended
 	wg.Wait()
 	close(answers)
 	for a := range answers { // answers that came in after the decision
 		fetched[a.i] = a.pr
 	}
+}
 
-	// The highest-ranked valid answer wins, whenever it came in.
-	elapsed := time.Since(start)
-	for _, pr := range fetched {
-		if pr.Err == nil {
-			return Result{AZ: pr.AZ, Source: pr.Name, Elapsed: elapsed, Providers: results}, nil
+// run fetches p's zone under stop, a child of the detection's budget, and
+// judges it; the result's Elapsed is the time run took.
+func (p provider) run(budget, stop context.Context) ProviderResult {
+	t0 := time.Now()
+	pr := ProviderResult{Name: p.name}
+	raw, where, err := p.fetch(stop)
+	if err != nil && pastDeadline(budget) {
+		// A transport timeout of the same length as the budget
+		// can fire a moment before the budget's own timer.
+		<-stop.Done()
+	}
+	switch {
+	case err != nil && stop.Err() != nil:
+		// Stopped by the budget, the caller, or a better answer:
+		// say which, rather than how the request broke off.
+		err = context.Cause(stop)
+	case err == nil:
+		// An answer that came in is judged on its own, even when
+		// it came in as the detection was stopping.
+		pr.AZ, err = validateAZ(raw)
+		if err != nil {
+			err = fmt.Errorf("%s=%s: %w", where, quote(raw), err)
 		}
 	}
-	return Result{}, &DetectError{Providers: results, Elapsed: elapsed}
+	pr.Err = err
+	pr.Elapsed = time.Since(t0)
+	return pr
+}
+
+// collect records answers in fetched and finished until the best possible
+// answer is known or stop ends.
+func collect(stop context.Context, answers <-chan answer, fetched []ProviderResult, finished []bool) {
+	for !decided(fetched, finished) {
+		select {
+		case a := <-answers:
+			fetched[a.i], finished[a.i] = a.pr, true
+		case <-stop.Done():
+			// The budget or the caller's ctx ended first: the providers
+			// still running report that cause, the answers in stand.
+			return
+		}
+	}
+}
+
+// decided reports whether the best possible answer is known: every
+// provider ranked above the highest-ranked valid answer has failed.
+func decided(fetched []ProviderResult, finished []bool) bool {
+	for i := range finished {
+		if !finished[i] {
+			return false
+		}
+		if fetched[i].Err == nil {
+			return true
+		}
+	}
+	return true
 }

@@ -87,94 +87,147 @@ type diagnoseOutput struct {
 	TopicsOmitted  int `json:"topics_omitted,omitempty"`
 }
 
+// runDiagnose runs `azkafka diagnose`.
 func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" {
-			fmt.Fprint(stdout, diagnoseUsage)
-			return exitOK
-		}
-	}
-	flags := flag.NewFlagSet("diagnose", flag.ContinueOnError)
-	flags.SetOutput(io.Discard)
-	bootstrap := flags.String("bootstrap", "", "host:port[,host:port...] of the cluster")
-	asJSON := flags.Bool("json", false, "print JSON")
-	topic := flags.String("topic", "", "only this topic")
-	timeout := flags.Duration("timeout", 10*time.Second, "bound on the whole run")
-	var sec securityFlags
-	sec.register(flags)
-	if err := flags.Parse(args); err != nil {
-		return failUsage(stderr, "diagnose", "diagnose", "%s", flagError(flags, err))
-	}
-	if flags.NArg() > 0 {
-		return failUsage(stderr, "diagnose", "diagnose", "unexpected argument %q", flags.Arg(0))
-	}
-	var addrs []string
-	for a := range strings.SplitSeq(*bootstrap, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return failUsage(stderr, "diagnose", "diagnose", "--bootstrap=%q: %q is not host:port", *bootstrap, a)
-		}
-		addrs = append(addrs, a)
-	}
-	if len(addrs) == 0 {
-		return failUsage(stderr, "diagnose", "diagnose", "--bootstrap is required, e.g. --bootstrap broker-1:9092")
-	}
-	if *timeout <= 0 {
-		return failUsage(stderr, "diagnose", "diagnose", "--timeout=%v: must be > 0", *timeout)
+	f, code := parseDiagnose(args, stdout, stderr)
+	if f == nil {
+		return code
 	}
 
 	opts := []sdk.Option{sdk.WithGetenv(clientIDGetenv), sdk.WithLogger(slog.New(slog.DiscardHandler))}
 	if clientIDDetect != nil {
 		opts = append(opts, sdk.WithDetector(clientIDDetect))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
+	id, tr, ok := diagnoseClient(ctx, &f.sec, opts, stderr)
+	if !ok {
+		return exitUsage
+	}
+	defer tr.CloseIdleConnections()
+	res, ok := awaitCluster(ctx, tr, f.addrs, f.topic, id)
+	if !ok {
+		fmt.Fprintf(stderr, "azkafka diagnose: no complete answer from %s within --timeout=%v\n", strings.Join(f.addrs, ","), f.timeout)
+		return exitFail
+	}
+	if !reportCluster(stderr, res, f.addrs, f.topic) {
+		return exitFail
+	}
+	return writeDiagnose(stdout, stderr, res.out, f.asJSON)
+}
+
+// diagnoseFlags is the command line of `azkafka diagnose`.
+type diagnoseFlags struct {
+	addrs   []string // of --bootstrap
+	asJSON  bool
+	topic   string
+	timeout time.Duration
+	sec     securityFlags
+}
+
+// parseDiagnose parses the command line of `azkafka diagnose`. On --help
+// or a usage error it prints and returns nil and the exit status.
+func parseDiagnose(args []string, stdout, stderr io.Writer) (*diagnoseFlags, int) {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprint(stdout, diagnoseUsage)
+			return nil, exitOK
+		}
+	}
+	f := &diagnoseFlags{}
+	flags := flag.NewFlagSet("diagnose", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	bootstrap := flags.String("bootstrap", "", "host:port[,host:port...] of the cluster")
+	flags.BoolVar(&f.asJSON, "json", false, "print JSON")
+	flags.StringVar(&f.topic, "topic", "", "only this topic")
+	flags.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on the whole run")
+	f.sec.register(flags)
+	if err := flags.Parse(args); err != nil {
+		return nil, failUsage(stderr, "diagnose", "diagnose", "%s", flagError(flags, err))
+	}
+	if flags.NArg() > 0 {
+		return nil, failUsage(stderr, "diagnose", "diagnose", "unexpected argument %q", flags.Arg(0))
+	}
+	for a := range strings.SplitSeq(*bootstrap, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return nil, failUsage(stderr, "diagnose", "diagnose", "--bootstrap=%q: %q is not host:port", *bootstrap, a)
+		}
+		f.addrs = append(f.addrs, a)
+	}
+	if len(f.addrs) == 0 {
+		return nil, failUsage(stderr, "diagnose", "diagnose", "--bootstrap is required, e.g. --bootstrap broker-1:9092")
+	}
+	if f.timeout <= 0 {
+		return nil, failUsage(stderr, "diagnose", "diagnose", "--timeout=%v: must be > 0", f.timeout)
+	}
+	return f, exitOK
+}
+
+// diagnoseClient resolves the SDK identity of this process and builds the
+// transport an SDK client would use, with the TLS and SASL of sec. On a
+// configuration error it prints it and returns ok=false.
+func diagnoseClient(ctx context.Context, sec *securityFlags, opts []sdk.Option, stderr io.Writer) (id sdk.Identity, tr *kafka.Transport, ok bool) {
 	id, err := sdk.ResolveIdentity(ctx, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "azkafka diagnose: invalid configuration: %v\n", err)
-		return exitUsage
+		return id, nil, false
 	}
 	base, err := sec.transport()
 	if err != nil {
 		fmt.Fprintf(stderr, "azkafka diagnose: %v\n", err)
-		return exitUsage
+		return id, nil, false
 	}
-	tr, err := sdk.NewTransport(base, opts...)
+	tr, err = sdk.NewTransport(base, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "azkafka diagnose: invalid configuration: %v\n", err)
-		return exitUsage
+		return id, nil, false
 	}
-	defer tr.CloseIdleConnections()
+	return id, tr, true
+}
+
+// awaitCluster runs diagnoseCluster; ok is false when it has not returned
+// by diagnoseGrace past ctx's deadline.
+func awaitCluster(ctx context.Context, tr *kafka.Transport, addrs []string, topic string, id sdk.Identity) (res diagnoseResult, ok bool) {
 	// kafka-go does not stop every step at the context's deadline: the
 	// run waits for it at most a grace period past --timeout.
 	done := make(chan diagnoseResult, 1)
-	go func() { done <- diagnoseCluster(ctx, tr, addrs, *topic, id) }()
-	var res diagnoseResult
+	go func() { done <- diagnoseCluster(ctx, tr, addrs, topic, id) }()
 	select {
 	case res = <-done:
+		return res, true
 	case <-time.After(time.Until(deadline(ctx)) + diagnoseGrace):
-		fmt.Fprintf(stderr, "azkafka diagnose: no complete answer from %s within --timeout=%v\n", strings.Join(addrs, ","), *timeout)
-		return exitFail
+		return res, false
 	}
+}
+
+// reportCluster prints the error of res, if any, and reports whether res
+// has none.
+func reportCluster(stderr io.Writer, res diagnoseResult, addrs []string, topic string) bool {
 	if res.err != nil {
 		fmt.Fprintf(stderr, "azkafka diagnose: no metadata from %s: %v (%s)\n", strings.Join(addrs, ","), res.err, refusalHint(res.err))
-		return exitFail
+		return false
 	}
 	if res.topicErr != nil {
 		if errors.Is(res.topicErr, kafka.UnknownTopicOrPartition) {
-			fmt.Fprintf(stderr, "azkafka diagnose: topic %q not found on %s\n", *topic, strings.Join(addrs, ","))
+			fmt.Fprintf(stderr, "azkafka diagnose: topic %q not found on %s\n", topic, strings.Join(addrs, ","))
 		} else {
-			fmt.Fprintf(stderr, "azkafka diagnose: topic %q on %s: %v (%s)\n", *topic, strings.Join(addrs, ","), res.topicErr, refusalHint(res.topicErr))
+			fmt.Fprintf(stderr, "azkafka diagnose: topic %q on %s: %v (%s)\n", topic, strings.Join(addrs, ","), res.topicErr, refusalHint(res.topicErr))
 		}
-		return exitFail
+		return false
 	}
-	out := res.out
+	return true
+}
+
+// writeDiagnose prints out to stdout, as JSON or as text, cut at
+// maxDiagnoseOutput, and returns the exit status.
+func writeDiagnose(stdout, stderr io.Writer, out diagnoseOutput, asJSON bool) int {
 	stdout = &capWriter{w: stdout, left: maxDiagnoseOutput}
 
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -183,33 +236,38 @@ func runDiagnose(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	printDiagnose(stdout, out)
+	return exitOK
+}
+
+// printDiagnose prints out as text.
+func printDiagnose(w io.Writer, out diagnoseOutput) {
 	az := out.AZ
 	if az == "" {
 		az = "unknown"
 	}
-	fmt.Fprintf(stdout, "client ID  %s\nAZ         %s (%s)\n\nbrokers:\n", out.ClientID, az, out.AZSource)
+	fmt.Fprintf(w, "client ID  %s\nAZ         %s (%s)\n\nbrokers:\n", out.ClientID, az, out.AZSource)
 	for _, b := range out.Brokers {
 		rtt := "no answer"
 		if b.RTTms >= 0 {
 			rtt = fmt.Sprintf("%.2f ms", b.RTTms)
 		}
-		fmt.Fprintf(stdout, "  %-4d %-24s rack %-12q in zone %-5v rtt %s\n", b.ID, b.Addr, b.Rack, b.InZone, rtt)
+		fmt.Fprintf(w, "  %-4d %-24s rack %-12q in zone %-5v rtt %s\n", b.ID, b.Addr, b.Rack, b.InZone, rtt)
 	}
 	if out.BrokersOmitted > 0 {
-		fmt.Fprintf(stdout, "  ... and %d more brokers\n", out.BrokersOmitted)
+		fmt.Fprintf(w, "  ... and %d more brokers\n", out.BrokersOmitted)
 	}
-	fmt.Fprintln(stdout, "\ntopics (partition leaders in the client's zone):")
+	fmt.Fprintln(w, "\ntopics (partition leaders in the client's zone):")
 	for _, t := range out.Topics {
-		fmt.Fprintf(stdout, "  %-30s %d of %d %v\n", t.Name, t.LeadersInZone, t.Partitions, t.InZone)
+		fmt.Fprintf(w, "  %-30s %d of %d %v\n", t.Name, t.LeadersInZone, t.Partitions, t.InZone)
 	}
 	if out.TopicsOmitted > 0 {
-		fmt.Fprintf(stdout, "  ... and %d more topics (use --topic NAME)\n", out.TopicsOmitted)
+		fmt.Fprintf(w, "  ... and %d more topics (use --topic NAME)\n", out.TopicsOmitted)
 	}
-	fmt.Fprintln(stdout, "\nthe SDK would:")
+	fmt.Fprintln(w, "\nthe SDK would:")
 	for _, a := range out.Advice {
-		fmt.Fprintf(stdout, "  - %s\n", a)
+		fmt.Fprintf(w, "  - %s\n", a)
 	}
-	return exitOK
 }
 
 // brokerRTT is the best of 3 ApiVersions round trips to addr, in ms, after

@@ -124,19 +124,85 @@ func replicaOut(r iq.Replica) replicaOutput {
 	return o
 }
 
+// runIQRoute runs `azkafka iq route`.
 func runIQRoute(args []string, stdout, stderr io.Writer) int {
+	f, code := parseIQRoute(args, stdout, stderr)
+	if f == nil {
+		return code
+	}
+	key, err := serializeKey(f.serde, f.key)
+	if err != nil {
+		return routeUsage(stderr, "%v", err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	opts, code := f.options(quiet, stderr)
+	if opts == nil {
+		return code
+	}
+	src, httpSrc, err := f.source(quiet)
+	if err != nil {
+		return routeUsage(stderr, "%v", err)
+	}
+	defer src.Close()
+	client, err := iq.NewClient(src, opts...)
+	if err != nil {
+		return routeUsage(stderr, "%v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	if err := src.Refresh(ctx); err != nil {
+		fmt.Fprintf(stderr, "azkafka iq route: %v\n", err)
+		return exitFail
+	}
+	if httpSrc {
+		_ = src.Refresh(ctx) // a second poll reaches the instances the first one listed; the first result stays if it fails
+	}
+	out, rerr := queryRoute(ctx, client, f.store, f.key, key)
+	return writeRoute(stdout, stderr, out, rerr, f.asJSON)
+}
+
+// routeFlags is the command line of `azkafka iq route`.
+type routeFlags struct {
+	metaURL string
+	cf      clusterFlags
+	store   string
+	serde   string
+	allow   string // --allow-standby, "" when not given
+	maxLag  string // --max-lag, "" when not given
+	az      string
+	azSet   bool // --az was given, even empty
+	timeout time.Duration
+	asJSON  bool
+	key     string // KEY as given
+}
+
+// routeUsage reports a usage error of `azkafka iq route` and returns
+// exitUsage.
+func routeUsage(stderr io.Writer, format string, a ...any) int {
+	return failUsage(stderr, "iq route", "iq", format, a...)
+}
+
+// register defines the flags of `azkafka iq route` on fs.
+func (f *routeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.metaURL, "metadata-url", "", "")
+	f.cf.register(fs)
+	fs.StringVar(&f.store, "store", "", "")
+	fs.StringVar(&f.serde, "key-serde", "string", "")
+	fs.StringVar(&f.allow, "allow-standby", "", "")
+	fs.StringVar(&f.maxLag, "max-lag", "", "")
+	fs.StringVar(&f.az, "az", "", "")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "")
+	fs.BoolVar(&f.asJSON, "json", false, "")
+}
+
+// parseIQRoute parses the command line of `azkafka iq route`. On --help or
+// a usage error it prints and returns nil and the exit status.
+func parseIQRoute(args []string, stdout, stderr io.Writer) (*routeFlags, int) {
+	f := &routeFlags{}
 	flags := flag.NewFlagSet("iq route", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
-	metaURL := flags.String("metadata-url", "", "")
-	var cf clusterFlags
-	cf.register(flags)
-	store := flags.String("store", "", "")
-	serde := flags.String("key-serde", "string", "")
-	allow := flags.String("allow-standby", "", "")
-	maxLag := flags.String("max-lag", "", "")
-	az := flags.String("az", "", "")
-	timeout := flags.Duration("timeout", 5*time.Second, "")
-	asJSON := flags.Bool("json", false, "")
+	f.register(flags)
 	// --allow-standby is a boolean that may stand alone.
 	for i, a := range args {
 		if a == "--allow-standby" || a == "-allow-standby" {
@@ -146,91 +212,81 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 	rest, err := parseInterleaved(flags, args)
 	if err == flag.ErrHelp {
 		fmt.Fprint(stdout, iqUsage)
-		return exitOK
-	}
-	usageErr := func(format string, a ...any) int {
-		return failUsage(stderr, "iq route", "iq", format, a...)
+		return nil, exitOK
 	}
 	switch {
 	case err != nil:
-		return usageErr("%s", flagError(flags, err))
-	case *metaURL == "" && cf.bootstrap == "":
-		return usageErr("--bootstrap and --application-id, or --metadata-url, are required")
-	case *metaURL != "" && cf.bootstrap != "":
-		return usageErr("--metadata-url and --bootstrap: give one source")
-	case *store == "":
-		return usageErr("--store is required")
+		return nil, routeUsage(stderr, "%s", flagError(flags, err))
+	case f.metaURL == "" && f.cf.bootstrap == "":
+		return nil, routeUsage(stderr, "--bootstrap and --application-id, or --metadata-url, are required")
+	case f.metaURL != "" && f.cf.bootstrap != "":
+		return nil, routeUsage(stderr, "--metadata-url and --bootstrap: give one source")
+	case f.store == "":
+		return nil, routeUsage(stderr, "--store is required")
 	case len(rest) != 1:
-		return usageErr("want exactly one KEY, got %d arguments", len(rest))
-	case *timeout <= 0:
-		return usageErr("--timeout %s: must be positive", *timeout)
+		return nil, routeUsage(stderr, "want exactly one KEY, got %d arguments", len(rest))
+	case f.timeout <= 0:
+		return nil, routeUsage(stderr, "--timeout %s: must be positive", f.timeout)
 	}
-	key, err := serializeKey(*serde, rest[0])
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	quiet := slog.New(slog.DiscardHandler)
+	f.key = rest[0]
+	flags.Visit(func(fl *flag.Flag) {
+		if fl.Name == "az" {
+			f.azSet = true
+		}
+	})
+	return f, exitOK
+}
+
+// options returns the options of the iq client: quiet logging, the
+// environment of iqLookupEnv, then the policy flags. On a bad flag it
+// prints the usage error and returns nil and the exit status.
+func (f *routeFlags) options(quiet *slog.Logger, stderr io.Writer) ([]iq.Option, int) {
 	opts := []iq.Option{iq.WithLookupEnv(iqLookupEnv), iq.WithLogger(quiet)}
-	if *allow != "" {
-		b, err := strconv.ParseBool(*allow)
+	if f.allow != "" {
+		b, err := strconv.ParseBool(f.allow)
 		if err != nil {
-			return usageErr("--allow-standby=%s: not a boolean", strconv.Quote(*allow))
+			return nil, routeUsage(stderr, "--allow-standby=%s: not a boolean", strconv.Quote(f.allow))
 		}
 		opts = append(opts, iq.WithAllowStandby(b))
 	}
-	if *maxLag != "" {
-		n, err := strconv.ParseInt(*maxLag, 10, 64)
+	if f.maxLag != "" {
+		n, err := strconv.ParseInt(f.maxLag, 10, 64)
 		if err != nil || n < 0 {
-			return usageErr("--max-lag %s: not a non-negative integer", strconv.Quote(*maxLag))
+			return nil, routeUsage(stderr, "--max-lag %s: not a non-negative integer", strconv.Quote(f.maxLag))
 		}
 		opts = append(opts, iq.WithMaxLag(n))
 	}
-	flags.Visit(func(f *flag.Flag) {
-		if f.Name == "az" {
-			opts = append(opts, iq.WithAZ(*az))
-		}
-	})
-	var src *iq.Source
-	var httpSrc bool
-	if *metaURL != "" {
-		s, err := iq.NewHTTPSource([]string{*metaURL}, iq.WithLookupEnv(iqLookupEnv), iq.WithPollTimeout(*timeout), iq.WithLogger(quiet))
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		src, httpSrc = s, true
-	} else {
-		s, err := cf.source(*timeout, quiet)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		src = s
+	if f.azSet {
+		opts = append(opts, iq.WithAZ(f.az))
 	}
-	defer src.Close()
-	client, err := iq.NewClient(src, opts...)
-	if err != nil {
-		return usageErr("%v", err)
-	}
+	return opts, exitOK
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	if err := src.Refresh(ctx); err != nil {
-		fmt.Fprintf(stderr, "azkafka iq route: %v\n", err)
-		return exitFail
+// source returns the metadata source the flags name: the endpoint of
+// --metadata-url (httpSrc) or the group of --bootstrap.
+func (f *routeFlags) source(quiet *slog.Logger) (src *iq.Source, httpSrc bool, err error) {
+	if f.metaURL != "" {
+		src, err = iq.NewHTTPSource([]string{f.metaURL}, iq.WithLookupEnv(iqLookupEnv), iq.WithPollTimeout(f.timeout), iq.WithLogger(quiet))
+		return src, true, err
 	}
-	if httpSrc {
-		_ = src.Refresh(ctx) // a second poll reaches the instances the first one listed; the first result stays if it fails
-	}
+	src, err = f.cf.source(f.timeout, quiet)
+	return src, false, err
+}
 
+// queryRoute computes where client finds key (keyText as given) of store, and
+// which replicas it would query, in order; the error is the one of
+// client.Candidates, also in the output.
+func queryRoute(ctx context.Context, client *iq.Client, store, keyText string, key []byte) (routeOutput, error) {
 	policy := iqinspect.PolicyOf(client)
-	out := routeOutput{Store: *store, Key: rest[0], AllowStandby: policy.AllowStandby, MaxLag: policy.MaxLag,
+	out := routeOutput{Store: store, Key: keyText, AllowStandby: policy.AllowStandby, MaxLag: policy.MaxLag,
 		Standbys: []replicaOutput{}, Order: []replicaOutput{}}
-	route, order, rerr := client.Candidates(ctx, *store, key, nil)
-	out.Partition = route.Partition
-	if route.Active != nil {
-		a := replicaOut(*route.Active)
+	rt, order, rerr := client.Candidates(ctx, store, key, nil)
+	out.Partition = rt.Partition
+	if rt.Active != nil {
+		a := replicaOut(*rt.Active)
 		out.Active = &a
 	}
-	for _, s := range route.Standbys {
+	for _, s := range rt.Standbys {
 		out.Standbys = append(out.Standbys, replicaOut(s))
 	}
 	for _, r := range order {
@@ -242,15 +298,22 @@ func runIQRoute(args []string, stdout, stderr io.Writer) int {
 	if rerr != nil {
 		out.Error = rerr.Error()
 	}
-	if *asJSON {
+	return out, rerr
+}
+
+// writeRoute prints out, as JSON or as text, and returns the exit status:
+// exitFail when rerr is set or out has no replica to query, with rerr on
+// stderr unless asJSON.
+func writeRoute(stdout, stderr io.Writer, out routeOutput, rerr error, asJSON bool) int {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
 	} else {
 		printRoute(stdout, out)
 	}
-	if rerr != nil || len(order) == 0 {
-		if !*asJSON {
+	if rerr != nil || len(out.Order) == 0 {
+		if !asJSON {
 			fmt.Fprintf(stderr, "azkafka iq route: %v\n", rerr)
 		}
 		return exitFail
