@@ -269,6 +269,10 @@ type engineHooks struct {
 	warnAfter    time.Duration
 	// answered: a broker answered a request since lastErr.
 	answered atomic.Bool
+	// okSince is when (unix nanoseconds) brokers began answering again
+	// after errors, or first answered; lastFetch when a fetch response
+	// last came back without error.
+	okSince, lastFetch atomic.Int64
 	// fatal is the last refusal (TLS verification, SASL, authorization)
 	// since the last good connection; onFatal runs when one is recorded.
 	fatal   atomic.Pointer[error]
@@ -362,6 +366,12 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 	if err == nil && !h.answered.Load() {
 		h.answered.Store(true)
 	}
+	if err == nil && (h.failingSince.Load() != 0 || h.okSince.Load() == 0) {
+		h.okSince.Store(time.Now().UnixNano())
+	}
+	if err == nil && key == fetchKey {
+		h.lastFetch.Store(time.Now().UnixNano())
+	}
 	if err == nil && h.failingSince.Load() != 0 {
 		h.failingSince.Store(0)
 	}
@@ -454,6 +464,34 @@ func (h *engineHooks) noteError(err error) {
 	h.logSome.Do(func() {
 		h.logger.Info("azkafka: the engine is retrying after a transient error", "error", err)
 	})
+}
+
+// health is the engine's side of Reader.Health: unreachable once the
+// errors have lasted longer than bound, started being when the client
+// was created.
+func (h *engineHooks) health(bound time.Duration, started time.Time) ReaderHealth {
+	at := func(ns int64) time.Time {
+		if ns == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, ns)
+	}
+	out := ReaderHealth{State: HealthStarting, Since: started, LastFetch: at(h.lastFetch.Load())}
+	switch failing := h.failingSince.Load(); {
+	case h.fatalError() != nil:
+		out.State, out.Cause = HealthRefused, h.fatalError()
+		if failing != 0 {
+			out.Since = at(failing)
+		}
+	case failing != 0:
+		out.State, out.Since, out.Cause = HealthRetrying, at(failing), h.since(0)
+		if time.Since(out.Since) > bound {
+			out.State = HealthUnreachable
+		}
+	case h.okSince.Load() != 0:
+		out.State, out.Since = HealthOK, at(h.okSince.Load())
+	}
+	return out
 }
 
 // fatalError returns the refusal recorded since the last good connection.
@@ -688,6 +726,7 @@ func (r *Reader) engineOpts() []kgo.Opt {
 		kgo.OnPartitionsAssigned(r.assigned),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
+		kgo.OnOffsetsFetched(r.offsetsFetched),
 	)
 	if c.WatchPartitionChanges {
 		opts = append(opts, kgo.MetadataMaxAge(max(c.PartitionWatchInterval, metadataMinAge)))

@@ -34,8 +34,10 @@ import (
 // is not usable. Its methods are safe for concurrent use.
 //
 // Modes, as in kafka-go: with ReaderConfig.GroupID it is a member of a
-// consumer group reading Topic or GroupTopics (Offset, Lag, SetOffset,
-// SetOffsetAt and ReadLag are then unavailable, as in kafka-go); without,
+// consumer group reading Topic or GroupTopics (SetOffset and SetOffsetAt
+// are then unavailable, as in kafka-go, while Offset, Lag, ReadLag and
+// Stats give the group's values where kafka-go's give -1 or an error:
+// see Assignment and Health); without,
 // it reads Partition of Topic from the first offset, or from where
 // SetOffset or SetOffsetAt puts it.
 //
@@ -101,8 +103,8 @@ import (
 //
 //   - Brokers: the seed brokers.
 //   - GroupID, GroupTopics, Topic, Partition: with GroupID, a group member
-//     consuming GroupTopics or Topic; without, Partition of Topic (Offset,
-//     Lag, SetOffset, SetOffsetAt and ReadLag only then, as in kafka-go).
+//     consuming GroupTopics or Topic; without, Partition of Topic
+//     (SetOffset and SetOffsetAt only then, as in kafka-go).
 //   - Dialer (kafka.DefaultDialer): ClientID is the user part of the
 //     client ID; TLS the handshake in the SDK's dial (ServerName defaults
 //     to the broker's host); SASLMechanism any kafka-go mechanism (PLAIN,
@@ -174,7 +176,7 @@ type Reader struct {
 	// before one keeps none of its records. In group mode a poll keeps
 	// the records of the partitions owned when it returns.
 	moves uint64
-	owned map[topicPartition]struct{}
+	owned map[topicPartition]*partState
 	// marks are the offsets CommitMessages marked with CommitInterval >
 	// 0, not yet committed; lastMarks is marks[lastMarksTopic], the map a
 	// run of one topic's messages marks into.
@@ -202,6 +204,8 @@ type Reader struct {
 	classicOnly     atomic.Bool
 
 	closed     atomic.Bool
+	created    time.Time
+	closedAt   atomic.Int64 // unix nanoseconds
 	closeOnce  sync.Once
 	commitStop chan struct{}
 	commitDone chan struct{}
@@ -308,7 +312,8 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		group:      config.GroupID != "",
 		rangeFirst: rangeFirst,
 		pollSem:    make(chan struct{}, 1),
-		owned:      map[topicPartition]struct{}{},
+		created:    time.Now(),
+		owned:      map[topicPartition]*partState{},
 		marks:      map[string]map[int32]kgo.EpochOffset{},
 		offset:     kafka.FirstOffset,
 		commitStop: make(chan struct{}),
@@ -443,6 +448,7 @@ func (r *Reader) partitions(ctx context.Context, topics []string) ([]kafka.Parti
 func (r *Reader) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
+		r.closedAt.Store(time.Now().UnixNano())
 		r.closed.Store(true)
 		r.interrupt(io.EOF)
 		close(r.commitStop)
@@ -503,7 +509,7 @@ func (r *Reader) Stats() ReaderStats {
 	// kafka-go's is the offset of its last fetch: 0 before the first.
 	offset = max(offset, 0)
 	if r.group {
-		offset, lag = -1, -1
+		offset, lag = r.Offset(), r.Lag()
 	}
 	ks := kafka.ReaderStats{
 		Dials:         r.hooks.dials.Swap(0),

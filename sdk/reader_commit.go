@@ -26,7 +26,10 @@ func (r *Reader) assigned(_ context.Context, _ *kgo.Client, ps map[string][]int3
 	r.mu.Lock()
 	for t, parts := range ps {
 		for _, p := range parts {
-			r.owned[topicPartition{t, p}] = struct{}{}
+			tp := topicPartition{t, p}
+			if r.owned[tp] == nil {
+				r.owned[tp] = newPartState()
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -160,6 +163,7 @@ func (r *Reader) dropDeleted(offsets map[string]map[int32]kgo.EpochOffset, err e
 func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	var cerr error
 	r.engine().CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		defer r.noteCommitted(offsets, resp, err)
 		if err != nil {
 			cerr = kafkaError(fmt.Errorf("sdk: committing offsets of group %s: %w", r.config.GroupID, err))
 			return

@@ -86,7 +86,11 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 			if mark {
 				r.markLocked(f.rec.Topic, f.rec.Partition, f.rec.Offset)
 			}
-			if !r.group {
+			if r.group {
+				if st := r.owned[topicPartition{f.rec.Topic, f.rec.Partition}]; st != nil {
+					st.position = f.rec.Offset + 1
+				}
+			} else {
 				r.offset = f.rec.Offset + 1
 				r.lag = max(f.hwm-r.offset, 0)
 			}
@@ -203,9 +207,11 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 			// was restarted by the engine at the committed offset:
 			// these records are the new start, keep them. Only those
 			// of a partition the Reader no longer owns go.
-			if _, ok := r.owned[tp]; !ok {
+			st, ok := r.owned[tp]
+			if !ok {
 				return
 			}
+			st.hwm = max(st.hwm, p.HighWatermark)
 		} else if moves != r.moves {
 			return // moved by SetOffset while this poll ran
 		}

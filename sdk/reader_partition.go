@@ -71,35 +71,45 @@ func (r *Reader) start(ctx context.Context) (bool, error) {
 }
 
 // Lag returns the lag of the last message returned by ReadMessage or
-// FetchMessage (the partition's high watermark minus the next offset), or
-// -1 with a consumer group, like kafka.Reader.Lag.
+// FetchMessage (the partition's high watermark minus the next offset), like
+// kafka.Reader.Lag. With a consumer group, where kafka-go's is -1, it is
+// the sum of the lags of the owned partitions whose lag is known (from
+// their fetches, or ReadLag), -1 while none is (see Assignment).
 func (r *Reader) Lag() int64 {
-	if r.group {
-		return -1
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.group {
+		if lag, ok := r.groupLagLocked(); ok {
+			return lag
+		}
+		return -1
+	}
 	return r.lag
 }
 
 // Offset returns the offset of the next message the reader hands out
-// (kafka.FirstOffset before the first read unless SetOffset moved it), or
-// -1 with a consumer group, like kafka.Reader.Offset.
+// (kafka.FirstOffset before the first read unless SetOffset moved it),
+// like kafka.Reader.Offset. With a consumer group, where kafka-go's is -1,
+// it is that of the partition the Reader owns when it owns exactly one
+// and knows it, else -1 (see Assignment).
 func (r *Reader) Offset() int64 {
-	if r.group {
-		return -1
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.group {
+		return r.groupOffsetLocked()
+	}
 	return r.offset
 }
 
 // ReadLag asks the partition's leader for its last offset and returns the
 // lag of the reader's offset behind it, like kafka.Reader.ReadLag,
-// retrying transient errors until ctx is done.
+// retrying transient errors until ctx is done. With a consumer group,
+// where kafka-go's returns an error, it asks the leaders of the owned
+// partitions and returns the sum of their lags (0 while the Reader owns
+// none), which Lag, Stats and Assignment then show too.
 func (r *Reader) ReadLag(ctx context.Context) (int64, error) {
 	if r.group {
-		return 0, fmt.Errorf("sdk: ReadLag: %w", errGroupOnly)
+		return r.readGroupLag(ctx)
 	}
 	last, err := r.listOffset(ctx, -1)
 	if err != nil {
@@ -195,9 +205,7 @@ func (r *Reader) listOffset(ctx context.Context, ts int64) (int64, error) {
 func (r *Reader) listOffsetOnce(ctx context.Context, ts int64) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	if r.config.IsolationLevel == kafka.ReadCommitted {
-		req.IsolationLevel = 1
-	}
+	req.IsolationLevel = r.isolation()
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = r.config.Topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -218,4 +226,13 @@ func (r *Reader) listOffsetOnce(ctx context.Context, ts int64) (int64, error) {
 		return p.Offset, nil
 	}
 	return 0, fmt.Errorf("sdk: listing offsets of %s[%d]: the response has no partition", r.config.Topic, r.config.Partition)
+}
+
+// isolation is the Reader's isolation level as a ListOffsets request
+// carries it: 1 under read_committed (the end is the last stable offset).
+func (r *Reader) isolation() int8 {
+	if r.config.IsolationLevel == kafka.ReadCommitted {
+		return 1
+	}
+	return 0
 }

@@ -70,6 +70,13 @@ var Differences = []Difference{
 		Match: func(k, s string) bool { return k == "nil (returns)" && strings.HasPrefix(s, "error") },
 	},
 	{
+		ID:       "group-lag",
+		What:     "With a GroupID, Reader.ReadLag returns the summed lag of the partitions the Reader owns (0 before it owns any), and Lag, Offset and Stats' Lag and Offset give values once they are known (Lag: the sum; Offset: the position when it owns exactly one partition), where kafka-go's ReadLag returns an error and the others -1.",
+		Why:      "A group member's lag is what a consumer's operators watch (segmentio/kafka-go#508, #862, #1163); Assignment gives it per partition. Before anything is known the values are kafka-go's.",
+		Scenario: "reader/group/*", Step: "ReadLag*",
+		Match: func(k, s string) bool { return strings.HasPrefix(k, "error") && s == "nil (returns)" },
+	},
+	{
 		ID:       "readmessage-keeps-message",
 		What:     "ReadMessage whose commit fails returns the message it fetched together with the error.",
 		Why:      "The caller can still process it (the commit may have been stored); kafka-go returns an empty Message, and the message is not handed out again.",

@@ -1,0 +1,166 @@
+package sdk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// TestReaderGroupLag: with a GroupID, Lag, Offset, ReadLag, Stats and
+// Assignment give each owned partition's committed offset, position, high
+// watermark and lag (kafka-go's are -1 or an error): after 10 of 30
+// messages over 3 partitions are read and committed, ReadLag is exactly 20,
+// Lag and Stats().Lag agree with it, and each partition's committed offset
+// is its position.
+func TestReaderGroupLag(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "group-lag", 3)
+	const total, read = 30, 10
+	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, Balancer: &kafka.RoundRobin{}, RequiredAcks: kafka.RequireAll}
+	msgs := make([]kafka.Message, total)
+	for i := range msgs {
+		msgs[i] = kafka.Message{Value: fmt.Appendf(nil, "m%d", i)}
+	}
+	if err := w.WriteMessages(testCtx(t), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	cfg := groupTestConfig(rig, "group-lag")
+	cfg.QueueCapacity = 1
+	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if lag := r.Lag(); lag != -1 {
+		t.Errorf("Lag before any assignment = %d, want -1", lag)
+	}
+	ctx := testCtx(t)
+	handed := map[int]int64{} // partition -> next offset
+	for range read {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CommitMessages(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		handed[m.Partition] = m.Offset + 1
+	}
+	lag, err := r.ReadLag(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lag != total-read {
+		t.Errorf("ReadLag = %d, want %d", lag, total-read)
+	}
+	if got := r.Lag(); got != total-read {
+		t.Errorf("Lag = %d, want %d", got, total-read)
+	}
+	if got := r.Stats().Lag; got != total-read {
+		t.Errorf("Stats().Lag = %d, want %d", got, total-read)
+	}
+	parts := r.Assignment()
+	if len(parts) != 3 {
+		t.Fatalf("Assignment = %+v, want 3 partitions", parts)
+	}
+	var sum int64
+	for _, p := range parts {
+		if p.Topic != rig.topic || p.HighWatermark != total/3 {
+			t.Errorf("%+v: want topic %s, high watermark %d", p, rig.topic, total/3)
+		}
+		if next, ok := handed[p.Partition]; ok && (p.Position != next || p.Committed != next) {
+			t.Errorf("%+v: want position and committed %d", p, next)
+		}
+		sum += p.Lag
+	}
+	if sum != total-read {
+		t.Errorf("the partitions' lags sum to %d, want %d", sum, total-read)
+	}
+	// Offset is a position only with one partition owned.
+	if got := r.Offset(); got != -1 {
+		t.Errorf("Offset with 3 partitions = %d, want -1", got)
+	}
+}
+
+// TestReaderHealth: Health says ok while the broker answers, unreachable
+// once it has not answered for longer than MaxWait (the Reader keeps
+// retrying, and a readiness check fails), ok again as soon as it answers,
+// and closed after Close.
+func TestReaderHealth(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "health", 1)
+	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll}
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	const bound = 200 * time.Millisecond
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: bound}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if h := r.Health(); h.State != sdk.HealthStarting || !h.Healthy() {
+		t.Errorf("before any read: %+v, want starting and healthy", h)
+	}
+	if _, err := r.FetchMessage(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Health()
+	if h.State != sdk.HealthOK || !h.Healthy() || h.LastFetch.IsZero() || h.Assigned != 1 || h.Cause != nil {
+		t.Errorf("after a read: %+v, want ok, a last fetch, 1 partition", h)
+	}
+
+	if err := rig.proxy.SetRefusing(true); err != nil {
+		t.Fatal(err)
+	}
+	rig.proxy.CloseAll()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fetched := make(chan error, 1)
+	go func() { _, err := r.FetchMessage(ctx); fetched <- err }()
+	down := waitHealth(t, r, sdk.HealthUnreachable)
+	if down.Healthy() || down.Cause == nil || time.Since(down.Since) < bound {
+		t.Errorf("unreachable: %+v, want unhealthy with a cause, since more than %v ago", down, bound)
+	}
+
+	if err := rig.proxy.SetRefusing(false); err != nil {
+		t.Fatal(err)
+	}
+	up := waitHealth(t, r, sdk.HealthOK)
+	if !up.Healthy() || up.Cause != nil || !up.Since.After(down.Since) {
+		t.Errorf("back: %+v, want healthy since after %v", up, down.Since)
+	}
+	cancel()
+	if err := <-fetched; !errors.Is(err, context.Canceled) {
+		t.Errorf("FetchMessage: %v, want the ctx's error", err)
+	}
+	r.Close()
+	if h := r.Health(); h.State != sdk.HealthClosed || h.Healthy() {
+		t.Errorf("after Close: %+v, want closed", h)
+	}
+}
+
+// waitHealth waits for r's health to reach state: an event the Reader's
+// engine causes, so the test polls it, failing after a minute.
+func waitHealth(t *testing.T, r *sdk.Reader, state sdk.HealthState) sdk.ReaderHealth {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		h := r.Health()
+		if h.State == state {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health still %+v a minute later, want %s", h, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
