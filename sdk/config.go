@@ -47,6 +47,7 @@ const (
 	EnvRackAware         = "AZKAFKA_RACK_AWARE_PARTITIONING"
 	EnvFetchFromFollower = "AZKAFKA_FETCH_FROM_FOLLOWER"
 	EnvGroupProtocol     = "AZKAFKA_GROUP_PROTOCOL"
+	EnvGroupInstanceID   = "AZKAFKA_GROUP_INSTANCE_ID"
 	EnvMaxResponseBytes  = frameguard.LimitVar
 )
 
@@ -311,6 +312,76 @@ func WithGroupProtocol(p GroupProtocol) Option {
 	}}
 }
 
+// WithGroupInstanceID makes a Reader with a GroupID a static member of
+// its group (KIP-345, group.instance.id): Close does not leave the group,
+// so a Reader restarted with the same ID within
+// kafka.ReaderConfig.SessionTimeout gets its partitions back without a
+// rebalance of the group (under GroupProtocolConsumer, KIP-848's static
+// membership does the same). Give each member its own stable ID, such as
+// its Kubernetes pod name (AZKAFKA_GROUP_INSTANCE_ID=$(POD_NAME) through
+// the downward API); two live members with one ID fence each other. A
+// member that really goes away is removed when its session times out.
+// The ID is at most 249 characters of [a-zA-Z0-9._-]. Default:
+// $AZKAFKA_GROUP_INSTANCE_ID, else none (a dynamic member, as in
+// kafka-go).
+func WithGroupInstanceID(id string) Option {
+	return option{Name: "WithGroupInstanceID", Takes: ctorReader, Set: func(c *config) error {
+		if err := validInstanceID(id); err != nil {
+			return fmt.Errorf("WithGroupInstanceID(%s): %w", quote(id), err)
+		}
+		c.instanceID = id
+		return nil
+	}}
+}
+
+// validInstanceID checks a group.instance.id as Kafka does: 1 to 249
+// characters of [a-zA-Z0-9._-].
+func validInstanceID(id string) error {
+	if id == "" || len(id) > 249 {
+		return errors.New("want 1 to 249 characters")
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%q is not allowed: want letters, digits, '.', '_' and '-'", r)
+		}
+	}
+	return nil
+}
+
+// RebalanceCallbacks are called when a Reader with a GroupID gains or
+// loses partitions (WithRebalanceCallbacks); each gets the partitions by
+// topic. kafka-go has none.
+//
+// They run on the engine's group goroutine, one at a time, and the group
+// waits for them: keep them short (Revoked must end within
+// kafka.ReaderConfig.RebalanceTimeout, or the member is removed). Inside
+// them, CommitMessages, Assignment, Lag, Pause, Resume and Stats may be
+// called; FetchMessage, ReadMessage, Seek and Close must not (they wait for
+// the rebalance the callback holds up: a deadlock).
+type RebalanceCallbacks struct {
+	// Assigned is called once the Reader owns the partitions, before
+	// any of their messages is handed out.
+	Assigned func(ctx context.Context, partitions map[string][]int)
+	// Revoked is called when the group takes partitions away in a
+	// rebalance, and when Close leaves the group (not for a static
+	// member, which keeps them), before the Reader commits their marked
+	// offsets (CommitInterval > 0) and drops their buffered messages:
+	// messages committed here with CommitMessages are in that commit.
+	// ctx ends if the rebalance times out.
+	Revoked func(ctx context.Context, partitions map[string][]int)
+	// Lost is called when the Reader lost partitions without a
+	// rebalance (its session expired, it was fenced, the group is gone):
+	// another member may already own them, so commits of them likely
+	// fail.
+	Lost func(ctx context.Context, partitions map[string][]int)
+}
+
+// WithRebalanceCallbacks sets the callbacks a Reader with a GroupID calls
+// when its partitions change (see RebalanceCallbacks). Default: none.
+func WithRebalanceCallbacks(cb RebalanceCallbacks) Option {
+	return only("WithRebalanceCallbacks", ctorReader, func(c *config) { c.rebalance = cb })
+}
+
 // DefaultMaxResponseBytes is the default limit on the size of one
 // response a client reads: 100 MiB, as a broker's socket.request.max.bytes
 // and kgo's BrokerMaxReadBytes. A Reader raises its own limit to 1.5 times
@@ -377,6 +448,8 @@ type config struct {
 	rackAware     bool
 	fetchFollower fetchFollower
 	groupProtocol GroupProtocol
+	instanceID    string // group.instance.id; "" for a dynamic member
+	rebalance     RebalanceCallbacks
 	maxResponse   int
 	baseDialer    *kafka.Dialer
 	baseTransport *kafka.Transport
@@ -645,6 +718,15 @@ var envVars = []settings.Var[config]{
 		Set: func(c *config, v string) (err error) {
 			c.groupProtocol, err = parseGroupProtocol(v)
 			return err
+		}},
+	{Name: EnvGroupInstanceID, Takes: ctorReader, Default: "none", Option: "WithGroupInstanceID",
+		Doc: "Reader with a `GroupID`: its static member ID (`group.instance.id`, KIP-345), e.g. the pod name; a restart within `SessionTimeout` does not rebalance the group. At most 249 characters of `[a-zA-Z0-9._-]`. `sdk.WithGroupInstanceID` wins.",
+		Set: func(c *config, v string) error {
+			if err := validInstanceID(v); err != nil {
+				return err
+			}
+			c.instanceID = v
+			return nil
 		}},
 	frameguard.LimitRow[config]("WithMaxResponseBytes",
 		"Largest response a client reads from a broker, in bytes (at least 65536); a larger, negative or too-short size prefix closes the connection with an error naming the address (see [Misbehaving brokers](#misbehaving-brokers)). A Reader raises its own limit to 1.5 × its largest fetch. `sdk.WithMaxResponseBytes` wins.",

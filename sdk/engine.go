@@ -728,6 +728,9 @@ func (r *Reader) engineOpts() []kgo.Opt {
 		kgo.OnPartitionsLost(r.lost),
 		kgo.OnOffsetsFetched(r.offsetsFetched),
 	)
+	if r.s.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(r.s.instanceID))
+	}
 	if c.WatchPartitionChanges {
 		opts = append(opts, kgo.MetadataMaxAge(max(c.PartitionWatchInterval, metadataMinAge)))
 	}

@@ -177,6 +177,10 @@ type Reader struct {
 	// the records of the partitions owned when it returns.
 	moves uint64
 	owned map[topicPartition]*partState
+	// ctl is what Pause and Seek changed; rewindMu orders the engine
+	// moves they and poll make.
+	ctl      controls
+	rewindMu sync.Mutex
 	// marks are the offsets CommitMessages marked with CommitInterval >
 	// 0, not yet committed; lastMarks is marks[lastMarksTopic], the map a
 	// run of one topic's messages marks into.
@@ -206,6 +210,7 @@ type Reader struct {
 	closed     atomic.Bool
 	created    time.Time
 	closedAt   atomic.Int64 // unix nanoseconds
+	closeDone  atomic.Bool  // Close has returned
 	closeOnce  sync.Once
 	commitStop chan struct{}
 	commitDone chan struct{}
@@ -314,6 +319,8 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		pollSem:    make(chan struct{}, 1),
 		created:    time.Now(),
 		owned:      map[topicPartition]*partState{},
+		ctl: controls{pausedTopics: map[string]bool{}, pausedParts: map[topicPartition]bool{},
+			rewind: map[topicPartition]int64{}, sought: map[topicPartition]uint64{}},
 		marks:      map[string]map[int32]kgo.EpochOffset{},
 		offset:     kafka.FirstOffset,
 		commitStop: make(chan struct{}),
@@ -481,6 +488,7 @@ func (r *Reader) Close() error {
 			r.s.rec.Closed()
 		}
 	})
+	r.closeDone.Store(true)
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -21,7 +22,9 @@ import (
 	"github.com/azkafka/azkafka/metrics"
 )
 
-func (r *Reader) assigned(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+// assigned records the partitions the Reader now owns and calls the
+// Assigned callback.
+func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 	r.rebalances.Add(1)
 	r.mu.Lock()
 	for t, parts := range ps {
@@ -33,11 +36,29 @@ func (r *Reader) assigned(_ context.Context, _ *kgo.Client, ps map[string][]int3
 		}
 	}
 	r.mu.Unlock()
+	if f := r.s.rebalance.Assigned; f != nil {
+		f(ctx, intPartitions(ps))
+	}
 }
 
-// revoked commits the marks of the revoked partitions (CommitInterval > 0)
-// and drops what is buffered of them.
+// intPartitions is ps with kafka-go's int partitions, for the callbacks.
+func intPartitions(ps map[string][]int32) map[string][]int {
+	out := make(map[string][]int, len(ps))
+	for t, parts := range ps {
+		for _, p := range parts {
+			out[t] = append(out[t], int(p))
+		}
+		slices.Sort(out[t])
+	}
+	return out
+}
+
+// revoked calls the Revoked callback, commits the marks of the revoked
+// partitions (CommitInterval > 0) and drops what is buffered of them.
 func (r *Reader) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+	if f := r.s.rebalance.Revoked; f != nil {
+		f(ctx, intPartitions(ps))
+	}
 	if r.config.CommitInterval > 0 {
 		cctx, cancel := context.WithTimeout(ctx, r.config.RebalanceTimeout)
 		if err := r.commitMarks(cctx, ps); err != nil {
@@ -49,8 +70,14 @@ func (r *Reader) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int
 	r.drop(ps)
 }
 
-// lost drops what is buffered of partitions lost with the membership.
-func (r *Reader) lost(_ context.Context, _ *kgo.Client, ps map[string][]int32) { r.drop(ps) }
+// lost calls the Lost callback and drops what is buffered of partitions
+// lost with the membership.
+func (r *Reader) lost(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+	if f := r.s.rebalance.Lost; f != nil {
+		f(ctx, intPartitions(ps))
+	}
+	r.drop(ps)
+}
 
 func (r *Reader) drop(ps map[string][]int32) {
 	r.mu.Lock()
@@ -61,6 +88,8 @@ func (r *Reader) drop(ps map[string][]int32) {
 			tp := topicPartition{t, p}
 			gone[tp] = true
 			delete(r.owned, tp)
+			delete(r.ctl.rewind, tp)
+			delete(r.ctl.sought, tp)
 			if m := r.marks[t]; m != nil {
 				delete(m, p)
 			}
@@ -88,13 +117,14 @@ func (r *Reader) drop(ps map[string][]int32) {
 // group gave them to this Reader (the broker takes a member's commit for
 // any partition). Offsets of a topic the cluster no longer has are dropped
 // with a warning, as no retry can commit them. It returns an error
-// without a GroupID, as kafka-go does, and io.ErrClosedPipe after Close
-// (kafka-go's blocks until ctx ends).
+// without a GroupID, as kafka-go does, and io.ErrClosedPipe once Close
+// has returned (kafka-go's blocks until ctx ends); during Close, a
+// RebalanceCallbacks.Revoked function may still commit.
 func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) error {
 	if !r.group {
 		return errors.New("sdk: CommitMessages: unavailable when GroupID is not set")
 	}
-	if r.closed.Load() {
+	if r.closeDone.Load() {
 		return io.ErrClosedPipe
 	}
 	if len(msgs) == 0 {

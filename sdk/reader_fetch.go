@@ -197,6 +197,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	r.mu.Lock()
 	r.buf, r.head = r.buf[:0], 0
 	var n, bytes int64
+	rewound := false
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
 			return
@@ -215,6 +216,16 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		} else if moves != r.moves {
 			return // moved by SetOffset while this poll ran
 		}
+		if r.ctl.sought[tp] > moves {
+			return // moved by Seek while this poll ran
+		}
+		if r.pausedLocked(tp) {
+			// Paused while this poll ran: hand these out after
+			// Resume.
+			r.noteRewindLocked(tp, p.Records[0].Offset)
+			rewound = true
+			return
+		}
 		var pbytes int64
 		for _, rec := range p.Records {
 			r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark})
@@ -228,6 +239,9 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		}
 	})
 	r.mu.Unlock()
+	if rewound {
+		r.applyRewinds()
+	}
 	if n > 0 {
 		r.stats.fetchSize.observe(n)
 		r.stats.fetchBytes.observe(bytes)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/azkafka/azkafka/sdk"
 )
@@ -162,5 +164,67 @@ func waitHealth(t *testing.T, r *sdk.Reader, state sdk.HealthState) sdk.ReaderHe
 			t.Fatalf("health still %+v a minute later, want %s", h, state)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReaderReadCommitted: with IsolationLevel kafka.ReadCommitted the
+// Reader hands out the committed transactions' messages once each, in
+// order, and none of the aborted one's; with the default (read
+// uncommitted) it hands out all of them. The data comes from a real
+// transactional producer (franz-go's).
+func TestReaderReadCommitted(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "txn", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(rig.broker.Addrs()...), kgo.TransactionalID("txn-test"), kgo.DefaultProduceTopic(rig.topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testCtx(t)
+	for _, txn := range []struct {
+		prefix string
+		n      int
+		end    kgo.TransactionEndTry
+	}{{"c1", 3, kgo.TryCommit}, {"a", 3, kgo.TryAbort}, {"c2", 2, kgo.TryCommit}} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range txn.n {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", txn.prefix, i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.EndTransaction(ctx, txn.end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(level kafka.IsolationLevel, n int) []string {
+		r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: 50 * time.Millisecond,
+			IsolationLevel: level}, testOptions(t)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		var got []string
+		for range n {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, string(m.Value))
+		}
+		// Nothing more: the end of the log is a transaction marker.
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if m, err := r.FetchMessage(short); err == nil {
+			got = append(got, string(m.Value))
+		}
+		return got
+	}
+	if got, want := read(kafka.ReadCommitted, 5), []string{"c1-0", "c1-1", "c1-2", "c2-0", "c2-1"}; !slices.Equal(got, want) {
+		t.Errorf("read committed: %v, want %v", got, want)
+	}
+	if got, want := read(kafka.ReadUncommitted, 8), []string{"c1-0", "c1-1", "c1-2", "a-0", "a-1", "a-2", "c2-0", "c2-1"}; !slices.Equal(got, want) {
+		t.Errorf("read uncommitted: %v, want %v", got, want)
 	}
 }

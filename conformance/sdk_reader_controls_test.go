@@ -1,0 +1,450 @@
+//go:build conformance
+
+package conformance
+
+// The Reader's controls kafka-go never had, on the real broker: a group
+// member's lag per partition against the broker's own offsets, seeking
+// back in a group, pause and resume across a rebalance, static membership
+// (a restart within the session timeout causes no rebalance; a dynamic
+// member's does), read_committed against a real transactional producer,
+// and Health through the cluster going away and coming back.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// controlsOptions are the options of the Readers here.
+func controlsOptions(extra ...sdk.Option) []sdk.Option {
+	return append([]sdk.Option{sdk.WithAZ("az-a"), sdk.WithLogger(slog.New(slog.DiscardHandler)),
+		sdk.WithGetenv(func(string) string { return "" })}, extra...)
+}
+
+// controlsGroup is a group config with quick rebalances.
+func controlsGroup(addrs []string, topic, group string) kafka.ReaderConfig {
+	return kafka.ReaderConfig{Brokers: addrs, Topic: topic, GroupID: group, MaxWait: 100 * time.Millisecond,
+		HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second}
+}
+
+// writeEach writes n messages to each of topic's parts partitions, value
+// "p<partition>-<i>".
+func writeEach(t *testing.T, ctx context.Context, addrs []string, topic string, parts, n int) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: kafka.RequireAll,
+		Balancer: kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return int(m.Key[0]) })}
+	defer w.Close()
+	var msgs []kafka.Message
+	for i := range n {
+		for p := range parts {
+			msgs = append(msgs, kafka.Message{Key: []byte{byte(p)}, Value: fmt.Appendf(nil, "p%d-%d", p, i)})
+		}
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSDKReaderGroupLagAndSeek: a group member's Assignment matches the
+// broker's end offsets and its own position (lag = high watermark -
+// position, per partition, summed by ReadLag and Lag); a Seek back re-reads
+// exactly the range, and the commit after it is of what was read after it.
+func TestSDKReaderGroupLagAndSeek(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-controls-lag-%d", time.Now().UnixNano())
+	const parts, n, read = 3, 40, 25
+	createTopic(t, ctx, addrs, topic, parts)
+	writeEach(t, ctx, addrs, topic, parts, n)
+	cfg := controlsGroup(addrs, topic, topic)
+	cfg.QueueCapacity = 5
+	r, err := sdk.NewReader(cfg, controlsOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var last kafka.Message
+	for range read {
+		if last, err = r.FetchMessage(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CommitMessages(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lag, err := r.ReadLag(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lag != parts*n-read || r.Lag() != lag || r.Stats().Lag != lag {
+		t.Errorf("ReadLag %d, Lag %d, Stats().Lag %d; want %d", lag, r.Lag(), r.Stats().Lag, parts*n-read)
+	}
+	ends, err := (&kafka.Client{Addr: kafka.TCP(addrs...)}).ListOffsets(ctx, &kafka.ListOffsetsRequest{
+		Topics: map[string][]kafka.OffsetRequest{topic: {kafka.LastOffsetOf(0), kafka.LastOffsetOf(1), kafka.LastOffsetOf(2)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, p := range r.Assignment() {
+		var end int64 = -1
+		for _, po := range ends.Topics[topic] {
+			if po.Partition == p.Partition {
+				end = po.LastOffset
+			}
+		}
+		if p.HighWatermark != end || p.Lag != end-p.Position || p.Committed != p.Position && p.Committed != -1 {
+			t.Errorf("%+v: the broker's end offset is %d", p, end)
+		}
+		sum += p.Lag
+	}
+	if sum != lag {
+		t.Errorf("the partitions' lags sum to %d, ReadLag %d", sum, lag)
+	}
+	t.Logf("after %d of %d messages: ReadLag %d, %+v", read, parts*n, lag, r.Assignment())
+
+	// Seek back 5 in the last message's partition: the next 5 of it are
+	// exactly those again.
+	back := max(last.Offset-4, 0)
+	if err := r.Seek(ctx, topic, last.Partition, back); err != nil {
+		t.Fatal(err)
+	}
+	var again []int64
+	for want := back; want <= last.Offset; {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Partition == last.Partition {
+			again = append(again, m.Offset)
+			want++
+		}
+	}
+	for i, o := range again {
+		if o != back+int64(i) {
+			t.Fatalf("after Seek to %d: offsets %v, want %d..%d in order", back, again, back, last.Offset)
+		}
+	}
+}
+
+// TestSDKReaderPauseAcrossRebalance: a paused partition hands out nothing
+// through a rebalance (a member joins and leaves), and after Resume every
+// message of every partition has been handed out exactly once.
+func TestSDKReaderPauseAcrossRebalance(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-controls-pause-%d", time.Now().UnixNano())
+	const parts, n = 2, 50
+	createTopic(t, ctx, addrs, topic, parts)
+	writeEach(t, ctx, addrs, topic, parts, n)
+	assigned := make(chan map[string][]int, 16)
+	cfg := controlsGroup(addrs, topic, topic)
+	cfg.QueueCapacity = 10
+	r, err := sdk.NewReader(cfg, controlsOptions(sdk.WithRebalanceCallbacks(sdk.RebalanceCallbacks{
+		Assigned: func(_ context.Context, ps map[string][]int) { assigned <- ps },
+	}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	seen := map[string]int{}
+	next := map[int]int64{}
+	take := func(m kafka.Message) {
+		seen[string(m.Value)]++
+		if m.Offset != next[m.Partition] {
+			t.Fatalf("partition %d: offset %d handed out, want %d", m.Partition, m.Offset, next[m.Partition])
+		}
+		next[m.Partition] = m.Offset + 1
+		if err := r.CommitMessages(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(m)
+	}
+	r.Pause(topic, 0)
+	for next[1] < n {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Partition == 0 {
+			t.Fatalf("%s of paused partition 0 handed out", m.Value)
+		}
+		take(m)
+	}
+	<-assigned
+	otherIn := make(chan struct{}, 1)
+	other, err := sdk.NewReader(cfg, controlsOptions(sdk.WithRebalanceCallbacks(sdk.RebalanceCallbacks{
+		Assigned: func(context.Context, map[string][]int) {
+			select {
+			case otherIn <- struct{}{}:
+			default:
+			}
+		},
+	}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = other.FetchMessage(ctx) }()
+	select {
+	case <-otherIn:
+	case <-ctx.Done():
+		t.Fatal("the second member was never assigned a partition")
+	}
+	other.Close()
+	for back := false; !back; {
+		select {
+		case ps := <-assigned:
+			back = len(ps[topic]) == parts
+		case <-ctx.Done():
+			t.Fatal("the partitions did not come back")
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	if m, err := r.FetchMessage(short); err == nil {
+		t.Fatalf("%s handed out while partition 0 is paused after the rebalance", m.Value)
+	}
+	cancelShort()
+	r.Resume(topic, 0)
+	for next[0] < n {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		take(m)
+	}
+	if len(seen) != parts*n {
+		t.Errorf("%d distinct messages handed out, want %d", len(seen), parts*n)
+	}
+	for v, c := range seen {
+		if c != 1 {
+			t.Errorf("%s handed out %d times", v, c)
+		}
+	}
+}
+
+// TestSDKReaderStaticMembership: a member restarted with the same
+// WithGroupInstanceID within the session timeout gets its partition back
+// and the other member sees no rebalance; with dynamic members the same
+// restart revokes the other member's partitions.
+func TestSDKReaderStaticMembership(t *testing.T) {
+	addrs := brokers(t)
+	for _, static := range []bool{true, false} {
+		t.Run(fmt.Sprintf("static=%v", static), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			topic := fmt.Sprintf("azkafka-controls-static-%v-%d", static, time.Now().UnixNano())
+			createTopic(t, ctx, addrs, topic, 2)
+			writeEach(t, ctx, addrs, topic, 2, 5)
+			cfg := controlsGroup(addrs, topic, topic)
+			member := func(id string, cb sdk.RebalanceCallbacks) *sdk.Reader {
+				opts := controlsOptions(sdk.WithRebalanceCallbacks(cb))
+				if static {
+					opts = append(opts, sdk.WithGroupInstanceID(id))
+				}
+				r, err := sdk.NewReader(cfg, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() { _, _ = r.FetchMessage(ctx) }() // joins the group
+				return r
+			}
+			var mu sync.Mutex
+			var leaderEvents []string
+			leaderAssigned := make(chan int, 16)
+			leaderRevoked := make(chan struct{}, 16)
+			leader := member("leader", sdk.RebalanceCallbacks{
+				Assigned: func(_ context.Context, ps map[string][]int) {
+					mu.Lock()
+					leaderEvents = append(leaderEvents, fmt.Sprint("assigned ", ps[topic]))
+					mu.Unlock()
+					leaderAssigned <- len(ps[topic])
+				},
+				Revoked: func(_ context.Context, ps map[string][]int) {
+					mu.Lock()
+					leaderEvents = append(leaderEvents, fmt.Sprint("revoked ", ps[topic]))
+					mu.Unlock()
+					leaderRevoked <- struct{}{}
+				},
+			})
+			defer leader.Close()
+			waitFor := func(what string, c <-chan int, want int) {
+				t.Helper()
+				for {
+					select {
+					case got := <-c:
+						if got == want {
+							return
+						}
+					case <-ctx.Done():
+						t.Fatalf("%s: never", what)
+					}
+				}
+			}
+			waitFor("the leader owns both partitions", leaderAssigned, 2)
+			followerIn := make(chan int, 16)
+			follower := member("follower", sdk.RebalanceCallbacks{Assigned: func(_ context.Context, ps map[string][]int) { followerIn <- len(ps[topic]) }})
+			waitFor("the follower owns a partition", followerIn, 1)
+			waitFor("the leader owns one partition", leaderAssigned, 1)
+			for len(leaderRevoked) > 0 {
+				<-leaderRevoked
+			}
+			before := slices.Clone(leaderEvents)
+
+			// Restart the follower within the session timeout.
+			if err := follower.Close(); err != nil {
+				t.Fatal(err)
+			}
+			restarted := make(chan int, 16)
+			again := member("follower", sdk.RebalanceCallbacks{Assigned: func(_ context.Context, ps map[string][]int) { restarted <- len(ps[topic]) }})
+			defer again.Close()
+			if static {
+				waitFor("the restarted static follower owns its partition", restarted, 1)
+				// The restart is over: had it rebalanced the group, the
+				// leader's partitions would have been revoked first.
+				mu.Lock()
+				defer mu.Unlock()
+				if !slices.Equal(leaderEvents, before) {
+					t.Errorf("the leader saw %v after the static restart, want nothing", leaderEvents[len(before):])
+				}
+				t.Logf("static: the follower restarted with its partition, the leader saw no rebalance (%v)", leaderEvents)
+				return
+			}
+			select {
+			case <-leaderRevoked:
+				t.Logf("dynamic: the follower's restart revoked the leader's partitions (%v)", leaderEvents)
+			case <-ctx.Done():
+				t.Fatal("dynamic: the follower's restart never rebalanced the group")
+			}
+		})
+	}
+}
+
+// TestSDKReaderReadCommitted: read_committed on Kafka 4.3.1 hands out the
+// committed transactions' messages once each and none of the aborted
+// one's, written by a real transactional producer (franz-go's).
+func TestSDKReaderReadCommitted(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-controls-txn-%d", time.Now().UnixNano())
+	createTopic(t, ctx, addrs, topic, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID(topic), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var want []string
+	for i, end := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort, kgo.TryCommit, kgo.TryAbort, kgo.TryCommit} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 3 {
+			v := fmt.Sprintf("t%d-%d", i, j)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if end == kgo.TryCommit {
+				want = append(want, v)
+			}
+		}
+		if err := cl.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: topic, IsolationLevel: kafka.ReadCommitted, MaxWait: 200 * time.Millisecond},
+		controlsOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for range want {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(m.Value))
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if m, err := r.FetchMessage(short); err == nil {
+		got = append(got, string(m.Value))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("read committed: %v, want %v", got, want)
+	}
+	if lag, err := r.ReadLag(ctx); err != nil || lag != 0 {
+		t.Errorf("ReadLag at the last stable offset: %d, %v; want 0", lag, err)
+	}
+}
+
+// TestSDKReaderHealth: Health turns unreachable within the documented
+// bound (the Reader's MaxWait) of the cluster going away (its proxy refusing and
+// resetting every connection) and ok again once it answers.
+func TestSDKReaderHealth(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-controls-health-%d", time.Now().UnixNano())
+	createTopic(t, ctx, addrs, topic, 1)
+	writeEach(t, ctx, addrs, topic, 1, 3)
+	p, err := kproxy.Start(addrs[0], kproxy.AdvertiseSelf(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	r, err := sdk.NewReader(controlsGroup([]string{p.Addr()}, topic, topic), controlsOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.FetchMessage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := r.Health(); h.State != sdk.HealthOK || h.Assigned != 1 {
+		t.Fatalf("after a read: %+v", h)
+	}
+	if err := p.SetRefusing(true); err != nil {
+		t.Fatal(err)
+	}
+	p.ResetAll()
+	go func() { _, _ = r.FetchMessage(ctx) }()
+	down := waitState(t, ctx, r, sdk.HealthUnreachable)
+	if err := p.SetRefusing(false); err != nil {
+		t.Fatal(err)
+	}
+	up := waitState(t, ctx, r, sdk.HealthOK)
+	t.Logf("unreachable since %v (cause %v); ok again at %v", down.Since.Format(time.StampMilli), down.Cause, up.Since.Format(time.StampMilli))
+}
+
+// waitState polls r's health until it is state.
+func waitState(t *testing.T, ctx context.Context, r *sdk.Reader, state sdk.HealthState) sdk.ReaderHealth {
+	t.Helper()
+	for {
+		if h := r.Health(); h.State == state {
+			return h
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("health never %s: %+v", state, r.Health())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

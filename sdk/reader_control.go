@@ -1,0 +1,232 @@
+package sdk
+
+// reader_control.go holds the consumer controls kafka-go's Reader never
+// had: pausing and resuming partitions (Pause, Resume, Paused) and moving
+// a group member within a partition it owns (Seek). It pairs with
+// reader_fetch.go, whose poll keeps no record of a paused partition or of
+// one moved while it ran, and rewinds the engine to the first it dropped.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/azkafka/azkafka/metrics"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrNotOwned is returned (wrapped) by Seek for a partition the Reader
+// does not consume: in group mode, one the group has not assigned it (or
+// has taken away); in partition mode, any but its own.
+var ErrNotOwned = errors.New("the Reader does not own the partition")
+
+// controls is what Pause and Seek changed, as poll and next consult it.
+// Guarded by Reader.mu.
+type controls struct {
+	// pausedTopics and pausedParts are what Pause paused.
+	pausedTopics map[string]bool
+	pausedParts  map[topicPartition]bool
+	// rewind is, per paused partition, the lowest offset of the records
+	// the Reader dropped without handing them out: the engine is moved
+	// back to it, so Resume reads them again.
+	rewind map[topicPartition]int64
+	// sought is, per partition Seek moved, the value of Reader.moves
+	// then: a poll that began before it keeps none of its records.
+	sought map[topicPartition]uint64
+}
+
+// pausedLocked reports whether tp is paused. r.mu is held.
+func (r *Reader) pausedLocked(tp topicPartition) bool {
+	return r.ctl.pausedTopics[tp.topic] || r.ctl.pausedParts[tp]
+}
+
+// Pause stops handing out and fetching messages of topic's partitions
+// (all of them, including those assigned later, when none are given)
+// until Resume. Messages of them the Reader had fetched but not handed
+// out are handed out after Resume, in order: nothing is skipped or handed
+// out twice. Pauses last across rebalances: a paused partition the group
+// takes away and gives back is still paused. Pausing a partition the
+// Reader does not consume is recorded, and applies once it does. Safe to
+// call from a RebalanceCallbacks function. kafka-go has no such method.
+func (r *Reader) Pause(topic string, partitions ...int) {
+	r.mu.Lock()
+	if len(partitions) == 0 {
+		r.ctl.pausedTopics[topic] = true
+	}
+	ps := make([]int32, len(partitions))
+	for i, p := range partitions {
+		ps[i] = int32(p)
+		r.ctl.pausedParts[topicPartition{topic, int32(p)}] = true
+	}
+	r.mu.Unlock()
+	if len(partitions) == 0 {
+		r.engine().PauseFetchTopics(topic)
+	} else {
+		r.engine().PauseFetchPartitions(map[string][]int32{topic: ps})
+	}
+	// What was fetched of them before the engine paused waits in the
+	// buffer: take it out, and move the engine back to it.
+	r.mu.Lock()
+	kept := r.buf[:r.head]
+	for _, f := range r.buf[r.head:] {
+		tp := topicPartition{f.rec.Topic, f.rec.Partition}
+		if r.pausedLocked(tp) {
+			r.noteRewindLocked(tp, f.rec.Offset)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	clear(r.buf[len(kept):])
+	r.buf = kept
+	r.mu.Unlock()
+	r.applyRewinds()
+}
+
+// Resume resumes topic's partitions paused by Pause: those given, or,
+// when none are given, the topic and every partition of it paused one by
+// one. Resuming what is not paused does nothing.
+func (r *Reader) Resume(topic string, partitions ...int) {
+	r.rewindMu.Lock()
+	defer r.rewindMu.Unlock()
+	r.mu.Lock()
+	ps := map[string][]int32{}
+	for tp := range r.ctl.pausedParts {
+		if tp.topic == topic && (len(partitions) == 0 || slices.Contains(partitions, int(tp.partition))) {
+			ps[topic] = append(ps[topic], tp.partition)
+			delete(r.ctl.pausedParts, tp)
+		}
+	}
+	whole := len(partitions) == 0 && r.ctl.pausedTopics[topic]
+	delete(r.ctl.pausedTopics, topic)
+	for tp := range r.ctl.rewind {
+		if !r.pausedLocked(tp) {
+			delete(r.ctl.rewind, tp)
+		}
+	}
+	r.mu.Unlock()
+	if whole {
+		r.engine().ResumeFetchTopics(topic)
+	}
+	if len(ps) > 0 {
+		r.engine().ResumeFetchPartitions(ps)
+	}
+}
+
+// Paused returns what Pause paused: whole topics, and partitions by topic.
+func (r *Reader) Paused() (topics []string, partitions map[string][]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t := range r.ctl.pausedTopics {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	partitions = map[string][]int{}
+	for tp := range r.ctl.pausedParts {
+		partitions[tp.topic] = append(partitions[tp.topic], int(tp.partition))
+	}
+	for _, ps := range partitions {
+		slices.Sort(ps)
+	}
+	return topics, partitions
+}
+
+// noteRewindLocked records that the record at offset of paused tp was
+// dropped unread. r.mu is held.
+func (r *Reader) noteRewindLocked(tp topicPartition, offset int64) {
+	if o, ok := r.ctl.rewind[tp]; !ok || offset < o {
+		r.ctl.rewind[tp] = offset
+	}
+}
+
+// applyRewinds moves the engine back to the lowest dropped offset of each
+// paused partition. rewindMu orders it with Seek and Resume, so that a
+// later, higher rewind never lands after a lower one.
+func (r *Reader) applyRewinds() {
+	r.rewindMu.Lock()
+	defer r.rewindMu.Unlock()
+	r.mu.Lock()
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for tp, o := range r.ctl.rewind {
+		if r.pausedLocked(tp) {
+			partitionsOf(set, tp.topic)[tp.partition] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		}
+	}
+	r.mu.Unlock()
+	if len(set) > 0 {
+		r.engine().SetOffsets(set)
+	}
+}
+
+// Seek moves the Reader within a partition it consumes: the next message
+// of topic's partition it hands out is the one at offset
+// (kafka.FirstOffset and kafka.LastOffset: the log's start and end, asked
+// of the leader). In group mode, where kafka-go refuses SetOffset, the
+// partition must be one the group assigned the Reader (else an error
+// matching ErrNotOwned), and the move lasts while the Reader owns it: a
+// rebalance that takes it away and gives it back starts again from the
+// committed offset. Seek commits nothing; with CommitInterval > 0 it
+// forgets the partition's offset marked and not yet committed, so the
+// next commit is that of what CommitMessages is given after the move
+// (seeking back and committing again moves the group's offset back). In
+// partition mode it is SetOffset for the Reader's own partition. After
+// Close it returns io.ErrClosedPipe, as SetOffset does. Not for
+// a RebalanceCallbacks function. kafka-go has no such method.
+func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset int64) error {
+	tp := topicPartition{topic, int32(partition)}
+	if !r.group {
+		if topic != r.config.Topic || partition != r.config.Partition {
+			return fmt.Errorf("sdk: Seek %s[%d]: %w (it reads %s[%d])", topic, partition, ErrNotOwned, r.config.Topic, r.config.Partition)
+		}
+		return r.SetOffset(offset)
+	}
+	if r.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	if offset == kafka.FirstOffset || offset == kafka.LastOffset {
+		ts := int64(-2)
+		if offset == kafka.LastOffset {
+			ts = -1
+		}
+		var at map[topicPartition]int64
+		err := r.retrying(ctx, metrics.OpListOffsets, func() (err error) {
+			at, err = r.listOffsets(ctx, []topicPartition{tp}, ts)
+			return err
+		}, engineTransient)
+		if err != nil {
+			return fmt.Errorf("sdk: Seek %s[%d]: %w", topic, partition, err)
+		}
+		offset = at[tp]
+	}
+	if offset < 0 {
+		return fmt.Errorf("sdk: Seek %s[%d]: offset %d: want >= 0, kafka.FirstOffset or kafka.LastOffset", topic, partition, offset)
+	}
+	r.rewindMu.Lock()
+	defer r.rewindMu.Unlock()
+	r.mu.Lock()
+	st, owned := r.owned[tp]
+	if !owned {
+		r.mu.Unlock()
+		return fmt.Errorf("sdk: Seek %s[%d]: %w", topic, partition, ErrNotOwned)
+	}
+	r.moves++
+	r.ctl.sought[tp] = r.moves
+	st.position = offset
+	delete(r.ctl.rewind, tp)
+	if m := r.marks[topic]; m != nil {
+		delete(m, tp.partition)
+	}
+	kept := r.buf[:r.head]
+	for _, f := range r.buf[r.head:] {
+		if f.rec.Topic != topic || f.rec.Partition != tp.partition {
+			kept = append(kept, f)
+		}
+	}
+	clear(r.buf[len(kept):])
+	r.buf = kept
+	r.mu.Unlock()
+	r.engine().SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {tp.partition: {Epoch: -1, Offset: offset}}})
+	return nil
+}
