@@ -20,6 +20,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/azkafka/azkafka/sdk"
@@ -241,99 +242,145 @@ func TestSDKReaderPauseAcrossRebalance(t *testing.T) {
 
 // TestSDKReaderStaticMembership: a member restarted with the same
 // WithGroupInstanceID within the session timeout gets its partition back
-// and the other member sees no rebalance; with dynamic members the same
-// restart revokes the other member's partitions.
+// and the other member sees no change of its partitions; with dynamic
+// members the same restart moves partitions to the other member. Under
+// both group protocols (KIP-345 and KIP-848's static membership).
 func TestSDKReaderStaticMembership(t *testing.T) {
 	addrs := brokers(t)
-	for _, static := range []bool{true, false} {
-		t.Run(fmt.Sprintf("static=%v", static), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			topic := fmt.Sprintf("azkafka-controls-static-%v-%d", static, time.Now().UnixNano())
-			createTopic(t, ctx, addrs, topic, 2)
-			writeEach(t, ctx, addrs, topic, 2, 5)
-			cfg := controlsGroup(addrs, topic, topic)
-			member := func(id string, cb sdk.RebalanceCallbacks) *sdk.Reader {
-				opts := controlsOptions(sdk.WithRebalanceCallbacks(cb))
-				if static {
-					opts = append(opts, sdk.WithGroupInstanceID(id))
-				}
-				r, err := sdk.NewReader(cfg, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				go func() { _, _ = r.FetchMessage(ctx) }() // joins the group
-				return r
-			}
-			var mu sync.Mutex
-			var leaderEvents []string
-			leaderAssigned := make(chan int, 16)
-			leaderRevoked := make(chan struct{}, 16)
-			leader := member("leader", sdk.RebalanceCallbacks{
-				Assigned: func(_ context.Context, ps map[string][]int) {
-					mu.Lock()
-					leaderEvents = append(leaderEvents, fmt.Sprint("assigned ", ps[topic]))
-					mu.Unlock()
-					leaderAssigned <- len(ps[topic])
-				},
-				Revoked: func(_ context.Context, ps map[string][]int) {
-					mu.Lock()
-					leaderEvents = append(leaderEvents, fmt.Sprint("revoked ", ps[topic]))
-					mu.Unlock()
-					leaderRevoked <- struct{}{}
-				},
+	for _, protocol := range []sdk.GroupProtocol{sdk.GroupProtocolClassic, sdk.GroupProtocolConsumer} {
+		for _, static := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/static=%v", protocol, static), func(t *testing.T) {
+				staticRestart(t, addrs, protocol, static)
 			})
-			defer leader.Close()
-			waitFor := func(what string, c <-chan int, want int) {
-				t.Helper()
-				for {
-					select {
-					case got := <-c:
-						if got == want {
-							return
-						}
-					case <-ctx.Done():
-						t.Fatalf("%s: never", what)
-					}
-				}
-			}
-			waitFor("the leader owns both partitions", leaderAssigned, 2)
-			followerIn := make(chan int, 16)
-			follower := member("follower", sdk.RebalanceCallbacks{Assigned: func(_ context.Context, ps map[string][]int) { followerIn <- len(ps[topic]) }})
-			waitFor("the follower owns a partition", followerIn, 1)
-			waitFor("the leader owns one partition", leaderAssigned, 1)
-			for len(leaderRevoked) > 0 {
-				<-leaderRevoked
-			}
-			before := slices.Clone(leaderEvents)
+		}
+	}
+}
 
-			// Restart the follower within the session timeout.
-			if err := follower.Close(); err != nil {
-				t.Fatal(err)
-			}
-			restarted := make(chan int, 16)
-			again := member("follower", sdk.RebalanceCallbacks{Assigned: func(_ context.Context, ps map[string][]int) { restarted <- len(ps[topic]) }})
-			defer again.Close()
-			if static {
-				waitFor("the restarted static follower owns its partition", restarted, 1)
-				// The restart is over: had it rebalanced the group, the
-				// leader's partitions would have been revoked first.
+// staticRestart restarts the second of two members and reports whether the
+// first saw its partitions change.
+func staticRestart(t *testing.T, addrs []string, protocol sdk.GroupProtocol, static bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-controls-static-%s-%v-%d", protocol, static, time.Now().UnixNano())
+	createTopic(t, ctx, addrs, topic, 2)
+	writeEach(t, ctx, addrs, topic, 2, 5)
+	cfg := controlsGroup(addrs, topic, topic)
+	var mu sync.Mutex
+	owned := map[string]int{}
+	var firstEvents []string
+	changed := make(chan struct{}, 64)
+	// member starts a member named name with instance ID id (when static).
+	member := func(name, id string) *sdk.Reader {
+		opts := controlsOptions(sdk.WithGroupProtocol(protocol), sdk.WithRebalanceCallbacks(sdk.RebalanceCallbacks{
+			Assigned: func(_ context.Context, ps map[string][]int) {
 				mu.Lock()
-				defer mu.Unlock()
-				if !slices.Equal(leaderEvents, before) {
-					t.Errorf("the leader saw %v after the static restart, want nothing", leaderEvents[len(before):])
+				owned[name] += len(ps[topic])
+				if name == "first" {
+					firstEvents = append(firstEvents, fmt.Sprint("assigned ", ps[topic]))
 				}
-				t.Logf("static: the follower restarted with its partition, the leader saw no rebalance (%v)", leaderEvents)
+				mu.Unlock()
+				changed <- struct{}{}
+			},
+			Revoked: func(_ context.Context, ps map[string][]int) {
+				mu.Lock()
+				owned[name] -= len(ps[topic])
+				if name == "first" {
+					firstEvents = append(firstEvents, fmt.Sprint("revoked ", ps[topic]))
+				}
+				mu.Unlock()
+				changed <- struct{}{}
+			},
+		}))
+		if static {
+			opts = append(opts, sdk.WithGroupInstanceID(id))
+		}
+		r, err := sdk.NewReader(cfg, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { // reads and commits, as a member does
+			for {
+				m, err := r.FetchMessage(ctx)
+				if err != nil {
+					return
+				}
+				_ = r.CommitMessages(ctx, m)
+			}
+		}()
+		return r
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for {
+			mu.Lock()
+			done := ok()
+			mu.Unlock()
+			if done {
 				return
 			}
 			select {
-			case <-leaderRevoked:
-				t.Logf("dynamic: the follower's restart revoked the leader's partitions (%v)", leaderEvents)
+			case <-changed:
 			case <-ctx.Done():
-				t.Fatal("dynamic: the follower's restart never rebalanced the group")
+				t.Fatalf("%s: never (%v)", what, owned)
 			}
-		})
+		}
 	}
+	first := member("first", "first")
+	defer first.Close()
+	until("the first member owns both partitions", func() bool { return owned["first"] == 2 })
+	second := member("second", "second")
+	until("each member owns a partition", func() bool { return owned["first"] == 1 && owned["second"] == 1 })
+	mu.Lock()
+	before := len(firstEvents)
+	mu.Unlock()
+
+	epoch0 := groupEpoch(t, ctx, addrs, topic, protocol)
+
+	// Restart the second member within the session timeout.
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := member("restarted", "second")
+	defer again.Close()
+	until("the restarted member owns a partition", func() bool { return owned["restarted"] == 1 })
+	epoch1 := groupEpoch(t, ctx, addrs, topic, protocol)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case protocol == sdk.GroupProtocolConsumer && static && epoch1 != epoch0:
+		t.Errorf("the static restart moved the group epoch from %d to %d", epoch0, epoch1)
+	case protocol == sdk.GroupProtocolConsumer && !static && epoch1 <= epoch0:
+		t.Errorf("the dynamic restart left the group epoch at %d (was %d)", epoch1, epoch0)
+	case protocol == sdk.GroupProtocolClassic && static && len(firstEvents) != before:
+		t.Errorf("the first member saw %v after the static restart, want nothing", firstEvents[before:])
+	case protocol == sdk.GroupProtocolClassic && !static && len(firstEvents) == before:
+		t.Errorf("the dynamic restart did not rebalance the first member")
+	}
+	t.Logf("%s, static=%v: group epoch %d -> %d; the first member saw %v", protocol, static, epoch0, epoch1, firstEvents[before:])
+}
+
+// groupEpoch is the consumer-protocol group's epoch, as the broker
+// describes it; -1 for a classic group.
+func groupEpoch(t *testing.T, ctx context.Context, addrs []string, group string, protocol sdk.GroupProtocol) int32 {
+	t.Helper()
+	if protocol != sdk.GroupProtocolConsumer {
+		return -1
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+		t.Fatalf("ConsumerGroupDescribe %s: %+v", group, resp.Groups)
+	}
+	return resp.Groups[0].Epoch
 }
 
 // TestSDKReaderReadCommitted: read_committed on Kafka 4.3.1 hands out the
@@ -390,8 +437,10 @@ func TestSDKReaderReadCommitted(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("read committed: %v, want %v", got, want)
 	}
-	if lag, err := r.ReadLag(ctx); err != nil || lag != 0 {
-		t.Errorf("ReadLag at the last stable offset: %d, %v; want 0", lag, err)
+	// The last transaction's commit marker is the one offset past the
+	// last message: it counts in the lag (see sdk.PartitionState).
+	if lag, err := r.ReadLag(ctx); err != nil || lag != 1 {
+		t.Errorf("ReadLag after the last committed message: %d, %v; want 1 (its commit marker)", lag, err)
 	}
 }
 
@@ -446,5 +495,116 @@ func waitState(t *testing.T, ctx context.Context, r *sdk.Reader, state sdk.Healt
 			t.Fatalf("health never %s: %+v", state, r.Health())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// TestSDKReaderCooperativeSticky: three members with
+// CooperativeStickyGroupBalancer first share six partitions; a fourth
+// joins and the partitions revoked across the group are only those that
+// move to it (an eager rebalance revokes all six). A kafka-go Reader then
+// joins (range only): the group goes eager and the newcomer is given
+// partitions.
+func TestSDKReaderCooperativeSticky(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-controls-coop-%d", time.Now().UnixNano())
+	const parts = 6
+	createTopic(t, ctx, addrs, topic, parts)
+	writeEach(t, ctx, addrs, topic, parts, 20)
+	cfg := controlsGroup(addrs, topic, topic)
+	cfg.GroupBalancers = []kafka.GroupBalancer{sdk.CooperativeStickyGroupBalancer{}, kafka.RangeGroupBalancer{}}
+	var mu sync.Mutex
+	owned := map[int]int{} // member -> partitions owned
+	revoked := 0
+	changed := make(chan struct{}, 64)
+	member := func(i int) *sdk.Reader {
+		r, err := sdk.NewReader(cfg, controlsOptions(sdk.WithRebalanceCallbacks(sdk.RebalanceCallbacks{
+			Assigned: func(_ context.Context, ps map[string][]int) {
+				mu.Lock()
+				owned[i] += len(ps[topic])
+				mu.Unlock()
+				changed <- struct{}{}
+			},
+			Revoked: func(_ context.Context, ps map[string][]int) {
+				mu.Lock()
+				owned[i] -= len(ps[topic])
+				revoked += len(ps[topic])
+				mu.Unlock()
+				changed <- struct{}{}
+			},
+		}))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				m, err := r.FetchMessage(ctx)
+				if err != nil {
+					return
+				}
+				_ = r.CommitMessages(ctx, m)
+			}
+		}()
+		return r
+	}
+	// balanced waits until n members own the partitions evenly.
+	balanced := func(n int) {
+		t.Helper()
+		for {
+			mu.Lock()
+			ok := len(owned) == n
+			for _, o := range owned {
+				ok = ok && o == parts/n
+			}
+			mu.Unlock()
+			if ok {
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("%d members never owned %d partitions each: %v", n, parts/n, owned)
+			}
+		}
+	}
+	for i := range 3 {
+		defer member(i).Close()
+	}
+	balanced(3)
+	mu.Lock()
+	revoked = 0
+	mu.Unlock()
+	defer member(3).Close()
+	for {
+		mu.Lock()
+		done := owned[3] >= 1 && owned[0]+owned[1]+owned[2]+owned[3] == parts
+		mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("the fourth member was never given a partition: %v", owned)
+		}
+	}
+	mu.Lock()
+	moved, rev := owned[3], revoked
+	mu.Unlock()
+	if rev != moved || rev >= parts {
+		t.Errorf("a fourth member joined: %d partitions revoked, %d moved to it; want only those that moved (eager: %d)", rev, moved, parts)
+	}
+	t.Logf("cooperative: a fourth member took %d partitions; %d revoked in the group (eager: %d)", moved, rev, parts)
+
+	kcfg := cfg
+	kcfg.GroupBalancers = []kafka.GroupBalancer{kafka.RangeGroupBalancer{}}
+	kr := kafka.NewReader(kcfg)
+	defer kr.Close()
+	writeEach(t, ctx, addrs, topic, parts, 5)
+	if _, err := kr.FetchMessage(ctx); err != nil {
+		t.Fatalf("a kafka-go member joining the cooperative group read nothing: %v", err)
 	}
 }

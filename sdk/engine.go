@@ -745,7 +745,12 @@ func (r *Reader) engineOpts() []kgo.Opt {
 	}
 	bs := make([]kgo.GroupBalancer, 0, len(c.GroupBalancers))
 	for _, b := range c.GroupBalancers {
-		bs = append(bs, &groupBalancer{b: b, partitions: r.partitions, onError: r.hooks.noteError})
+		switch b.(type) {
+		case CooperativeStickyGroupBalancer, *CooperativeStickyGroupBalancer:
+			bs = append(bs, kgo.CooperativeStickyBalancer())
+		default:
+			bs = append(bs, &groupBalancer{b: b, partitions: r.partitions, onError: r.hooks.noteError})
+		}
 	}
 	return append(opts, kgo.Balancers(bs...))
 }

@@ -258,3 +258,34 @@ func partitionsFromMetadata(resp *kmsg.MetadataResponse) []kafka.Partition {
 	})
 	return ps
 }
+
+// CooperativeStickyGroupBalancer is KIP-429's cooperative-sticky assignor
+// for a Reader's classic group protocol, put first in
+// kafka.ReaderConfig.GroupBalancers, with kafka-go's balancers after it:
+//
+//	GroupBalancers: []kafka.GroupBalancer{sdk.CooperativeStickyGroupBalancer{}, kafka.RangeGroupBalancer{}}
+//
+// While every member of the group lists it, a rebalance moves only the
+// partitions that must move, and the others are read on through it:
+// Revoked (RebalanceCallbacks) gets only those that leave the member. A
+// member that does not list it (a kafka-go Reader, which has no
+// cooperative protocol) still joins: the group then runs the next
+// balancer every member lists, eagerly, revoking all partitions at each
+// rebalance, as before. It is the engine's (franz-go's) sticky assignor;
+// its methods here only name it for kafka-go's interface, and a kafka-go
+// Reader must not be given it. Under GroupProtocolConsumer the broker
+// assigns, and it is ignored like the others.
+type CooperativeStickyGroupBalancer struct{}
+
+// ProtocolName is "cooperative-sticky", as Java's and franz-go's.
+func (CooperativeStickyGroupBalancer) ProtocolName() string { return "cooperative-sticky" }
+
+// UserData is nil: the engine writes the member's sticky metadata itself.
+func (CooperativeStickyGroupBalancer) UserData() ([]byte, error) { return nil, nil }
+
+// AssignGroups is never called by a Reader, whose engine assigns; a
+// kafka-go Reader given it would assign as kafka.RangeGroupBalancer, which
+// is not sticky.
+func (CooperativeStickyGroupBalancer) AssignGroups(members []kafka.GroupMember, partitions []kafka.Partition) kafka.GroupMemberAssignments {
+	return kafka.RangeGroupBalancer{}.AssignGroups(members, partitions)
+}

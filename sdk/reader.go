@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -131,7 +132,8 @@ import (
 //     committed every interval, before a partition is revoked and in Close
 //     (within 10 s).
 //   - GroupBalancers (range, round-robin): classic protocol, each one with
-//     its protocol name and user data; consumer protocol, ignored but for
+//     its protocol name and user data (CooperativeStickyGroupBalancer
+//     first makes the group cooperative while every member lists it); consumer protocol, ignored but for
 //     the assignor the broker is asked for (see GroupProtocolConsumer).
 //   - HeartbeatInterval (3 s), SessionTimeout (30 s), RebalanceTimeout
 //     (30 s): the classic group's heartbeat interval, session and rebalance
@@ -471,7 +473,7 @@ func (r *Reader) Close() error {
 				}
 			}
 			if r.group {
-				_ = r.engine().LeaveGroupContext(ctx)
+				r.leave(ctx)
 			}
 			r.engine().Close()
 			done <- cerr
@@ -490,6 +492,33 @@ func (r *Reader) Close() error {
 	})
 	r.closeDone.Store(true)
 	return err
+}
+
+// leave leaves the group as Close does: the engine's LeaveGroup, and for a
+// static member of a consumer-protocol group the temporary leave (member
+// epoch -2, KIP-848) with its instance ID, which Kafka requires and the
+// engine's leave does not carry (Kafka 4.3.1 refuses it: "InstanceId
+// can't be null"); without it the member's restart is refused
+// (UNRELEASED_INSTANCE_ID) until its session expires.
+func (r *Reader) leave(ctx context.Context) {
+	memberID, _ := r.engine().GroupMetadata()
+	_ = r.engine().LeaveGroupContext(ctx)
+	if r.s.instanceID == "" || r.s.groupProtocol != GroupProtocolConsumer || r.classicOnly.Load() || memberID == "" {
+		return
+	}
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group = r.config.GroupID
+	req.MemberID = memberID
+	req.MemberEpoch = -2
+	req.InstanceID = &r.s.instanceID
+	resp, err := req.RequestWith(ctx, r.engine())
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		r.s.logger.Warn("azkafka: the static member's leave failed; its restart may wait for its session to expire",
+			"group", r.config.GroupID, "instance_id", r.s.instanceID, "error", err)
+	}
 }
 
 // Config returns the reader's configuration with the defaults kafka-go's

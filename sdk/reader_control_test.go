@@ -366,3 +366,72 @@ func TestReaderRebalanceCallbacks(t *testing.T) {
 		t.Errorf("events: %v, want assigned [0 1], revoked [0 1], ...", events)
 	}
 }
+
+// TestReaderCooperativeSticky: with CooperativeStickyGroupBalancer first, a
+// member joining takes partitions from the first without revoking the
+// ones it keeps (Revoked gets only the two that move, where an eager
+// rebalance revokes all four); a kafka-go Reader, which lists range only,
+// still joins the group and is given partitions.
+func TestReaderCooperativeSticky(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "coop", 4)
+	writeSpread(t, rig, 20)
+	cfg := groupTestConfig(rig, "coop")
+	cfg.GroupBalancers = []kafka.GroupBalancer{sdk.CooperativeStickyGroupBalancer{}, kafka.RangeGroupBalancer{}}
+	type event struct {
+		kind  string
+		parts []int
+	}
+	member := func(events chan<- event) *sdk.Reader {
+		r, err := sdk.NewReader(cfg, testOptions(t, sdk.WithRebalanceCallbacks(sdk.RebalanceCallbacks{
+			Assigned: func(_ context.Context, ps map[string][]int) { events <- event{"assigned", ps[rig.topic]} },
+			Revoked:  func(_ context.Context, ps map[string][]int) { events <- event{"revoked", ps[rig.topic]} },
+		}))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	ctx := testCtx(t)
+	aEvents, bEvents := make(chan event, 32), make(chan event, 32)
+	a := member(aEvents)
+	if _, err := a.FetchMessage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-aEvents; e.kind != "assigned" || len(e.parts) != 4 {
+		t.Fatalf("first member: %+v, want all 4 partitions assigned", e)
+	}
+	b := member(bEvents)
+	go func() { _, _ = b.FetchMessage(ctx) }()
+	for owned := 0; owned < 2; {
+		select {
+		case e := <-bEvents:
+			owned += len(e.parts)
+		case <-ctx.Done():
+			t.Fatal("the second member was never given 2 partitions")
+		}
+	}
+	var revoked []int
+	for len(aEvents) > 0 {
+		if e := <-aEvents; e.kind == "revoked" {
+			revoked = append(revoked, e.parts...)
+		}
+	}
+	if len(revoked) != 2 {
+		t.Errorf("the first member had %v revoked, want the 2 partitions that moved (an eager rebalance revokes 4)", revoked)
+	}
+	if n := len(a.Assignment()); n != 2 {
+		t.Errorf("the first member owns %d partitions, want 2", n)
+	}
+
+	// A kafka-go member joins the cooperative group: the group goes
+	// eager (range), and it is given partitions.
+	kcfg := cfg
+	kcfg.GroupBalancers = []kafka.GroupBalancer{kafka.RangeGroupBalancer{}}
+	kr := kafka.NewReader(kcfg)
+	defer kr.Close()
+	if _, err := kr.FetchMessage(ctx); err != nil {
+		t.Fatalf("the kafka-go member read nothing: %v", err)
+	}
+}

@@ -73,7 +73,9 @@ type PartitionState struct {
 	// HighWatermark is the partition's high watermark as the latest
 	// fetch that returned records of it (or ReadLag) saw it.
 	HighWatermark int64
-	// Lag is HighWatermark - Position, at least 0.
+	// Lag is HighWatermark - Position, at least 0. Offsets that hold no
+	// message count until the Reader hands out one past them: after the
+	// last message of a transaction, its commit marker is a lag of 1.
 	Lag int64
 }
 
