@@ -259,6 +259,9 @@ type engineHooks struct {
 
 	brokersMu sync.Mutex
 	brokers   map[int32]*brokerCounters
+	// source is, per partition, the broker the last fetched batch of it
+	// came from (a Reader's).
+	source sync.Map // topicPartition -> *brokerCounters
 
 	errSeq  atomic.Int64
 	lastErr atomic.Pointer[error]
@@ -280,6 +283,7 @@ type engineHooks struct {
 }
 
 type brokerCounters struct {
+	node           int32
 	addr, rack     string
 	bytes, batches atomic.Int64
 }
@@ -398,6 +402,10 @@ func (h *engineHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, pa
 	b := h.broker(meta)
 	b.bytes.Add(int64(m.CompressedBytes))
 	b.batches.Add(1)
+	tp := topicPartition{topic, partition}
+	if old, ok := h.source.Load(tp); !ok || old.(*brokerCounters) != b {
+		h.source.Store(tp, b)
+	}
 	if h.metrics != nil {
 		h.metrics.fetched(meta, topic, partition, m)
 	}
@@ -424,7 +432,7 @@ func (h *engineHooks) broker(meta kgo.BrokerMetadata) *brokerCounters {
 	defer h.brokersMu.Unlock()
 	b := h.brokers[meta.NodeID]
 	if b == nil {
-		b = &brokerCounters{addr: brokerAddr(meta)}
+		b = &brokerCounters{node: meta.NodeID, addr: brokerAddr(meta)}
 		if meta.Rack != nil {
 			b.rack = *meta.Rack
 		}

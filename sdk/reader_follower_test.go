@@ -242,6 +242,17 @@ func TestReaderFetchFromFollower(t *testing.T) {
 			if st.SDK.FetchBytesInZone != st.SDK.FetchBytes {
 				t.Errorf("FetchBytesInZone %d, FetchBytes %d: every broker is in zone %s", st.SDK.FetchBytesInZone, st.SDK.FetchBytes, followerZone)
 			}
+			// Assignment names the broker each partition was last read
+			// from: the preferred replica (node 1) or the leader (0).
+			wantNode := int32(0)
+			if follow {
+				wantNode = 1
+			}
+			for _, p := range r.Assignment() {
+				if p.FetchedFrom != wantNode || p.FetchedFromAddr == "" {
+					t.Errorf("%s[%d] fetched from node %d (%q), want %d", p.Topic, p.Partition, p.FetchedFrom, p.FetchedFromAddr, wantNode)
+				}
+			}
 			if follow {
 				if fc.redirects.Load() == 0 {
 					t.Fatal("the leader was never asked with a rack")

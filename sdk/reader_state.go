@@ -77,6 +77,12 @@ type PartitionState struct {
 	// message count until the Reader hands out one past them: after the
 	// last message of a transaction, its commit marker is a lag of 1.
 	Lag int64
+	// FetchedFrom is the broker the last records of the partition came
+	// from (its node ID, address and rack: the leader, or with fetch from
+	// follower the replica in the client's zone); node -1 before any.
+	FetchedFrom     int32
+	FetchedFromAddr string
+	FetchedFromRack string
 }
 
 // Assignment returns the partitions the Reader consumes, sorted by topic
@@ -94,18 +100,29 @@ func (r *Reader) Assignment() []PartitionState {
 		} else if r.handed > 0 || r.lag > 0 {
 			hwm = pos + r.lag
 		}
-		return []PartitionState{{Topic: r.config.Topic, Partition: r.config.Partition, Committed: -1,
-			Position: pos, HighWatermark: hwm, Lag: lagOf(pos, hwm)}}
+		return []PartitionState{r.hooks.fetchedFrom(PartitionState{Topic: r.config.Topic, Partition: r.config.Partition, Committed: -1,
+			Position: pos, HighWatermark: hwm, Lag: lagOf(pos, hwm)})}
 	}
 	out := make([]PartitionState, 0, len(r.owned))
 	for tp, st := range r.owned {
-		out = append(out, PartitionState{Topic: tp.topic, Partition: int(tp.partition), Committed: st.committed,
-			Position: st.next(), HighWatermark: st.hwm, Lag: st.lag()})
+		out = append(out, r.hooks.fetchedFrom(PartitionState{Topic: tp.topic, Partition: int(tp.partition), Committed: st.committed,
+			Position: st.next(), HighWatermark: st.hwm, Lag: st.lag()}))
 	}
 	slices.SortFunc(out, func(a, b PartitionState) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return out
+}
+
+// fetchedFrom is p with the broker its partition's last records came
+// from.
+func (h *engineHooks) fetchedFrom(p PartitionState) PartitionState {
+	p.FetchedFrom = -1
+	if v, ok := h.source.Load(topicPartition{p.Topic, int32(p.Partition)}); ok {
+		b := v.(*brokerCounters)
+		p.FetchedFrom, p.FetchedFromAddr, p.FetchedFromRack = b.node, b.addr, b.rack
+	}
+	return p
 }
 
 // lagOf is hwm - pos, at least 0; -1 when either is unknown.

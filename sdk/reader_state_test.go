@@ -77,8 +77,8 @@ func TestReaderGroupLag(t *testing.T) {
 		if p.Topic != rig.topic || p.HighWatermark != total/3 {
 			t.Errorf("%+v: want topic %s, high watermark %d", p, rig.topic, total/3)
 		}
-		if next, ok := handed[p.Partition]; ok && (p.Position != next || p.Committed != next) {
-			t.Errorf("%+v: want position and committed %d", p, next)
+		if next, ok := handed[p.Partition]; ok && (p.Position != next || p.Committed != next || p.FetchedFrom != 0 || p.FetchedFromAddr == "") {
+			t.Errorf("%+v: want position and committed %d, fetched from node 0", p, next)
 		}
 		sum += p.Lag
 	}
