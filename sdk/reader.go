@@ -66,6 +66,15 @@ import (
 // watermark. Stats().SDK counts the bytes fetched from each broker and the
 // share from the own zone.
 //
+// Beyond kafka-go, for what its Reader never had: Assignment (each owned
+// partition's committed offset, position, high watermark, lag and the
+// broker it is read from), Health (for a readiness check), Pause, Resume
+// and Paused, Seek within a partition the group assigned, and the options
+// WithRebalanceCallbacks, WithGroupInstanceID (static membership) and
+// CooperativeStickyGroupBalancer. A program that uses none of them sees
+// kafka-go's behaviour, but for a group's Lag, Offset, ReadLag and Stats,
+// which give values where kafka-go's give -1 or an error.
+//
 // Commits follow kafka-go: CommitMessages commits each partition's
 // highest given offset + 1. With CommitInterval 0 it is synchronous; with
 // CommitInterval > 0 it only marks, and the marks are committed every
