@@ -199,44 +199,8 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	var n, bytes int64
 	rewound := false
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) == 0 {
-			return
-		}
-		tp := topicPartition{p.Topic, p.Partition}
-		if r.group {
-			// A partition revoked while this poll ran and owned again
-			// was restarted by the engine at the committed offset:
-			// these records are the new start, keep them. Only those
-			// of a partition the Reader no longer owns go.
-			st, ok := r.owned[tp]
-			if !ok {
-				return
-			}
-			st.hwm = max(st.hwm, p.HighWatermark)
-		} else if moves != r.moves {
-			return // moved by SetOffset while this poll ran
-		}
-		if r.ctl.sought[tp] > moves {
-			return // moved by Seek while this poll ran
-		}
-		if r.pausedLocked(tp) {
-			// Paused while this poll ran: hand these out after
-			// Resume.
-			r.noteRewindLocked(tp, p.Records[0].Offset)
-			rewound = true
-			return
-		}
-		var pbytes int64
-		for _, rec := range p.Records {
-			r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark})
-			pbytes += int64(len(rec.Key) + len(rec.Value))
-		}
-		n += int64(len(p.Records))
-		bytes += pbytes
-		if m := r.s.rec; m != nil {
-			lag := max(p.HighWatermark-p.Records[len(p.Records)-1].Offset-1, 0)
-			m.Consumed(p.Topic, p.Partition, len(p.Records), int(pbytes), lag)
-		}
+		kept, kb, rw := r.keepLocked(p, moves)
+		n, bytes, rewound = n+kept, bytes+kb, rewound || rw
 	})
 	r.mu.Unlock()
 	if rewound {
@@ -250,6 +214,48 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		return err
 	}
 	return r.interrupted(ctx, pctx, mark, nil)
+}
+
+// keepLocked buffers the records of p that poll keeps, and returns how
+// many and their key and value bytes, and whether a pause dropped them
+// for a rewind. Dropped: those of a partition the Reader no longer owns
+// (group mode), moved by SetOffset or Seek while the poll ran (moves is
+// Reader.moves when it began), or paused meanwhile. r.mu is held.
+func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n, bytes int64, rewound bool) {
+	if len(p.Records) == 0 {
+		return 0, 0, false
+	}
+	tp := topicPartition{p.Topic, p.Partition}
+	if r.group {
+		// A partition revoked while this poll ran and owned again was
+		// restarted by the engine at the committed offset: these
+		// records are the new start, keep them. Only those of a
+		// partition the Reader no longer owns go.
+		st, ok := r.owned[tp]
+		if !ok {
+			return 0, 0, false
+		}
+		st.hwm = max(st.hwm, p.HighWatermark)
+	} else if moves != r.moves {
+		return 0, 0, false // moved by SetOffset while this poll ran
+	}
+	if r.ctl.sought[tp] > moves {
+		return 0, 0, false // moved by Seek while this poll ran
+	}
+	if r.pausedLocked(tp) {
+		// Paused while this poll ran: hand these out after Resume.
+		r.noteRewindLocked(tp, p.Records[0].Offset)
+		return 0, 0, true
+	}
+	for _, rec := range p.Records {
+		r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark})
+		bytes += int64(len(rec.Key) + len(rec.Value))
+	}
+	if m := r.s.rec; m != nil {
+		lag := max(p.HighWatermark-p.Records[len(p.Records)-1].Offset-1, 0)
+		m.Consumed(p.Topic, p.Partition, len(p.Records), int(bytes), lag)
+	}
+	return int64(len(p.Records)), bytes, false
 }
 
 // interrupted is what a poll whose own ctx (pctx, of the caller's ctx)
