@@ -199,8 +199,9 @@ func (s *fffSettle) onMessage(read, partitions int) {
 //     none from another zone once settled (the in-zone follower served
 //     bytes and every partition delivered a message);
 //   - an sdk.Reader in az-b in a group whose coordinator is not node 2,
-//     paused after a third of the messages and resumed once node 2 (its
-//     in-zone follower, leading nothing) is killed with SIGKILL: it must
+//     paused once it reads every partition from node 2 (its in-zone
+//     follower, leading nothing; by Assignment, from a third of the
+//     messages on) and resumed once node 2 is killed with SIGKILL: it must
 //     read everything within the deadline; the longest pause between two
 //     messages after the kill and the durations are recorded.
 func TestClusterFetchFromFollower(t *testing.T) {
@@ -363,13 +364,33 @@ func TestClusterFetchFromFollower(t *testing.T) {
 	var killErr error
 	killCtx, killCancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer killCancel()
+	// The pause waits for the event the kill needs, not for a count of
+	// messages: the Reader settled on the in-zone follower (every
+	// partition's last records came from it, by Assignment), from a third
+	// of the messages on. A Reader that has not settled by five sixths is
+	// paused anyway, and the test fails below.
+	var pausedAt int
+	settledOn := func() bool {
+		parts := r.Assignment()
+		for _, p := range parts {
+			if p.FetchedFrom != inZoneNode {
+				return false
+			}
+		}
+		return len(parts) == partitions
+	}
 	go func() {
 		defer close(done)
 		killRd, killErr = fffConsume(killCtx, r, ends, func(read, _ int) {
-			if read == n/3 {
-				close(paused)
-				<-resume
+			if pausedAt != 0 || read < n/3 || read%100 != 0 {
+				return
 			}
+			if read < n*5/6 && !settledOn() {
+				return
+			}
+			pausedAt = read
+			close(paused)
+			<-resume
 		})
 	}()
 	select {
@@ -378,9 +399,11 @@ func TestClusterFetchFromFollower(t *testing.T) {
 		t.Fatalf("dead follower: the reader ended before a third of the messages: %v", killErr)
 	}
 	before := fffFetchOf(r.Stats().SDK)
-	t.Logf("dead follower: paused after %d messages in %v; fetch bytes so far: %v", n/3, time.Since(t0).Round(time.Millisecond), before)
-	if before.bytes[inZoneNode] == 0 {
-		t.Errorf("dead follower: node %d served no fetch bytes before the kill: the kill proves nothing about a dead in-zone follower", inZoneNode)
+	t.Logf("dead follower: paused after %d messages in %v, settled on node %d: %v; fetch bytes so far: %v",
+		pausedAt, time.Since(t0).Round(time.Millisecond), inZoneNode, settledOn(), before)
+	if !settledOn() {
+		t.Errorf("dead follower: after %d messages the partitions were read from %v, not all from node %d: the kill proves nothing about a dead in-zone follower",
+			pausedAt, r.Assignment(), inZoneNode)
 	}
 	c.Node(inZoneNode).Kill9()
 	killedAt := time.Now()

@@ -9,10 +9,16 @@
 // interzone load balancing are retried instead of surfacing to the caller, and
 // dials through a connection policy that limits and jitters reconnects.
 //
-// The change to an existing program is one constructor per client:
+// The change to an existing program is a constructor per client and the
+// types *Writer and *Reader where it names kafka-go's (`azkafka migrate`
+// makes both changes in a module):
 //
 //	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "billing", Topic: "events"})
 //	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "events", RequiredAcks: kafka.RequireAll})
+//
+// MustNewReader and MustNewWriter have kafka.NewReader's and a
+// &kafka.Writer{...} literal's shape, with no error result, for a var
+// block or a field initialiser; they panic with the error instead.
 //
 // NewReader and NewWriter are what most programs want: the same API, on
 // an engine with fetch from the own zone's replica (Reader) and idempotent

@@ -40,6 +40,7 @@ var commands = map[string]command{
 	"diagnose":  {"connect to a cluster and show brokers, racks, in-zone leaders, round trips and what the SDK would do", runDiagnose},
 	"env":       {"list every setting read from the environment, its value and source, and check them", runEnv},
 	"iq":        {"route interactive queries: which Kafka Streams instance holds a key", runIQ},
+	"migrate":   {"move Go packages from kafka-go's Writer and Reader to the SDK's", runMigrate},
 	"partition": {"show where keys land on partitions and what moves when a topic grows", runPartition},
 	"version":   {"print the azkafka version", runVersion},
 }

@@ -26,7 +26,7 @@ require (
 	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260804154521-adb3a18abe14 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -1,0 +1,207 @@
+package migrate
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// corpus are the packages of testdata/corpus the tests migrate, written as
+// kafka-go programs are: a service (an HTTP handler on a shared Writer, a
+// group Reader that fetches, processes and commits, a Stats parameter), a
+// worker pool of Readers, a struct holding both behind an interface the
+// module defines (kafka-go imported under another name), and a package
+// handing its Writer to another module, to reflect, and reading its
+// fields. Each has tests that run on the embedded broker.
+var corpus = []string{"./testdata/corpus/service", "./testdata/corpus/pool", "./testdata/corpus/holder", "./testdata/corpus/handoff"}
+
+// refusedWant are the sites the migration must leave, and only those:
+// file:line and a part of the reason.
+var refusedWant = []string{
+	"handoff/handoff.go:16: goes to thirdparty.Instrument",
+	"handoff/handoff.go:17: goes to reflect.TypeOf",
+	"handoff/handoff.go:18: reads field Topic",
+}
+
+func dir(t *testing.T) string {
+	t.Helper()
+	d, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// goCmd runs the go command in d with the overlay, for args.
+func goCmd(t *testing.T, d, overlay string, args ...string) (string, error) {
+	t.Helper()
+	if overlay != "" {
+		args = append([]string{args[0], "-overlay", overlay}, args[1:]...)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = d
+	// The corpus's clients run on the embedded broker; the SDK's need not
+	// ask cloud metadata for their zone.
+	cmd.Env = append(os.Environ(), "AZKAFKA_AZ=az-a")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// writeOverlay writes res's files to a temporary directory and returns the
+// go command's -overlay file replacing the originals with them.
+func writeOverlay(t *testing.T, files map[string][]byte) string {
+	t.Helper()
+	tmp := t.TempDir()
+	replace := map[string]string{}
+	for name, b := range files {
+		p := filepath.Join(tmp, filepath.Base(filepath.Dir(name))+"-"+filepath.Base(name))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		replace[name] = p
+	}
+	j, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(ov, j, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ov
+}
+
+// TestMigrateCorpus: the corpus's tests pass as kafka-go programs; after
+// the migration they build, vet clean and pass their tests on the SDK; the
+// sites left unchanged are exactly the expected ones; a second run changes
+// nothing.
+func TestMigrateCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and tests the corpus twice")
+	}
+	d := dir(t)
+	if out, err := goCmd(t, d, "", append([]string{"test", "-count=1"}, corpus...)...); err != nil {
+		t.Fatalf("the corpus fails as kafka-go programs:\n%s", out)
+	}
+	res, err := Run(Config{Dir: d, Patterns: corpus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range res.Refused {
+		rel, _ := filepath.Rel(filepath.Join(d, "testdata", "corpus"), s.Pos.Filename)
+		got = append(got, rel+":"+strconv.Itoa(s.Pos.Line)+": "+s.Reason)
+	}
+	if len(got) != len(refusedWant) {
+		t.Errorf("left unchanged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(refusedWant, "\n"))
+	}
+	for _, w := range refusedWant {
+		file, reason, _ := strings.Cut(w, ": ")
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, file+": ") && strings.Contains(g, reason) }) {
+			t.Errorf("no refusal %q in:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+	for name := range res.Files {
+		if strings.Contains(name, "/handoff/") {
+			t.Errorf("%s rewritten, though its package is left unchanged", name)
+		}
+	}
+	service := res.Files[filepath.Join(d, "testdata/corpus/service/service.go")]
+	for _, want := range []string{"writer *sdk.Writer", "sdk.MustNewWriter(&kafka.Writer{", "sdk.MustNewReader(kafka.ReaderConfig{", "func report(s sdk.WriterStats)", "func readerStats(r *sdk.Reader)"} {
+		if !bytes.Contains(service, []byte(want)) {
+			t.Errorf("service.go after the migration has no %q:\n%s", want, service)
+		}
+	}
+
+	ov := writeOverlay(t, res.Files)
+	for _, args := range [][]string{{"build"}, {"vet"}, {"test", "-count=1"}} {
+		if out, err := goCmd(t, d, ov, append(args, corpus...)...); err != nil {
+			t.Fatalf("go %s after the migration:\n%s", args[0], out)
+		}
+	}
+
+	again, err := Run(Config{Dir: d, Patterns: corpus, Overlay: res.Files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Files) != 0 {
+		var b bytes.Buffer
+		_ = again.WriteDiff(&b, d)
+		t.Errorf("a second run changes %d files:\n%s", len(again.Files), b.String())
+	}
+}
+
+// TestDiff: the dry run's unified diff of a one-line change.
+func TestDiff(t *testing.T) {
+	got := unified("x.go", "a\nb\nc\nd\ne\nf\ng\nh\n", "a\nb\nc\nD\ne\nf\ng\nh\n")
+	want := "--- a/x.go\n+++ b/x.go\n@@ -1,7 +1,7 @@\n a\n b\n c\n-d\n+D\n e\n f\n g\n"
+	if got != want {
+		t.Errorf("unified:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestRefusesBrokenPackages: packages that do not build are refused with
+// their errors, before anything is rewritten.
+func TestRefusesBrokenPackages(t *testing.T) {
+	d := dir(t)
+	name := filepath.Join(d, "testdata/corpus/holder/holder.go")
+	_, err := Run(Config{Dir: d, Patterns: []string{"./testdata/corpus/holder"},
+		Overlay: map[string][]byte{name: []byte("package holder\n\nfunc f() { undefined() }\n")}})
+	if err == nil || !strings.Contains(err.Error(), "do not build") || !strings.Contains(err.Error(), "undefined") {
+		t.Fatalf("err = %v, want the build error", err)
+	}
+}
+
+// TestMigrateDialers: without --dialers a package of kafka-go Dialers and
+// Transports is left as it is; with it, their literals get the SDK's
+// client ID and connection policy, and the package builds and passes its
+// tests.
+func TestMigrateDialers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and tests a package")
+	}
+	d := dir(t)
+	pkgs := []string{"./testdata/corpus/dialer"}
+	plain, err := Run(Config{Dir: d, Patterns: pkgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.Files) != 0 {
+		t.Errorf("without Dialers, %d files rewritten", len(plain.Files))
+	}
+	res, err := Run(Config{Dir: d, Patterns: pkgs, Dialers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(res.Files[filepath.Join(d, "testdata/corpus/dialer/dialer.go")])
+	for _, want := range []string{"sdk.MustNewAZAwareDialer(&kafka.Dialer{", "sdk.MustNewTransport(&kafka.Transport{"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("no %q in:\n%s", want, src)
+		}
+	}
+	if out, err := goCmd(t, d, writeOverlay(t, res.Files), append([]string{"test", "-count=1"}, pkgs...)...); err != nil {
+		t.Fatalf("go test after the migration:\n%s", out)
+	}
+}
+
+// TestWrite: Write replaces the files in place, keeping their mode.
+func TestWrite(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.go")
+	if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Result{Files: map[string][]byte{p: []byte("new")}}).Write(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	st, _ := os.Stat(p)
+	if err != nil || string(b) != "new" || st.Mode().Perm() != 0o600 {
+		t.Fatalf("after Write: %q, %v, mode %v", b, err, st.Mode())
+	}
+}
