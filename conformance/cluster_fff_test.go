@@ -449,7 +449,7 @@ func TestClusterFetchFromFollower(t *testing.T) {
 		last = killRd.at[len(killRd.at)-1]
 	}
 	t.Logf("dead follower: node %d (%s) killed with SIGKILL after %d of %d messages; it left every ISR %s; read %d of %d (%d duplicates, %d in another partition); longest pause between messages after the kill %v (ended %v after the kill); last message %v after the kill; whole read %v",
-		inZoneNode, zone, n/3, n, isr, killRd.distinct, n, killRd.dups, killRd.misplaced, gap.Round(time.Millisecond), gapEnd.Sub(killedAt).Round(time.Millisecond),
+		inZoneNode, zone, pausedAt, n, isr, killRd.distinct, n, killRd.dups, killRd.misplaced, gap.Round(time.Millisecond), gapEnd.Sub(killedAt).Round(time.Millisecond),
 		last.Sub(killedAt).Round(time.Millisecond), last.Sub(killRd.start).Round(time.Millisecond))
 	t.Logf("dead follower: fetch bytes after the kill: %v", after)
 	if killErr != nil {

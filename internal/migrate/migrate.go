@@ -221,10 +221,11 @@ func (m *migration) check() {
 		u := m.units[path]
 		for _, name := range sortedNames(u.files) {
 			f := u.files[name]
-			ast.Inspect(f.ast, func(n ast.Node) bool {
-				m.checkNode(u, f, n)
+			astutil.Apply(f.ast, func(c *astutil.Cursor) bool {
+				m.checkNode(u, f, c.Node())
+				m.checkLiteral(u, f, c)
 				return true
-			})
+			}, nil)
 		}
 	}
 }
@@ -260,6 +261,33 @@ func (m *migration) checkNode(u *unit, f *file, n ast.Node) {
 		m.checkOutsideLiteral(u, f, n)
 	case *ast.ValueSpec, *ast.TypeSpec:
 		m.checkByValue(u, f, n)
+	}
+}
+
+// checkLiteral refuses a kafka.Writer literal not taken by address (a
+// Writer used by value) and a kafka.Reader literal (kafka-go's Readers
+// come from NewReader), and new(kafka.Writer).
+func (m *migration) checkLiteral(u *unit, f *file, c *astutil.Cursor) {
+	switch n := c.Node().(type) {
+	case *ast.CompositeLit:
+		name := kafkaTypeName(f.info, n.Type)
+		if name != "Writer" && name != "Reader" {
+			return
+		}
+		if p, ok := c.Parent().(*ast.UnaryExpr); ok && p.Op == token.AND && name == "Writer" {
+			return
+		}
+		m.refuse(u, n.Pos(), "a kafka.%s literal used by value; sdk.%s comes from its constructor", name, name)
+	case *ast.CallExpr:
+		id, ok := ast.Unparen(n.Fun).(*ast.Ident)
+		if !ok || len(n.Args) != 1 {
+			return
+		}
+		if b, ok := f.info.Uses[id].(*types.Builtin); ok && b.Name() == "new" {
+			if name := kafkaTypeName(f.info, n.Args[0]); name == "Writer" || name == "Reader" {
+				m.refuse(u, n.Pos(), "new(kafka.%s): write &kafka.%s{...} with its configuration", name, name)
+			}
+		}
 	}
 }
 
@@ -407,7 +435,8 @@ func (m *migration) rewrite() (*Result, error) {
 		res.Refused = append(res.Refused, u.refused...)
 		if u.pinnedBy != "" {
 			if u.pinnedBy != u.path && u.mentions {
-				res.Refused = append(res.Refused, Site{Pos: token.Position{Filename: path}, Reason: "shares kafka-go Writer or Reader values with " + u.pinnedBy + ", which is left unchanged"})
+				res.Refused = append(res.Refused, Site{Pos: token.Position{Filename: sortedNames(u.files)[0], Line: 1, Column: 1},
+					Reason: "package " + path + " shares kafka-go Writer or Reader values with " + u.pinnedBy + ", which is left unchanged"})
 			}
 			continue
 		}

@@ -18,8 +18,9 @@ import (
 // worker pool of Readers, a struct holding both behind an interface the
 // module defines (kafka-go imported under another name), and a package
 // handing its Writer to another module, to reflect, and reading its
-// fields. Each has tests that run on the embedded broker.
-var corpus = []string{"./testdata/corpus/service", "./testdata/corpus/pool", "./testdata/corpus/holder", "./testdata/corpus/handoff"}
+// fields, and one taking its Writer from that one. Each has tests, which
+// run on the embedded broker.
+var corpus = []string{"./testdata/corpus/service", "./testdata/corpus/pool", "./testdata/corpus/holder", "./testdata/corpus/handoff", "./testdata/corpus/usehandoff"}
 
 // refusedWant are the sites the migration must leave, and only those:
 // file:line and a part of the reason.
@@ -27,6 +28,7 @@ var refusedWant = []string{
 	"handoff/handoff.go:16: goes to thirdparty.Instrument",
 	"handoff/handoff.go:17: goes to reflect.TypeOf",
 	"handoff/handoff.go:18: reads field Topic",
+	"usehandoff/usehandoff.go:1: shares kafka-go Writer or Reader values with github.com/azkafka/azkafka/internal/migrate/testdata/corpus/handoff",
 }
 
 func dir(t *testing.T) string {
@@ -203,5 +205,63 @@ func TestWrite(t *testing.T) {
 	st, _ := os.Stat(p)
 	if err != nil || string(b) != "new" || st.Mode().Perm() != 0o600 {
 		t.Fatalf("after Write: %q, %v, mode %v", b, err, st.Mode())
+	}
+}
+
+// TestRefusals: each unsafe shape is left unchanged with its reason, and
+// so is a package sharing Writer values with one left unchanged.
+func TestRefusals(t *testing.T) {
+	d := dir(t)
+	handoff := filepath.Join(d, "testdata/corpus/handoff/handoff.go")
+	src := `package handoff
+
+import (
+	"github.com/segmentio/kafka-go"
+
+	"github.com/azkafka/azkafka/internal/migrate/testdata/corpus/thirdparty"
+)
+
+type wrapped struct{ *kafka.Writer }
+
+var byValue kafka.Writer
+
+func New(brokers []string, topic string) (*kafka.Writer, string) {
+	v := kafka.Writer{Topic: topic}
+	_ = v
+	n := new(kafka.Writer)
+	_ = n
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...)}
+	_ = thirdparty.Holder{W: w}
+	_ = wrapped{w}
+	return w, ""
+}
+`
+	res, err := Run(Config{Dir: d, Patterns: []string{"./testdata/corpus/handoff"}, Overlay: map[string][]byte{
+		handoff: []byte(src),
+		filepath.Join(d, "testdata/corpus/handoff/handoff_test.go"): []byte("package handoff\n"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range res.Refused {
+		got = append(got, strconv.Itoa(s.Pos.Line)+": "+s.Reason)
+	}
+	for _, want := range []string{
+		"9: embeds kafka.Writer",
+		"11: holds a kafka.Writer by value",
+		"14: a kafka.Writer literal used by value",
+		"16: new(kafka.Writer)",
+		"19: goes into a thirdparty.Holder",
+	} {
+		if !slices.ContainsFunc(got, func(g string) bool {
+			line, reason, _ := strings.Cut(want, ": ")
+			return strings.HasPrefix(g, line+": ") && strings.Contains(g, reason)
+		}) {
+			t.Errorf("no refusal %q in:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	if len(res.Files) != 0 {
+		t.Errorf("%d files rewritten in a package left unchanged", len(res.Files))
 	}
 }

@@ -6,3 +6,6 @@ import "github.com/segmentio/kafka-go"
 
 // Instrument records w's topic.
 func Instrument(w *kafka.Writer) string { return "instrumented " + w.Topic }
+
+// Holder keeps a Writer.
+type Holder struct{ W *kafka.Writer }
