@@ -298,15 +298,7 @@ func staticRestart(t *testing.T, addrs []string, protocol sdk.GroupProtocol, sta
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() { // reads and commits, as a member does
-			for {
-				m, err := r.FetchMessage(ctx)
-				if err != nil {
-					return
-				}
-				_ = r.CommitMessages(ctx, m)
-			}
-		}()
+		go readAndCommit(ctx, r)
 		return r
 	}
 	until := func(what string, ok func() bool) {
@@ -537,15 +529,7 @@ func TestSDKReaderCooperativeSticky(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() {
-			for {
-				m, err := r.FetchMessage(ctx)
-				if err != nil {
-					return
-				}
-				_ = r.CommitMessages(ctx, m)
-			}
-		}()
+		go readAndCommit(ctx, r)
 		return r
 	}
 	// balanced waits until n members own the partitions evenly.
@@ -606,5 +590,17 @@ func TestSDKReaderCooperativeSticky(t *testing.T) {
 	writeEach(t, ctx, addrs, topic, parts, 5)
 	if _, err := kr.FetchMessage(ctx); err != nil {
 		t.Fatalf("a kafka-go member joining the cooperative group read nothing: %v", err)
+	}
+}
+
+// readAndCommit reads and commits with r, as a group member does, until
+// ctx ends or r is closed.
+func readAndCommit(ctx context.Context, r *sdk.Reader) {
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			return
+		}
+		_ = r.CommitMessages(ctx, m)
 	}
 }

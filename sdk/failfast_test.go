@@ -241,11 +241,7 @@ func (h *warnSignal) WithGroup(string) slog.Handler      { return h }
 func TestReaderWarnsWhileUnreachable(t *testing.T) {
 	t.Parallel()
 	rig := newFaultRig(t, "unreachable", 1)
-	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll}
-	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("v")}); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	rig.write(t, kafka.Message{Value: []byte("v")})
 	logs := &warnSignal{want: "no broker has answered", warned: make(chan struct{})}
 	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: 100 * time.Millisecond},
 		testOptions(t, sdk.WithLogger(slog.New(logs)))...)
@@ -285,11 +281,7 @@ func TestReaderWarnsWhileUnreachable(t *testing.T) {
 func TestCloseIsBoundedWhenTheClusterStopsAnswering(t *testing.T) {
 	t.Parallel()
 	rig := newFaultRig(t, "silent", 1)
-	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll}
-	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("v")}); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	rig.write(t, kafka.Message{Value: []byte("v")})
 	cfg := groupTestConfig(rig, "silent")
 	cfg.CommitInterval = time.Hour // marked, committed only by Close
 	r, err := sdk.NewReader(cfg, testOptions(t)...)

@@ -38,6 +38,20 @@ type offsetLog struct {
 	next map[int]int64
 }
 
+// take fetches the next message of r, adds it and commits it.
+func (l *offsetLog) take(ctx context.Context, r *sdk.Reader) kafka.Message {
+	l.t.Helper()
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.add(m)
+	if err := r.CommitMessages(ctx, m); err != nil {
+		l.t.Fatal(err)
+	}
+	return m
+}
+
 func (l *offsetLog) add(m kafka.Message) {
 	l.t.Helper()
 	if l.next == nil {
@@ -73,14 +87,7 @@ func TestReaderPauseResume(t *testing.T) {
 	ctx := testCtx(t)
 	log := &offsetLog{t: t}
 	for range 3 {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		log.add(m)
-		if err := r.CommitMessages(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		log.take(ctx, r)
 	}
 	r.Pause(rig.topic, 0)
 	if topics, parts := r.Paused(); len(topics) != 0 || !slices.Equal(parts[rig.topic], []int{0}) {
@@ -88,16 +95,8 @@ func TestReaderPauseResume(t *testing.T) {
 	}
 	// Partition 1 goes on to its end.
 	for log.next[1] < n {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Partition == 0 {
+		if m := log.take(ctx, r); m.Partition == 0 {
 			t.Fatalf("message %s of paused partition 0 handed out", m.Value)
-		}
-		log.add(m)
-		if err := r.CommitMessages(ctx, m); err != nil {
-			t.Fatal(err)
 		}
 	}
 
@@ -144,14 +143,7 @@ func TestReaderPauseResume(t *testing.T) {
 
 	r.Resume(rig.topic, 0)
 	for log.next[0] < n {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		log.add(m)
-		if err := r.CommitMessages(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		log.take(ctx, r)
 	}
 	if _, parts := r.Paused(); len(parts) != 0 {
 		t.Errorf("after Resume, Paused() = %v", parts)

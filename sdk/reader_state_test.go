@@ -98,11 +98,7 @@ func TestReaderGroupLag(t *testing.T) {
 func TestReaderHealth(t *testing.T) {
 	t.Parallel()
 	rig := newFaultRig(t, "health", 1)
-	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll}
-	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("v")}); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	rig.write(t, kafka.Message{Value: []byte("v")})
 	const bound = 200 * time.Millisecond
 	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: bound}, testOptions(t)...)
 	if err != nil {

@@ -42,6 +42,17 @@ type faultRig struct {
 	tls *tls.Config
 }
 
+// write writes msgs to the rig's topic straight to the broker, with
+// kafka-go's Writer.
+func (rig *faultRig) write(t testing.TB, msgs ...kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newFaultRig(t testing.TB, topic string, parts int) *faultRig {
 	t.Helper()
 	c := embedded.StartT(t, embedded.Topic(topic, parts))
