@@ -2,8 +2,11 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,35 +31,53 @@ import (
 //     default BatchTimeout (1s), which a raw kafka.Writer waits out on
 //     every call because its partition batches never fill;
 //   - pipelined-4x500: 4 goroutines, each making calls of 500 messages;
-//   - concurrent-12x4: 12 goroutines, each making calls of 4 messages.
+//   - concurrent-12x4: 12 goroutines, each making calls of 4 messages;
+//   - service-16x1, service-64x1, service-256x1, service-12x4: the
+//     web-service pattern, many goroutines each making synchronous calls
+//     of 1 (or 4) keyed 200-byte messages (kafka.Hash, a new key each
+//     call), on a topic of 12 partitions; raw kafka-go with BatchTimeout
+//     1ms, and with its default (raw-default-timeout).
 //
-// BatchTimeout is 10ms (5ms for concurrent-12x4) outside the
-// default-timeout case. It reports
-// msgs/s and allocs/msg; allocations and CPU include the in-process
-// broker's, the same on every side. Compare with benchstat:
+// BatchTimeout is 10ms (5ms for concurrent-12x4, 1ms for the service
+// cases) outside the default-timeout ones. It reports msgs/s, allocs/msg
+// and each call's p50 and p99 in milliseconds; allocations and CPU
+// include the in-process broker's, the same on every side. Compare with
+// benchstat:
 //
 //	go test -run '^$' -bench BenchmarkWriter -benchmem -count 6 ./sdk > bench.txt
 //	benchstat -col /client bench.txt
 func BenchmarkWriter(b *testing.B) {
-	c := embedded.StartT(b, embedded.Topic("bench", 6))
+	c := embedded.StartT(b, embedded.Topic("bench", 6), embedded.Topic("service", 12))
 	for _, sc := range []struct {
 		name                string
 		goroutines, perCall int
 		batchTimeout        time.Duration
+		service             bool // keyed 200-byte messages, kafka.Hash, 12 partitions
 	}{
-		{"sync-100", 1, 100, 10 * time.Millisecond},
-		{"sync-10-default-timeout", 1, 10, 0},
-		{"pipelined-4x500", 4, 500, 10 * time.Millisecond},
-		{"concurrent-12x4", 12, 4, 5 * time.Millisecond},
+		{"sync-100", 1, 100, 10 * time.Millisecond, false},
+		{"sync-10-default-timeout", 1, 10, 0, false},
+		{"pipelined-4x500", 4, 500, 10 * time.Millisecond, false},
+		{"concurrent-12x4", 12, 4, 5 * time.Millisecond, false},
+		{"service-16x1", 16, 1, time.Millisecond, true},
+		{"service-64x1", 64, 1, time.Millisecond, true},
+		{"service-256x1", 256, 1, time.Millisecond, true},
+		{"service-12x4", 12, 4, time.Millisecond, true},
 	} {
-		kw := func() *kafka.Writer {
+		topic, size := "bench", 100
+		var balancer kafka.Balancer
+		if sc.service {
+			topic, size, balancer = "service", 200, &kafka.Hash{}
+		}
+		kwWith := func(batchTimeout time.Duration) *kafka.Writer {
 			return &kafka.Writer{
 				Addr:         kafka.TCP(c.Addrs()...),
-				Topic:        "bench",
+				Topic:        topic,
+				Balancer:     balancer,
 				RequiredAcks: kafka.RequireAll,
-				BatchTimeout: sc.batchTimeout,
+				BatchTimeout: batchTimeout,
 			}
 		}
+		kw := func() *kafka.Writer { return kwWith(sc.batchTimeout) }
 		newSDK := func(b *testing.B, idempotent bool) writer {
 			w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent), sdk.WithGetenv(func(string) string { return "" }))
 			if err != nil {
@@ -64,7 +85,7 @@ func BenchmarkWriter(b *testing.B) {
 			}
 			return w
 		}
-		for _, cl := range []struct {
+		clients := []struct {
 			name string
 			new  func(*testing.B) writer
 		}{
@@ -76,10 +97,17 @@ func BenchmarkWriter(b *testing.B) {
 				b.Cleanup(func() { sdk.SetFrameGuard(true) })
 				return newSDK(b, true)
 			}},
-			{"franz-go", func(b *testing.B) writer { return newKgoWriter(b, c.Addrs(), "bench", sc.batchTimeout) }},
-		} {
+			{"franz-go", func(b *testing.B) writer { return newKgoWriter(b, c.Addrs(), topic, sc.batchTimeout) }},
+		}
+		if sc.service {
+			clients = append(clients, struct {
+				name string
+				new  func(*testing.B) writer
+			}{"raw-default-timeout", func(*testing.B) writer { return kwWith(0) }})
+		}
+		for _, cl := range clients {
 			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
-				benchWrites(b, cl.new(b), sc.goroutines, sc.perCall)
+				benchWrites(b, cl.new(b), sc.goroutines, sc.perCall, size, sc.service)
 			})
 		}
 	}
@@ -90,38 +118,53 @@ type writer interface {
 	Close() error
 }
 
-// benchWrites makes b.N calls of perCall messages, spread over goroutines.
-func benchWrites(b *testing.B, w writer, goroutines, perCall int) {
+// benchWrites makes b.N calls of perCall messages of size-byte values,
+// spread over goroutines; with keyed, each call's messages have keys of
+// their own (each goroutine cycles through 64 sets).
+func benchWrites(b *testing.B, w writer, goroutines, perCall, size int, keyed bool) {
 	defer w.Close()
-	msgs := deliverytest.Messages("bench", perCall)
-	for i := range msgs {
-		msgs[i].Value = append(make([]byte, 0, 100), msgs[i].Value...)
-		msgs[i].Value = msgs[i].Value[:100] // 100-byte values
+	const sets = 64
+	msgs := make([][][]kafka.Message, goroutines)
+	for g := range msgs {
+		n := 1
+		if keyed {
+			n = sets
+		}
+		for i := range n {
+			ms := deliverytest.Messages(fmt.Sprintf("bench-%d-%d", g, i), perCall)
+			for j := range ms {
+				ms[j].Value = append(make([]byte, 0, size), ms[j].Value...)[:size]
+			}
+			msgs[g] = append(msgs[g], ms)
+		}
 	}
 	ctx := context.Background()
-	if err := w.WriteMessages(ctx, msgs...); err != nil { // connect, fetch metadata
+	if err := w.WriteMessages(ctx, msgs[0][0]...); err != nil { // connect, fetch metadata
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	took := make([]time.Duration, b.N)
+	var n atomic.Int64
 	b.ResetTimer()
 	start := time.Now()
 	var next sync.WaitGroup
-	calls := make(chan struct{}, b.N)
-	for i := 0; i < b.N; i++ {
-		calls <- struct{}{}
-	}
-	close(calls)
 	for g := 0; g < goroutines; g++ {
 		next.Add(1)
 		go func() {
 			defer next.Done()
-			for range calls {
-				if err := w.WriteMessages(ctx, msgs...); err != nil {
+			for k := 0; ; k++ {
+				i := n.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				t0 := time.Now()
+				if err := w.WriteMessages(ctx, msgs[g][k%len(msgs[g])]...); err != nil {
 					b.Error(err)
 					return
 				}
+				took[i] = time.Since(t0)
 			}
 		}()
 	}
@@ -129,8 +172,12 @@ func benchWrites(b *testing.B, w writer, goroutines, perCall int) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	runtime.ReadMemStats(&after)
+	slices.Sort(took)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*perCall), "allocs/msg")
+	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
+	b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
 }
 
 // kgoWriter adapts franz-go's client to the writer interface: a call is
