@@ -695,8 +695,11 @@ func (r *Reader) engineOpts() []kgo.Opt {
 	opts = append(opts,
 		kgo.FetchMaxWait(c.MaxWait),
 		kgo.FetchMinBytes(int32(c.MinBytes)),
-		kgo.FetchMaxPartitionBytes(int32(c.MaxBytes)),
-		kgo.FetchMaxBytes(int32(fetchMax)),
+		// The first fetches ask for little, so that the first message
+		// comes as soon as kafka-go's (which hands out records as it
+		// reads them); poll raises the limits once records came.
+		kgo.FetchMaxPartitionBytes(int32(min(c.MaxBytes, firstFetchMaxBytes))),
+		kgo.FetchMaxBytes(int32(min(fetchMax, firstFetchMaxBytes))),
 	)
 	if c.IsolationLevel == kafka.ReadCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -766,3 +769,9 @@ func (r *Reader) engineOpts() []kgo.Opt {
 // readerFetchMax is the most a fetch response of a Reader with config c
 // holds per broker (fetch.max.bytes).
 func readerFetchMax(c kafka.ReaderConfig) int { return max(c.MaxBytes, DefaultFetchMaxBytes) }
+
+// firstFetchMaxBytes bounds a Reader's fetches until the first records
+// come back: a broker still returns a whole first record batch when it is
+// larger (KIP-74), so nothing is refused, and the first message is not
+// held back while megabytes of others are read and decoded.
+const firstFetchMaxBytes = 64 << 10

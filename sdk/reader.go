@@ -127,7 +127,9 @@ import (
 //     Stats().QueueLength is what is left of them.
 //   - MinBytes (1), MaxBytes (1 MB), MaxWait (10 s): the fetch's min
 //     bytes, max bytes per partition and max wait; a response per broker
-//     holds up to max(MaxBytes, DefaultFetchMaxBytes). Close never waits
+//     holds up to max(MaxBytes, DefaultFetchMaxBytes), once the first
+//     records came (until then 64 KiB, so that the first message is not
+//     held back while megabytes of others are read). Close never waits
 //     for MaxWait.
 //   - IsolationLevel (read uncommitted): the fetch isolation level
 //     (ReadLag and SetOffsetAt list offsets with it).
@@ -219,6 +221,7 @@ type Reader struct {
 	classicOnly     atomic.Bool
 
 	closed     atomic.Bool
+	fullFetch  atomic.Bool // the fetch limits were raised after the first records
 	created    time.Time
 	closedAt   atomic.Int64 // unix nanoseconds
 	closeDone  atomic.Bool  // Close has returned

@@ -206,6 +206,9 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	if rewound {
 		r.applyRewinds()
 	}
+	if n > 0 && !r.fullFetch.Load() && r.fullFetch.CompareAndSwap(false, true) {
+		r.engine().UpdateFetchMaxBytes(int32(readerFetchMax(r.config)), int32(r.config.MaxBytes))
+	}
 	if n > 0 {
 		r.stats.fetchSize.observe(n)
 		r.stats.fetchBytes.observe(bytes)
