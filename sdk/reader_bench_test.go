@@ -42,7 +42,9 @@ func readerBenchMessages(b *testing.B) int {
 //   - read: ReadMessage with CommitInterval 1s (sdk, kafka-go), or
 //     PollFetches with autocommit every 1s (franz-go);
 //   - fetch-commit-100: FetchMessage and a synchronous CommitMessages
-//     every 100 messages (sdk, kafka-go).
+//     every 100 messages (sdk, kafka-go);
+//   - fetch-commit-1: the same with a commit per message, over a
+//     twentieth of the messages.
 //
 // It reports msgs/s from the Reader's creation to the last message
 // (first-ms of it is the time to the first message: the group join),
@@ -97,35 +99,42 @@ func BenchmarkReader(b *testing.B) {
 	for _, bc := range []struct {
 		mode, engine string
 		consume      func(b *testing.B) (first time.Duration, close func())
+		share        int // the Reader reads n/share messages; 0: all
 	}{
 		{"read", "sdk", func(b *testing.B) (time.Duration, func()) {
 			return readAllMessages(b, newSDK(b, config(time.Second)), n, 0)
-		}},
+		}, 0},
 		{"read", "sdk-unguarded", func(b *testing.B) (time.Duration, func()) {
 			sdk.SetFrameGuard(false)
 			defer sdk.SetFrameGuard(true)
 			return readAllMessages(b, newSDK(b, config(time.Second)), n, 0)
-		}},
+		}, 0},
 		{"read", "kafka-go", func(b *testing.B) (time.Duration, func()) {
 			return readAllMessages(b, newKafkaGo(b, config(time.Second)), n, 0)
-		}},
+		}, 0},
 		{"read", "kafka-go-dialer", func(b *testing.B) (time.Duration, func()) {
 			return readAllMessages(b, newKafkaGoDialer(b, config(time.Second)), n, 0)
-		}},
+		}, 0},
 		{"read", "kafka-go-dialer-unguarded", func(b *testing.B) (time.Duration, func()) {
 			sdk.SetFrameGuard(false)
 			defer sdk.SetFrameGuard(true)
 			return readAllMessages(b, newKafkaGoDialer(b, config(time.Second)), n, 0)
-		}},
+		}, 0},
 		{"read", "franz-go", func(b *testing.B) (time.Duration, func()) {
 			return pollAllRecords(b, c.Addrs(), group(), "rbench", n)
-		}},
+		}, 0},
 		{"fetch-commit-100", "sdk", func(b *testing.B) (time.Duration, func()) {
 			return readAllMessages(b, newSDK(b, config(0)), n, 100)
-		}},
+		}, 0},
 		{"fetch-commit-100", "kafka-go", func(b *testing.B) (time.Duration, func()) {
 			return readAllMessages(b, newKafkaGo(b, config(0)), n, 100)
-		}},
+		}, 0},
+		{"fetch-commit-1", "sdk", func(b *testing.B) (time.Duration, func()) {
+			return readAllMessages(b, newSDK(b, config(0)), n/20, 1)
+		}, 20},
+		{"fetch-commit-1", "kafka-go", func(b *testing.B) (time.Duration, func()) {
+			return readAllMessages(b, newKafkaGo(b, config(0)), n/20, 1)
+		}, 20},
 	} {
 		b.Run("mode="+bc.mode+"/engine="+bc.engine, func(b *testing.B) {
 			b.ReportAllocs()
@@ -143,6 +152,9 @@ func BenchmarkReader(b *testing.B) {
 			}
 			runtime.ReadMemStats(&after)
 			msgs := float64(b.N * n)
+			if bc.share > 0 {
+				msgs = float64(b.N * (n / bc.share))
+			}
 			b.ReportMetric(msgs/reading.Seconds(), "msgs/s")
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/msgs, "allocs/msg")
 			b.ReportMetric(float64(first.Milliseconds())/float64(b.N), "first-ms")
