@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
 	"sync"
@@ -27,6 +28,8 @@ import (
 // and 100-byte values:
 //
 //   - sync-100: one synchronous call of 100 messages at a time;
+//     sync-100-acks1 and sync-100-acks0 the same with RequireOne and
+//     RequireNone (franz-go's idempotence off, as it needs acks=all);
 //   - sync-10-default-timeout: calls of 10 messages with kafka-go's
 //     default BatchTimeout (1s), which a raw kafka.Writer waits out on
 //     every call because its partition batches never fill;
@@ -53,17 +56,23 @@ func BenchmarkWriter(b *testing.B) {
 		goroutines, perCall int
 		batchTimeout        time.Duration
 		service             bool // keyed 200-byte messages, kafka.Hash, 12 partitions
+		acks                kafka.RequiredAcks
 	}{
-		{"sync-100", 1, 100, 10 * time.Millisecond, false},
-		{"sync-10-default-timeout", 1, 10, 0, false},
-		{"pipelined-4x500", 4, 500, 10 * time.Millisecond, false},
-		{"concurrent-12x4", 12, 4, 5 * time.Millisecond, false},
-		{"service-16x1", 16, 1, time.Millisecond, true},
-		{"service-64x1", 64, 1, time.Millisecond, true},
-		{"service-256x1", 256, 1, time.Millisecond, true},
-		{"service-12x4", 12, 4, time.Millisecond, true},
+		{"sync-100", 1, 100, 10 * time.Millisecond, false, 0},
+		{"sync-100-acks1", 1, 100, 10 * time.Millisecond, false, kafka.RequireOne},
+		{"sync-100-acks0", 1, 100, 10 * time.Millisecond, false, kafka.RequireNone},
+		{"sync-10-default-timeout", 1, 10, 0, false, 0},
+		{"pipelined-4x500", 4, 500, 10 * time.Millisecond, false, 0},
+		{"concurrent-12x4", 12, 4, 5 * time.Millisecond, false, 0},
+		{"service-16x1", 16, 1, time.Millisecond, true, 0},
+		{"service-64x1", 64, 1, time.Millisecond, true, 0},
+		{"service-256x1", 256, 1, time.Millisecond, true, 0},
+		{"service-12x4", 12, 4, time.Millisecond, true, 0},
 	} {
-		topic, size := "bench", 100
+		topic, size, acks := "bench", 100, kafka.RequireAll
+		if sc.acks != 0 {
+			acks = sc.acks
+		}
 		var balancer kafka.Balancer
 		if sc.service {
 			topic, size, balancer = "service", 200, &kafka.Hash{}
@@ -73,13 +82,14 @@ func BenchmarkWriter(b *testing.B) {
 				Addr:         kafka.TCP(c.Addrs()...),
 				Topic:        topic,
 				Balancer:     balancer,
-				RequiredAcks: kafka.RequireAll,
+				RequiredAcks: acks,
 				BatchTimeout: batchTimeout,
 			}
 		}
 		kw := func() *kafka.Writer { return kwWith(sc.batchTimeout) }
 		newSDK := func(b *testing.B, idempotent bool) writer {
-			w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent), sdk.WithGetenv(func(string) string { return "" }))
+			w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent && acks == kafka.RequireAll),
+				sdk.WithGetenv(func(string) string { return "" }), sdk.WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -97,7 +107,7 @@ func BenchmarkWriter(b *testing.B) {
 				b.Cleanup(func() { sdk.SetFrameGuard(true) })
 				return newSDK(b, true)
 			}},
-			{"franz-go", func(b *testing.B) writer { return newKgoWriter(b, c.Addrs(), topic, sc.batchTimeout) }},
+			{"franz-go", func(b *testing.B) writer { return newKgoWriter(b, c.Addrs(), topic, sc.batchTimeout, acks) }},
 		}
 		if sc.service {
 			clients = append(clients, struct {
@@ -184,8 +194,15 @@ func benchWrites(b *testing.B, w writer, goroutines, perCall, size int, keyed bo
 // one ProduceSync of its messages.
 type kgoWriter struct{ cl *kgo.Client }
 
-func newKgoWriter(b *testing.B, addrs []string, topic string, linger time.Duration) writer {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(linger))
+func newKgoWriter(b *testing.B, addrs []string, topic string, linger time.Duration, acks kafka.RequiredAcks) writer {
+	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(linger)}
+	switch acks {
+	case kafka.RequireOne:
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case kafka.RequireNone:
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
