@@ -30,7 +30,7 @@ var clusterRacks = kafkanode.Racks
 
 // kafkaCluster is a multi-node cluster of the test's own.
 type kafkaCluster struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []*dedicatedBroker // nodes[i] is node.id i+1
 	racks []string
 }
@@ -50,7 +50,7 @@ type clusterConfig struct {
 // returns once every node answers and the cluster lists them all. The
 // nodes are killed when the test ends; if it failed, the end of their
 // logs is printed first.
-func startCluster(t *testing.T, cc clusterConfig) *kafkaCluster {
+func startCluster(t testing.TB, cc clusterConfig) *kafkaCluster {
 	t.Helper()
 	nodes, err := kafkanode.StartCluster(context.Background(), brokerSetup(t), t.TempDir(), kafkanode.ClusterConfig{
 		Ports: cc.ports, Extra: cc.extra, FormatArgs: cc.formatArgs, Logf: t.Logf})

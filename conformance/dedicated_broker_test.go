@@ -27,14 +27,14 @@ import (
 // test: a kafkanode.Node whose failures fail the test.
 type dedicatedBroker struct {
 	*kafkanode.Node
-	t *testing.T
+	t testing.TB
 }
 
 // startDedicatedBroker formats a fresh KRaft log dir and starts a broker on
 // two free loopback ports, with extra appended to the config template; it
 // returns once the broker answers Metadata. The broker is killed when the
 // test ends; if the test failed, the end of its log is printed first.
-func startDedicatedBroker(t *testing.T, extra ...string) *dedicatedBroker {
+func startDedicatedBroker(t testing.TB, extra ...string) *dedicatedBroker {
 	t.Helper()
 	return startDedicatedBrokerWith(t, dedicatedConfig{extra: extra})
 }
@@ -54,7 +54,7 @@ type dedicatedConfig struct {
 
 // startDedicatedBrokerWith is startDedicatedBroker with further ports and
 // format arguments.
-func startDedicatedBrokerWith(t *testing.T, dc dedicatedConfig) *dedicatedBroker {
+func startDedicatedBrokerWith(t testing.TB, dc dedicatedConfig) *dedicatedBroker {
 	t.Helper()
 	b := newDedicatedNode(t, kafkanode.Node{Name: "dedicated broker", Dir: t.TempDir(), Extra: dc.extra, FormatArgs: dc.formatArgs})
 	// A port picked free can be taken before the broker binds it; then try
@@ -80,7 +80,7 @@ func startDedicatedBrokerWith(t *testing.T, dc dedicatedConfig) *dedicatedBroker
 
 // brokerSetup is what a test's own brokers start from: the Kafka 4.3.1
 // classpath run.sh resolved, the java binary and conformance/kafka.
-func brokerSetup(t *testing.T) kafkanode.Setup {
+func brokerSetup(t testing.TB) kafkanode.Setup {
 	t.Helper()
 	cpFile := os.Getenv("AZKAFKA_CONFORMANCE_BROKER_CLASSPATH")
 	if cpFile == "" {
@@ -97,7 +97,7 @@ func brokerSetup(t *testing.T) kafkanode.Setup {
 // formatted nor started yet, with the setup of brokerSetup. It is killed
 // when the test ends; if the test failed, the end of its log is printed
 // first.
-func newDedicatedNode(t *testing.T, node kafkanode.Node) *dedicatedBroker {
+func newDedicatedNode(t testing.TB, node kafkanode.Node) *dedicatedBroker {
 	t.Helper()
 	node.Setup = brokerSetup(t)
 	if node.Named == nil {
@@ -206,7 +206,7 @@ func (b *dedicatedBroker) printLogTail(n int) {
 
 // freePorts returns n distinct TCP ports on 127.0.0.1 that were free a
 // moment ago.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports, err := kafkanode.FreePorts(n)
 	if err != nil {
@@ -215,7 +215,7 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
-func mustAbs(t *testing.T, p string) string {
+func mustAbs(t testing.TB, p string) string {
 	t.Helper()
 	a, err := filepath.Abs(p)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/writebench"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -296,12 +296,12 @@ var idempotentBenchCases = []struct {
 // without idempotence).
 func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Duration, acks kafka.RequiredAcks) []struct {
 	name string
-	new  func(testing.TB) sdkcWriter
+	new  func(testing.TB) writebench.Writer
 } {
 	kw := func() *kafka.Writer {
 		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: acks, BatchTimeout: batchTimeout}
 	}
-	newSDK := func(tb testing.TB, idempotent bool) sdkcWriter {
+	newSDK := func(tb testing.TB, idempotent bool) writebench.Writer {
 		w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent), sdk.WithGetenv(func(string) string { return "" }),
 			sdk.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
@@ -309,39 +309,28 @@ func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Dura
 		}
 		return w
 	}
-	franz := func(tb testing.TB, more ...kgo.Opt) sdkcWriter {
-		opts := append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(batchTimeout)}, more...)
-		switch acks {
-		case kafka.RequireOne:
-			opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-		case kafka.RequireNone:
-			opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
-		}
-		c, err := kgo.NewClient(opts...)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return kgoWriter{c}
+	franz := func(tb testing.TB, more ...kgo.Opt) writebench.Writer {
+		return writebench.NewKgo(tb, acks, append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(batchTimeout)}, more...)...)
 	}
 	clients := []struct {
 		name string
-		new  func(testing.TB) sdkcWriter
+		new  func(testing.TB) writebench.Writer
 	}{
-		{"raw", func(testing.TB) sdkcWriter { return kw() }},
+		{"raw", func(testing.TB) writebench.Writer { return kw() }},
 	}
 	if acks == kafka.RequireAll {
 		clients = append(clients, []struct {
 			name string
-			new  func(testing.TB) sdkcWriter
+			new  func(testing.TB) writebench.Writer
 		}{
-			{"sdk-at-least-once", func(tb testing.TB) sdkcWriter { return newSDK(tb, false) }},
-			{"sdk-idempotent", func(tb testing.TB) sdkcWriter { return newSDK(tb, true) }},
+			{"sdk-at-least-once", func(tb testing.TB) writebench.Writer { return newSDK(tb, false) }},
+			{"sdk-idempotent", func(tb testing.TB) writebench.Writer { return newSDK(tb, true) }},
 		}...)
 	} else {
 		clients = append(clients, struct {
 			name string
-			new  func(testing.TB) sdkcWriter
-		}{"sdk", func(tb testing.TB) sdkcWriter { return newSDK(tb, false) }})
+			new  func(testing.TB) writebench.Writer
+		}{"sdk", func(tb testing.TB) writebench.Writer { return newSDK(tb, false) }})
 	}
 	// franz-go with its default sticky partitioner (a call's keyless
 	// messages fill one partition's batch), and with round robin, as
@@ -349,10 +338,12 @@ func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Dura
 	// which the sdk keeps.
 	return append(clients, []struct {
 		name string
-		new  func(testing.TB) sdkcWriter
+		new  func(testing.TB) writebench.Writer
 	}{
-		{"franz-go", func(tb testing.TB) sdkcWriter { return franz(tb) }},
-		{"franz-go-roundrobin", func(tb testing.TB) sdkcWriter { return franz(tb, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())) }},
+		{"franz-go", func(tb testing.TB) writebench.Writer { return franz(tb) }},
+		{"franz-go-roundrobin", func(tb testing.TB) writebench.Writer {
+			return franz(tb, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		}},
 	}...)
 }
 
@@ -370,7 +361,7 @@ func BenchmarkSDKIdempotentWriter(b *testing.B) {
 	for _, sc := range idempotentBenchCases {
 		for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout, sc.acks) {
 			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
-				sdkcBenchParallel(b, cl.new(b), sc.goroutines, sc.perCall)
+				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 100, false)
 			})
 		}
 	}
@@ -401,7 +392,7 @@ func TestSDKIdempotentBenchmark(t *testing.T) {
 	for round := 0; round < 6; round++ {
 		for _, sc := range idempotentBenchCases {
 			for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout, sc.acks) {
-				r := testing.Benchmark(func(b *testing.B) { sdkcBenchParallel(b, cl.new(b), sc.goroutines, sc.perCall) })
+				r := testing.Benchmark(func(b *testing.B) { writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 100, false) })
 				line := fmt.Sprintf("BenchmarkSDKIdempotentWriter/case=%s/client=%s-%d\t%s\t%s\n", sc.name, cl.name, runtime.GOMAXPROCS(0), r.String(), r.MemString())
 				lines.WriteString(line)
 				t.Log(strings.TrimSpace(line))
@@ -412,78 +403,3 @@ func TestSDKIdempotentBenchmark(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-type sdkcWriter interface {
-	WriteMessages(context.Context, ...kafka.Message) error
-	Close() error
-}
-
-// sdkcBenchParallel makes b.N calls of perCall 100-byte messages, spread
-// over goroutines, and reports msgs/s and allocs/msg.
-func sdkcBenchParallel(b *testing.B, w sdkcWriter, goroutines, perCall int) {
-	defer w.Close()
-	msgs := deliverytest.Messages("bench", perCall)
-	for i := range msgs {
-		msgs[i].Value = append(make([]byte, 0, 100), msgs[i].Value...)[:100]
-	}
-	ctx := context.Background()
-	if err := w.WriteMessages(ctx, msgs...); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	cpu0 := processCPU()
-	b.ResetTimer()
-	start := time.Now()
-	calls := make(chan struct{}, b.N)
-	for i := 0; i < b.N; i++ {
-		calls <- struct{}{}
-	}
-	close(calls)
-	var wg sync.WaitGroup
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range calls {
-				if err := w.WriteMessages(ctx, msgs...); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*perCall), "allocs/msg")
-	// The client's own CPU time (user and system, GC included; the
-	// broker is another process): steadier than msgs/s on a shared
-	// machine.
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*perCall), "cpu-ns/msg")
-}
-
-// processCPU is the CPU time this process used so far, in nanoseconds.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
-
-// kgoWriter adapts franz-go's client: a call is one ProduceSync.
-type kgoWriter struct{ cl *kgo.Client }
-
-func (w kgoWriter) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
-	recs := make([]*kgo.Record, len(msgs))
-	for i := range msgs {
-		recs[i] = &kgo.Record{Key: msgs[i].Key, Value: msgs[i].Value}
-	}
-	return w.cl.ProduceSync(ctx, recs...).FirstErr()
-}
-
-func (w kgoWriter) Close() error { w.cl.Close(); return nil }

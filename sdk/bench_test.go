@@ -1,21 +1,15 @@
 package sdk_test
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
-	"runtime"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
 	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/writebench"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -24,7 +18,8 @@ import (
 // idempotent sdk.Writer, and franz-go's kgo producer used directly
 // (idempotent by default), all with acks=all on a topic of 6 partitions
 // (sdk-idempotent-unguarded: with the frame guard off, to measure its
-// cost)
+// cost; sdk-idempotent-ungathered: without the gathering of synchronous
+// calls, see the Writer's doc)
 // and 100-byte values:
 //
 //   - sync-100: one synchronous call of 100 messages at a time;
@@ -87,7 +82,7 @@ func BenchmarkWriter(b *testing.B) {
 			}
 		}
 		kw := func() *kafka.Writer { return kwWith(sc.batchTimeout) }
-		newSDK := func(b *testing.B, idempotent bool) writer {
+		newSDK := func(b *testing.B, idempotent bool) writebench.Writer {
 			w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent && acks == kafka.RequireAll),
 				sdk.WithGetenv(func(string) string { return "" }), sdk.WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
@@ -97,124 +92,35 @@ func BenchmarkWriter(b *testing.B) {
 		}
 		clients := []struct {
 			name string
-			new  func(*testing.B) writer
+			new  func(*testing.B) writebench.Writer
 		}{
-			{"raw", func(*testing.B) writer { return kw() }},
-			{"sdk-at-least-once", func(b *testing.B) writer { return newSDK(b, false) }},
-			{"sdk-idempotent", func(b *testing.B) writer { return newSDK(b, true) }},
-			{"sdk-idempotent-unguarded", func(b *testing.B) writer {
+			{"raw", func(*testing.B) writebench.Writer { return kw() }},
+			{"sdk-at-least-once", func(b *testing.B) writebench.Writer { return newSDK(b, false) }},
+			{"sdk-idempotent", func(b *testing.B) writebench.Writer { return newSDK(b, true) }},
+			{"sdk-idempotent-ungathered", func(b *testing.B) writebench.Writer {
+				sdk.SetGather(false) // for this Writer
+				defer sdk.SetGather(true)
+				return newSDK(b, true)
+			}},
+			{"sdk-idempotent-unguarded", func(b *testing.B) writebench.Writer {
 				sdk.SetFrameGuard(false) // for the connections of this Writer
 				b.Cleanup(func() { sdk.SetFrameGuard(true) })
 				return newSDK(b, true)
 			}},
-			{"franz-go", func(b *testing.B) writer { return newKgoWriter(b, c.Addrs(), topic, sc.batchTimeout, acks) }},
+			{"franz-go", func(b *testing.B) writebench.Writer {
+				return writebench.NewKgo(b, acks, kgo.SeedBrokers(c.Addrs()...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(sc.batchTimeout))
+			}},
 		}
 		if sc.service {
 			clients = append(clients, struct {
 				name string
-				new  func(*testing.B) writer
-			}{"raw-default-timeout", func(*testing.B) writer { return kwWith(0) }})
+				new  func(*testing.B) writebench.Writer
+			}{"raw-default-timeout", func(*testing.B) writebench.Writer { return kwWith(0) }})
 		}
 		for _, cl := range clients {
 			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
-				benchWrites(b, cl.new(b), sc.goroutines, sc.perCall, size, sc.service)
+				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, size, sc.service)
 			})
 		}
 	}
 }
-
-type writer interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
-	Close() error
-}
-
-// benchWrites makes b.N calls of perCall messages of size-byte values,
-// spread over goroutines; with keyed, each call's messages have keys of
-// their own (each goroutine cycles through 64 sets).
-func benchWrites(b *testing.B, w writer, goroutines, perCall, size int, keyed bool) {
-	defer w.Close()
-	const sets = 64
-	msgs := make([][][]kafka.Message, goroutines)
-	for g := range msgs {
-		n := 1
-		if keyed {
-			n = sets
-		}
-		for i := range n {
-			ms := deliverytest.Messages(fmt.Sprintf("bench-%d-%d", g, i), perCall)
-			for j := range ms {
-				ms[j].Value = append(make([]byte, 0, size), ms[j].Value...)[:size]
-			}
-			msgs[g] = append(msgs[g], ms)
-		}
-	}
-	ctx := context.Background()
-	if err := w.WriteMessages(ctx, msgs[0][0]...); err != nil { // connect, fetch metadata
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	took := make([]time.Duration, b.N)
-	var n atomic.Int64
-	b.ResetTimer()
-	start := time.Now()
-	var next sync.WaitGroup
-	for g := 0; g < goroutines; g++ {
-		next.Add(1)
-		go func() {
-			defer next.Done()
-			for k := 0; ; k++ {
-				i := n.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				t0 := time.Now()
-				if err := w.WriteMessages(ctx, msgs[g][k%len(msgs[g])]...); err != nil {
-					b.Error(err)
-					return
-				}
-				took[i] = time.Since(t0)
-			}
-		}()
-	}
-	next.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	runtime.ReadMemStats(&after)
-	slices.Sort(took)
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	b.ReportMetric(float64(b.N*perCall)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*perCall), "allocs/msg")
-	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
-	b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
-}
-
-// kgoWriter adapts franz-go's client to the writer interface: a call is
-// one ProduceSync of its messages.
-type kgoWriter struct{ cl *kgo.Client }
-
-func newKgoWriter(b *testing.B, addrs []string, topic string, linger time.Duration, acks kafka.RequiredAcks) writer {
-	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(linger)}
-	switch acks {
-	case kafka.RequireOne:
-		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-	case kafka.RequireNone:
-		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return kgoWriter{cl}
-}
-
-func (w kgoWriter) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
-	recs := make([]*kgo.Record, len(msgs))
-	for i := range msgs {
-		recs[i] = &kgo.Record{Key: msgs[i].Key, Value: msgs[i].Value}
-	}
-	return w.cl.ProduceSync(ctx, recs...).FirstErr()
-}
-
-func (w kgoWriter) Close() error { w.cl.Close(); return nil }

@@ -6,8 +6,28 @@ import "time"
 // dialed after it, so that benchmarks can measure its cost.
 func SetFrameGuard(on bool) { frameGuardOff.Store(!on) }
 
+// SetGather turns the gathering of synchronous calls (see gather) on or
+// off for the Writers made after it, so that benchmarks can measure it.
+func SetGather(on bool) { gatherOff.Store(!on) }
+
 // WithBootstrapTimeout replaces DefaultBootstrapTimeout, so that tests of
 // a bootstrap that gives up need not wait 10 s.
 func WithBootstrapTimeout(d time.Duration) Option {
 	return set("WithBootstrapTimeout", func(c *config) { c.bootstrapTimeout = d })
+}
+
+// GatherWaiting is how many records of synchronous calls wait in the
+// Writer's lanes for a request in flight to be answered.
+func GatherWaiting(w *Writer) int {
+	g := w.gather
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, l := range g.lanes {
+		n += len(l.waiting)
+	}
+	return n
 }

@@ -94,9 +94,21 @@ import (
 //
 // # Calls
 //
-// A synchronous WriteMessages is sent as soon as its messages are queued
-// (messages of concurrent calls ride along): it never waits for
-// BatchTimeout, which paces async mode only. It returns nil, kafka-go's
+// A synchronous WriteMessages never waits for BatchTimeout, which paces
+// async mode only. Its messages are sent at once when the brokers leading
+// their partitions have no synchronous produce request of this Writer in
+// flight; otherwise they gather with those of other concurrent calls and
+// go, as one request per broker, when the request in flight is answered.
+// Kafka serves one request per connection at a time and answers acks=all
+// only once the followers have the batch, so on a replicated cluster many
+// concurrent calls of a message or a few (the web-service pattern) make
+// few large requests instead of many one-message requests queued behind
+// each other, as kafka-go's per-partition batches do; a lone caller is
+// sent at once, and a call's messages to one broker always travel
+// together. Records of a partition whose leader the engine has not loaded
+// yet (a topic's first calls), re-sends after an error, RequireNone
+// (nothing is answered) and async mode (where the engine pipelines up to
+// 5 requests per broker) do not wait so. It returns nil, kafka-go's
 // call-level errors (a topic on both or neither of the Writer and the
 // message, kafka.MessageTooLargeError, a topic's kafka.Error,
 // io.ErrClosedPipe after Close), or a kafka.WriteErrors aligned with msgs.
@@ -200,6 +212,7 @@ type Writer struct {
 	counters    counters
 	produced    atomic.Bool // a batch was acknowledged: the producer ID is known
 	fill        *batchFill  // async mode: BatchSize as the trigger to send
+	gather      *gather     // synchronous calls with acks: see gather
 
 	budget     *budgetClock
 	autoCreate bool
@@ -320,6 +333,8 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	}
 	if sw.async {
 		sw.fill = &batchFill{size: sw.conf.batchSize, waiting: map[batchKey]int{}}
+	} else if w.RequiredAcks != kafka.RequireNone && !gatherOff.Load() {
+		sw.gather = newGather(sw)
 	}
 	sw.baseOpts = sw.writerEngineOpts(w)
 	sw.idempotent.Store(idempotent)
@@ -461,6 +476,9 @@ func (w *Writer) Close() error {
 		cl.Close()
 		if w.fill != nil {
 			w.fill.wg.Wait()
+		}
+		if w.gather != nil {
+			w.gather.wg.Wait()
 		}
 		w.retired.Wait()
 		w.outstanding.Wait()

@@ -61,6 +61,7 @@ type recState struct {
 	err       error
 	fin       atomic.Bool // err is final
 	cl        *kgo.Client // the client the record was last produced on
+	lane      *lane       // the gather lane it went through, if any
 }
 
 // group is the messages of a call in one partition.
@@ -161,7 +162,7 @@ func (w *Writer) handOver(c *call) {
 		// Field by field: the slot is zeroed, and whole-struct stores
 		// cost a write barrier over every pointer of it.
 		sl.st.Context = budget
-		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.cl = c, i, -1, pre, cl
+		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.cl, sl.st.lane = c, i, -1, pre, cl, nil
 		sl.rec.Topic, sl.rec.Key, sl.rec.Value, sl.rec.Timestamp = m.Topic, m.Key, m.Value, recordTime(m.Time, now)
 		sl.rec.Context = &sl.st
 		if sl.rec.Topic == "" {
@@ -173,11 +174,17 @@ func (w *Writer) handOver(c *call) {
 				sl.rec.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 			}
 		}
+	}
+	if w.gather != nil {
+		w.gather.take(cl, c.slots)
+		return
+	}
+	for i := range c.slots {
 		// Background, not ctx: the engine fails a partition's whole
 		// queue when its first record's ctx ends, which would fail
 		// other callers' messages. The record's Context, its budget,
 		// ends with the budget of the oldest record.
-		cl.Produce(context.Background(), &sl.rec, w.promise)
+		cl.Produce(context.Background(), &c.slots[i].rec, w.promise)
 	}
 }
 
@@ -447,6 +454,9 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 	w.wh.bytes.Add(int64(len(r.Key) + len(r.Value)))
 	st.err = err
 	st.fin.Store(true)
+	if st.lane != nil {
+		w.gather.done(r, st)
+	}
 	if c.report {
 		c.finished(st)
 	}

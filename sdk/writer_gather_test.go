@@ -1,0 +1,155 @@
+package sdk_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// holdProduce makes p hold the responses to produce requests while
+// held is set, and counts the produce requests relayed; each held
+// response signals on heldOne.
+type holdProduce struct {
+	requests atomic.Int64
+	hold     atomic.Bool
+	release  chan struct{}
+	heldOne  chan struct{}
+}
+
+func newHoldProduce(p *kproxy.Proxy) *holdProduce {
+	h := &holdProduce{release: make(chan struct{}), heldOne: make(chan struct{}, 64)}
+	p.OnRequest(func(r kproxy.Request) kproxy.Action {
+		if r.Key == int16(kmsg.Produce) {
+			h.requests.Add(1)
+		}
+		return kproxy.Forward
+	})
+	p.OnResponse(func(r kproxy.Request, resp []byte) []byte {
+		if r.Key == int16(kmsg.Produce) && h.hold.Load() {
+			h.heldOne <- struct{}{}
+			<-h.release
+		}
+		return resp
+	})
+	return h
+}
+
+// TestWriterGathersConcurrentCalls: while a synchronous call's produce
+// request waits for its answer, the messages of 20 concurrent calls to
+// the same broker gather in the Writer instead of going out as requests
+// of their own; once the answer comes they all go, and every message is
+// stored once, each caller's in its order.
+func TestWriterGathersConcurrentCalls(t *testing.T) {
+	for _, gather := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gather=%v", gather), func(t *testing.T) {
+			rig := newFaultRig(t, "gather", 3)
+			h := newHoldProduce(rig.proxy)
+			sdk.SetGather(gather)
+			w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic,
+				RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}, testOptions(t)...)
+			sdk.SetGather(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			ctx := testCtx(t)
+			// Warm: metadata, producer ID, every partition's leader.
+			var warm []kafka.Message
+			for p := range 3 {
+				warm = append(warm, kafka.Message{Key: fmt.Appendf(nil, "warm-%d", p), Value: []byte("w")})
+			}
+			if err := w.WriteMessages(ctx, warm...); err != nil {
+				t.Fatal(err)
+			}
+			h.hold.Store(true)
+			const callers, perCaller = 20, 3
+			var wg sync.WaitGroup
+			errs := make(chan error, callers+1)
+			write := func(m ...kafka.Message) {
+				defer wg.Done()
+				if err := w.WriteMessages(ctx, m...); err != nil {
+					errs <- err
+				}
+			}
+			wg.Add(1)
+			go write(kafka.Message{Key: []byte("first"), Value: []byte("first")})
+			select {
+			case <-h.heldOne:
+			case <-ctx.Done():
+				t.Fatal("the first call's produce request never came")
+			}
+			before := h.requests.Load()
+			var order [callers][]string
+			for g := range callers {
+				for i := range perCaller {
+					order[g] = append(order[g], fmt.Sprintf("c%d-%d", g, i))
+				}
+			}
+			// Each caller's messages in sequence, one per call: the
+			// first waits in the Writer (gathered) or flies.
+			var seq sync.WaitGroup
+			for g := range callers {
+				seq.Add(1)
+				go func() {
+					defer seq.Done()
+					for _, v := range order[g] {
+						wg.Add(1)
+						write(kafka.Message{Key: fmt.Appendf(nil, "k%d", g), Value: []byte(v)})
+					}
+				}()
+			}
+			if gather {
+				// Wait until every caller's first message waits in the
+				// Writer; none may have gone out as a request.
+				for sdk.GatherWaiting(w) < callers {
+					if ctx.Err() != nil {
+						t.Fatalf("%d of %d calls gathered", sdk.GatherWaiting(w), callers)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				if got := h.requests.Load(); got != before {
+					t.Fatalf("%d produce requests went out while one was in flight; want the calls gathered", got-before)
+				}
+			} else {
+				// The control: the engine alone pipelines the calls as
+				// requests of their own (recorded, not asserted).
+				time.Sleep(50 * time.Millisecond)
+				t.Logf("without gathering: %d more produce requests while one was in flight", h.requests.Load()-before)
+			}
+			h.hold.Store(false)
+			close(h.release)
+			seq.Wait()
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			t.Logf("produce requests for %d calls after the first: %d", callers*perCaller, h.requests.Load()-before)
+			// Every message stored once, each caller's in order.
+			got := map[string][]string{}
+			for _, vs := range deliverytest.PartitionValues(ctx, t, rig.checkTopic()) {
+				for _, v := range vs {
+					var g, i int
+					if _, err := fmt.Sscanf(v, "c%d-%d", &g, &i); err == nil {
+						got[fmt.Sprint(g)] = append(got[fmt.Sprint(g)], v)
+					}
+				}
+			}
+			for g := range callers {
+				if k := fmt.Sprint(g); !slices.Equal(got[k], order[g]) {
+					t.Errorf("caller %d: stored %v, want %v", g, got[k], order[g])
+				}
+			}
+		})
+	}
+}
