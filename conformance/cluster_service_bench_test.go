@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -29,12 +30,7 @@ var serviceCases = []struct {
 
 // BenchmarkClusterService runs the web-service pattern on a 3-node Kafka
 // 4.3.1 cluster of its own (a topic of 12 partitions, replication factor
-// 3, min.insync.replicas 2, acks=all), side by side in one run: raw
-// kafka.Writer (kafka.Hash, BatchTimeout 1 ms, and its default 1 s as
-// raw-default-timeout), sdk.Writer with the same kafka.Writer (idempotent,
-// its default at acks=all) and franz-go with its defaults (idempotent,
-// ProduceSync). Each round starts a cluster; with -count 5 the clients
-// alternate round by round:
+// 3, min.insync.replicas 2), side by side in one run: see benchService.
 //
 //	CONFORMANCE_BENCH=BenchmarkClusterService CONFORMANCE_BENCH_COUNT=5 ./conformance/run.sh > bench.txt
 //	benchstat -col /client -row /case bench.txt
@@ -42,9 +38,28 @@ func BenchmarkClusterService(b *testing.B) {
 	c := startCluster(b, clusterConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const topic = "service"
+	topic := "service"
 	c.CreateTopic(ctx, topic, 12)
-	addrs := c.Addrs()
+	benchService(b, c.Addrs(), topic)
+}
+
+// BenchmarkBrokerService is BenchmarkClusterService on run.sh's one
+// broker (a topic of 12 partitions, not replicated).
+func BenchmarkBrokerService(b *testing.B) {
+	addrs := brokers(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-service-%d", time.Now().UnixNano())
+	createTopic(b, ctx, addrs, topic, 12)
+	benchService(b, addrs, topic)
+}
+
+// benchService runs serviceCases at acks=all through raw kafka.Writer
+// (kafka.Hash, BatchTimeout 1 ms, and its default 1 s as
+// raw-default-timeout), sdk.Writer made from the same kafka.Writer
+// (idempotent, its default at acks=all) and franz-go with its defaults
+// (idempotent, ProduceSync, keys hashed with murmur2).
+func benchService(b *testing.B, addrs []string, topic string) {
 	kw := func(batchTimeout time.Duration) *kafka.Writer {
 		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: &kafka.Hash{},
 			RequiredAcks: kafka.RequireAll, BatchTimeout: batchTimeout}

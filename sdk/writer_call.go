@@ -175,8 +175,7 @@ func (w *Writer) handOver(c *call) {
 			}
 		}
 	}
-	if w.gather != nil {
-		w.gather.take(cl, c.slots)
+	if w.gather != nil && w.gather.take(cl, c.slots) {
 		return
 	}
 	for i := range c.slots {

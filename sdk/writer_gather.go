@@ -42,6 +42,8 @@ type gather struct {
 	parts map[batchKey]pinned
 	// wg counts the goroutines handing a wave over: Close waits for them.
 	wg sync.WaitGroup
+	// held counts the records in lanes (waiting or in flight).
+	held atomic.Int64
 }
 
 // lane is one broker's synchronous traffic.
@@ -61,12 +63,18 @@ func newGather(w *Writer) *gather {
 }
 
 // take hands the records of a call to the engine through their
-// partitions' lanes. A lane idle before the call sends the call's records
-// there at once, as its wave; a busy one keeps them, in order, for its
-// next wave. A record whose partition has no lane (not chosen yet, or its
-// leader not loaded by the engine) goes to the engine at once: none of
-// its partition waits in a lane.
-func (g *gather) take(cl *kgo.Client, slots []slot) {
+// partitions' lanes, and reports false, taking none, when the call is
+// the Writer's only one waiting and no record is in a lane: a lone caller
+// goes to the engine directly, with nothing to wait for. A lane idle
+// before the call sends the call's records there at once, as its wave; a
+// busy one keeps them, in order, for its next wave. A record whose
+// partition has no lane (not chosen yet, or its leader not loaded by the
+// engine) goes to the engine at once: none of its partition waits in a
+// lane.
+func (g *gather) take(cl *kgo.Client, slots []slot) bool {
+	if g.held.Load() == 0 && g.w.awaited.Load() <= 1 {
+		return false
+	}
 	var sendBuf [8]*kgo.Record
 	var freshBuf [4]*lane
 	send, fresh := sendBuf[:0], freshBuf[:0]
@@ -93,6 +101,7 @@ func (g *gather) take(cl *kgo.Client, slots []slot) {
 	for _, r := range send {
 		r.Context.(*recState).lane.busy++
 	}
+	g.held.Add(int64(len(slots) - len(direct)))
 	g.mu.Unlock()
 	// Direct ones first: a record of the same partition that got a lane
 	// after them (its leader loaded meanwhile) comes later in the call.
@@ -102,6 +111,7 @@ func (g *gather) take(cl *kgo.Client, slots []slot) {
 	for _, r := range send {
 		cl.Produce(context.Background(), r, g.w.promise)
 	}
+	return true
 }
 
 // pin pins topic's partition p to a lane, the one it is pinned to or
@@ -142,6 +152,7 @@ func (g *gather) done(r *kgo.Record, st *recState) {
 		g.parts[k] = pp
 	}
 	l.busy--
+	g.held.Add(-1)
 	var wave []*kgo.Record
 	if l.busy == 0 && len(l.waiting) > 0 {
 		wave, l.waiting = l.waiting, nil

@@ -23,7 +23,14 @@ type holdProduce struct {
 	requests atomic.Int64
 	hold     atomic.Bool
 	release  chan struct{}
+	once     sync.Once
 	heldOne  chan struct{}
+}
+
+// Release lets every held response go, and no more be held.
+func (h *holdProduce) Release() {
+	h.hold.Store(false)
+	h.once.Do(func() { close(h.release) })
 }
 
 func newHoldProduce(p *kproxy.Proxy) *holdProduce {
@@ -44,10 +51,11 @@ func newHoldProduce(p *kproxy.Proxy) *holdProduce {
 	return h
 }
 
-// TestWriterGathersConcurrentCalls: while a synchronous call's produce
-// request waits for its answer, the messages of 20 concurrent calls to
-// the same broker gather in the Writer instead of going out as requests
-// of their own; once the answer comes they all go, and every message is
+// TestWriterGathersConcurrentCalls: while a lone call's produce request
+// waits for its answer, 20 concurrent calls to the same broker start: the
+// first to arrive goes out at once (nothing of the gather was in flight),
+// the other 19 gather in the Writer instead of going out as requests of
+// their own; once the answers come they all go, and every message is
 // stored once, each caller's in its order.
 func TestWriterGathersConcurrentCalls(t *testing.T) {
 	for _, gather := range []bool{true, false} {
@@ -62,6 +70,7 @@ func TestWriterGathersConcurrentCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
+			defer h.Release() // before Close, also when the test fails
 			ctx := testCtx(t)
 			// Warm: metadata, producer ID, every partition's leader.
 			var warm []kafka.Message
@@ -109,16 +118,24 @@ func TestWriterGathersConcurrentCalls(t *testing.T) {
 				}()
 			}
 			if gather {
-				// Wait until every caller's first message waits in the
-				// Writer; none may have gone out as a request.
-				for sdk.GatherWaiting(w) < callers {
+				// One caller's first message goes out (its response
+				// queues behind the held one on the connection); wait
+				// until every other caller's first message waits in the
+				// Writer, none of them sent.
+				for h.requests.Load() == before {
 					if ctx.Err() != nil {
-						t.Fatalf("%d of %d calls gathered", sdk.GatherWaiting(w), callers)
+						t.Fatal("no call of the 20 went out while the lone call's request was in flight")
 					}
 					time.Sleep(time.Millisecond)
 				}
-				if got := h.requests.Load(); got != before {
-					t.Fatalf("%d produce requests went out while one was in flight; want the calls gathered", got-before)
+				for sdk.GatherWaiting(w) < callers-1 {
+					if ctx.Err() != nil {
+						t.Fatalf("%d of %d calls gathered", sdk.GatherWaiting(w), callers-1)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				if got := h.requests.Load() - before; got != 1 {
+					t.Fatalf("%d produce requests went out while the first was in flight; want 1, the other calls gathered", got)
 				}
 			} else {
 				// The control: the engine alone pipelines the calls as
@@ -126,8 +143,7 @@ func TestWriterGathersConcurrentCalls(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 				t.Logf("without gathering: %d more produce requests while one was in flight", h.requests.Load()-before)
 			}
-			h.hold.Store(false)
-			close(h.release)
+			h.Release()
 			seq.Wait()
 			wg.Wait()
 			close(errs)
