@@ -4,23 +4,243 @@ package sdk
 // error path: a kafka.NewReader call in an expression, a &kafka.Writer{...}
 // in a var block or a field initialiser (what `azkafka migrate` writes).
 
-import "github.com/segmentio/kafka-go"
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
 
 // MustNewReader is NewReader in kafka.NewReader's shape, with no error
 // result:
 //
 //	r := sdk.MustNewReader(kafka.ReaderConfig{...}) // was: kafka.NewReader(kafka.ReaderConfig{...})
 //
-// It panics where NewReader returns an error: for an invalid
-// kafka.ReaderConfig (where kafka.NewReader panics too, with an error
-// naming the field), and for invalid options or AZKAFKA_* variables (the
-// error names the option or the variable). The panic value is that error.
+// It panics exactly where kafka-go v0.4.51's kafka.NewReader panics (its
+// ReaderConfig.Validate; ReadBackoffMax below ReadBackoffMin once
+// defaulted; a negative QueueCapacity; with GroupID, its
+// ConsumerGroupConfig.Validate: a negative or int32-overflowing
+// HeartbeatInterval, SessionTimeout, RebalanceTimeout, JoinGroupBackoff
+// or PartitionWatchInterval, a negative RetentionTime but -1ms, a
+// StartOffset neither FirstOffset nor LastOffset), with an error that
+// names the field and holds kafka-go's message.
+//
+// A config kafka.NewReader accepts it accepts too, also where NewReader's
+// stricter check refuses a value of a field the SDK ignores (a negative
+// ReadBatchTimeout or RetentionTime; without GroupID a negative
+// HeartbeatInterval, SessionTimeout, RebalanceTimeout, JoinGroupBackoff,
+// PartitionWatchInterval or CommitInterval, any StartOffset; with
+// WatchPartitionChanges a PartitionWatchInterval above an hour, the
+// engine's longest metadata refresh, which it then uses: new partitions
+// are seen no later than asked). Config returns the values given.
+//
+// It panics, saying why, for the values the engine cannot honour:
+//   - MaxWait below 10ms, or negative: the engine's shortest fetch wait
+//     (kafka-go sends it as 0 ms, a busy poll); above 24d20h31m23.647s:
+//     the fetch's int32 of milliseconds, which kafka-go overflows too;
+//   - MaxBytes above 715827883: a fetch response may exceed it by a
+//     record batch (KIP-74), so the Reader reads responses of up to 1.5
+//     times it, and the engine reads at most 1 GiB (kafka-go sends
+//     MaxBytes of 2 GiB and more overflowed);
+//   - with GroupID, SessionTimeout or RebalanceTimeout below 100ms (Kafka
+//     refuses a session below group.min.session.timeout.ms, 6 s by
+//     default), HeartbeatInterval above SessionTimeout (the session would
+//     expire between heartbeats), a negative CommitInterval (kafka-go's
+//     Reader panics in its commit loop once it joins the group);
+//   - a Dialer ClientID the SDK cannot extend with its segments (see
+//     WithClientID), invalid options or AZKAFKA_* variables (NewReader's
+//     error, naming the option or the variable).
+//
+// The panic value is an error.
 func MustNewReader(config kafka.ReaderConfig, opts ...Option) *Reader {
+	if err := kafkaGoReaderPanic(config); err != nil {
+		panic(fmt.Errorf("sdk: MustNewReader: invalid kafka.ReaderConfig (kafka.NewReader panics too): %w", err))
+	}
+	if err := engineRefuses(config); err != nil {
+		panic(fmt.Errorf("sdk: MustNewReader: kafka.ReaderConfig: %w", err))
+	}
+	given := config
+	withoutIgnored(&config)
 	r, err := NewReader(config, opts...)
 	if err != nil {
 		panic(err)
 	}
+	// Config shows the values given, as kafka-go's does.
+	for _, f := range []struct{ shown, passed, given *time.Duration }{
+		{&r.shown.ReadBatchTimeout, &config.ReadBatchTimeout, &given.ReadBatchTimeout},
+		{&r.shown.RetentionTime, &config.RetentionTime, &given.RetentionTime},
+		{&r.shown.HeartbeatInterval, &config.HeartbeatInterval, &given.HeartbeatInterval},
+		{&r.shown.SessionTimeout, &config.SessionTimeout, &given.SessionTimeout},
+		{&r.shown.RebalanceTimeout, &config.RebalanceTimeout, &given.RebalanceTimeout},
+		{&r.shown.JoinGroupBackoff, &config.JoinGroupBackoff, &given.JoinGroupBackoff},
+		{&r.shown.PartitionWatchInterval, &config.PartitionWatchInterval, &given.PartitionWatchInterval},
+		{&r.shown.CommitInterval, &config.CommitInterval, &given.CommitInterval},
+	} {
+		if *f.passed != *f.given {
+			*f.shown = *f.given
+		}
+	}
+	if config.StartOffset != given.StartOffset {
+		r.shown.StartOffset = given.StartOffset
+	}
 	return r
+}
+
+// readerFieldError is the kafka.ReaderConfig field MustNewReader panics
+// for, and why.
+type readerFieldError struct {
+	Field string // the kafka.ReaderConfig field
+	Err   error
+}
+
+func (e *readerFieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *readerFieldError) Unwrap() error { return e.Err }
+
+// kafkaGoReaderPanic returns what kafka-go v0.4.51's NewReader panics
+// with for c, nil where it returns a Reader. It runs kafka-go's own
+// validation where kafka-go exports it.
+func kafkaGoReaderPanic(c kafka.ReaderConfig) error {
+	if err := c.Validate(); err != nil { // reader.go:630
+		return &readerFieldError{validateField(c), err}
+	}
+	if c.ReadBackoffMin == 0 {
+		c.ReadBackoffMin = defaultReaderReadBackoffMin
+	}
+	if c.ReadBackoffMax == 0 {
+		c.ReadBackoffMax = defaultReaderReadBackoffMax
+	}
+	if c.ReadBackoffMax < c.ReadBackoffMin { // reader.go:675
+		return &readerFieldError{"ReadBackoffMax", fmt.Errorf("ReadBackoffMax %d smaller than ReadBackoffMin %d", c.ReadBackoffMax, c.ReadBackoffMin)}
+	}
+	if c.QueueCapacity < 0 { // reader.go:703: make(chan readerMessage, config.QueueCapacity)
+		return &readerFieldError{"QueueCapacity", errors.New("makechan: size out of range")}
+	}
+	if c.GroupID == "" {
+		return nil
+	}
+	topics := c.GroupTopics
+	if len(topics) == 0 {
+		topics = []string{c.Topic}
+	}
+	balancers := c.GroupBalancers
+	if len(balancers) == 0 {
+		balancers = []kafka.GroupBalancer{kafka.RangeGroupBalancer{}, kafka.RoundRobinGroupBalancer{}}
+	}
+	cg := kafka.ConsumerGroupConfig{ // reader.go:724, NewConsumerGroup's Validate
+		ID: c.GroupID, Brokers: c.Brokers, Dialer: c.Dialer, Topics: topics, GroupBalancers: balancers,
+		HeartbeatInterval: c.HeartbeatInterval, PartitionWatchInterval: c.PartitionWatchInterval,
+		WatchPartitionChanges: c.WatchPartitionChanges, SessionTimeout: c.SessionTimeout,
+		RebalanceTimeout: c.RebalanceTimeout, JoinGroupBackoff: c.JoinGroupBackoff,
+		RetentionTime: c.RetentionTime, StartOffset: c.StartOffset, Logger: c.Logger, ErrorLogger: c.ErrorLogger,
+	}
+	if err := cg.Validate(); err != nil {
+		field, _, _ := strings.Cut(err.Error(), " ")
+		if field == "PartitionWachInterval" { // kafka-go's spelling
+			field = "PartitionWatchInterval"
+		}
+		return &readerFieldError{field, err}
+	}
+	return nil
+}
+
+// validateField names the field kafka.ReaderConfig.Validate refuses, in
+// its order of checks (kafka-go v0.4.51 reader.go:528).
+func validateField(c kafka.ReaderConfig) string {
+	switch {
+	case len(c.Brokers) == 0:
+		return "Brokers"
+	case c.Partition < 0 || c.Partition >= math.MaxInt32:
+		return "Partition"
+	case c.MinBytes < 0:
+		return "MinBytes"
+	case c.MaxBytes < 0:
+		return "MaxBytes"
+	case c.GroupID != "" && c.Partition != 0:
+		return "Partition"
+	case c.GroupID != "" && c.Topic == "" && len(c.GroupTopics) == 0:
+		return "GroupTopics"
+	case c.GroupID == "" && c.Topic == "":
+		return "Topic"
+	case c.MinBytes > c.MaxBytes:
+		return "MinBytes"
+	case c.ReadBackoffMax < 0:
+		return "ReadBackoffMax"
+	}
+	return "ReadBackoffMin"
+}
+
+// Limits of the engine a kafka.ReaderConfig may exceed where kafka-go
+// accepts it.
+const (
+	minReaderMaxWait  = 10 * time.Millisecond // franz-go's FetchMaxWait
+	maxReaderMaxWait  = math.MaxInt32 * time.Millisecond
+	maxReaderMaxBytes = 715827883 // the largest n with n + n/2 (the response floor) within franz-go's 1 GiB
+	minGroupTimeout   = 100 * time.Millisecond
+	maxMetadataMaxAge = time.Hour // franz-go's MetadataMaxAge
+)
+
+// engineRefuses returns why the engine cannot honour c, which kafka-go
+// accepts; nil when it can.
+func engineRefuses(c kafka.ReaderConfig) error {
+	switch {
+	case c.MaxWait != 0 && c.MaxWait < minReaderMaxWait:
+		return &readerFieldError{"MaxWait", fmt.Errorf("%v is below 10ms, the shortest fetch wait of the SDK's engine (kafka-go asks the broker for %d ms, a busy poll); set 10ms or more", c.MaxWait, c.MaxWait.Milliseconds())}
+	case c.MaxWait > maxReaderMaxWait:
+		return &readerFieldError{"MaxWait", fmt.Errorf("%v does not fit the fetch request's int32 of milliseconds (at most %v; kafka-go overflows it)", c.MaxWait, maxReaderMaxWait)}
+	case c.MaxBytes > maxReaderMaxBytes:
+		return &readerFieldError{"MaxBytes", fmt.Errorf("%d is above %d: a fetch response may exceed MaxBytes by a record batch (KIP-74), so the Reader reads responses of up to 1.5 times it, and its engine reads at most 1 GiB", c.MaxBytes, maxReaderMaxBytes)}
+	}
+	if c.GroupID == "" {
+		return nil
+	}
+	session, rebalance, heartbeat := c.SessionTimeout, c.RebalanceTimeout, c.HeartbeatInterval
+	if session == 0 {
+		session = defaultReaderSession
+	}
+	if rebalance == 0 {
+		rebalance = defaultReaderRebalance
+	}
+	if heartbeat == 0 {
+		heartbeat = defaultReaderHeartbeat
+	}
+	switch {
+	case session < minGroupTimeout:
+		return &readerFieldError{"SessionTimeout", fmt.Errorf("%v is below 100ms, the shortest the SDK's engine takes (Kafka refuses a session below group.min.session.timeout.ms, 6s by default)", session)}
+	case rebalance < minGroupTimeout:
+		return &readerFieldError{"RebalanceTimeout", fmt.Errorf("%v is below 100ms, the shortest the SDK's engine takes", rebalance)}
+	case heartbeat > session:
+		return &readerFieldError{"HeartbeatInterval", fmt.Errorf("%v is longer than SessionTimeout %v: the member's session would expire between heartbeats", heartbeat, session)}
+	case c.CommitInterval < 0:
+		return &readerFieldError{"CommitInterval", fmt.Errorf("%v is negative: kafka-go's Reader panics in its commit loop once it joins the group; 0 commits synchronously, more every interval", c.CommitInterval)}
+	}
+	return nil
+}
+
+// withoutIgnored sets in c the values NewReader refuses of fields the SDK
+// ignores to ones it takes, and caps PartitionWatchInterval at the
+// engine's longest metadata refresh.
+func withoutIgnored(c *kafka.ReaderConfig) {
+	zeroNegative := func(d *time.Duration) {
+		if *d < 0 {
+			*d = 0
+		}
+	}
+	zeroNegative(&c.ReadBatchTimeout)
+	zeroNegative(&c.RetentionTime) // with GroupID only -1ms, kafka-go's default, comes here
+	if c.GroupID == "" {
+		for _, d := range []*time.Duration{&c.HeartbeatInterval, &c.SessionTimeout, &c.RebalanceTimeout,
+			&c.JoinGroupBackoff, &c.PartitionWatchInterval, &c.CommitInterval} {
+			zeroNegative(d)
+		}
+		if c.StartOffset != kafka.FirstOffset && c.StartOffset != kafka.LastOffset {
+			c.StartOffset = 0
+		}
+	} else if c.WatchPartitionChanges && c.PartitionWatchInterval > maxMetadataMaxAge {
+		c.PartitionWatchInterval = maxMetadataMaxAge
+	}
 }
 
 // MustNewWriter is NewWriter in the shape of a &kafka.Writer{...}

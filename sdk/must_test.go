@@ -2,9 +2,10 @@ package sdk_test
 
 import (
 	"errors"
-	"regexp"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -18,31 +19,114 @@ func panicOf(f func()) (v any) {
 	return nil
 }
 
-// TestMustNewReaderPanicsWhereKafkaGoPanics: MustNewReader panics for the
-// configs kafka.NewReader panics for, with an error that names the field
-// as kafka-go's does, and returns a Reader for a valid one.
-func TestMustNewReaderPanicsWhereKafkaGoPanics(t *testing.T) {
-	for _, cfg := range []kafka.ReaderConfig{
-		{Topic: "t"},                       // no brokers
-		{Brokers: []string{"127.0.0.1:1"}}, // no topic
-		{Brokers: []string{"127.0.0.1:1"}, Topic: "t", GroupID: "g", Partition: 2},
-		{Brokers: []string{"127.0.0.1:1"}, Topic: "t", ReadBackoffMin: 2, ReadBackoffMax: 1},
-	} {
-		kp := panicOf(func() { kafka.NewReader(cfg).Close() })
-		sp := panicOf(func() { sdk.MustNewReader(cfg, testOptions(t)...).Close() })
-		if kp == nil || sp == nil {
-			t.Errorf("%+v: kafka.NewReader panics with %v, MustNewReader with %v; want both to panic", cfg, kp, sp)
-			continue
-		}
-		ke, _ := kp.(error)
-		se, ok := sp.(error)
-		if !ok || ke == nil || !sameFields(se.Error(), ke.Error()) {
-			t.Errorf("%+v: MustNewReader panicked with %v, want an error naming what kafka-go's %q names", cfg, sp, ke)
-		}
+// TestMustNewReaderAgainstKafkaGo: over a table of configs, compared with
+// kafka-go v0.4.51's NewReader (both recovered): MustNewReader panics
+// where kafka.NewReader panics, with an error naming the field and holding
+// kafka-go's message; where kafka-go returns a Reader, so does
+// MustNewReader, its Config showing what kafka-go's shows of the fields
+// the SDK ignores; but for the values the engine cannot honour (engine
+// set), where it panics naming the field and saying why.
+func TestMustNewReaderAgainstKafkaGo(t *testing.T) {
+	brokers := []string{"127.0.0.1:1"}
+	part := func(c kafka.ReaderConfig) kafka.ReaderConfig { c.Brokers, c.Topic = brokers, "t"; return c }
+	group := func(c kafka.ReaderConfig) kafka.ReaderConfig {
+		c.Brokers, c.Topic, c.GroupID = brokers, "t", "g"
+		return c
 	}
-	r := sdk.MustNewReader(kafka.ReaderConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "t"}, testOptions(t)...)
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		cfg    kafka.ReaderConfig
+		field  string // the field named when kafka-go panics, or (engine) when the SDK does
+		engine string // a part of why the engine cannot honour a value kafka-go takes
+	}{
+		// kafka.NewReader panics: ReaderConfig.Validate.
+		{name: "no brokers", cfg: kafka.ReaderConfig{Topic: "t"}, field: "Brokers"},
+		{name: "no topic", cfg: kafka.ReaderConfig{Brokers: brokers}, field: "Topic"},
+		{name: "partition -1", cfg: part(kafka.ReaderConfig{Partition: -1}), field: "Partition"},
+		{name: "group and partition", cfg: group(kafka.ReaderConfig{Partition: 2}), field: "Partition"},
+		{name: "group without topic", cfg: kafka.ReaderConfig{Brokers: brokers, GroupID: "g"}, field: "GroupTopics"},
+		{name: "MinBytes -1", cfg: part(kafka.ReaderConfig{MinBytes: -1}), field: "MinBytes"},
+		{name: "MaxBytes -1", cfg: part(kafka.ReaderConfig{MaxBytes: -1}), field: "MaxBytes"},
+		{name: "MinBytes above unset MaxBytes", cfg: part(kafka.ReaderConfig{MinBytes: 5}), field: "MinBytes"},
+		{name: "ReadBackoffMax -1", cfg: part(kafka.ReaderConfig{ReadBackoffMax: -1}), field: "ReadBackoffMax"},
+		{name: "ReadBackoffMin -1", cfg: part(kafka.ReaderConfig{ReadBackoffMin: -1}), field: "ReadBackoffMin"},
+		// NewReader's own checks.
+		{name: "ReadBackoffMax below Min", cfg: part(kafka.ReaderConfig{ReadBackoffMin: 2, ReadBackoffMax: 1}), field: "ReadBackoffMax"},
+		{name: "ReadBackoffMin above default Max", cfg: part(kafka.ReaderConfig{ReadBackoffMin: 2 * time.Second}), field: "ReadBackoffMax"},
+		{name: "QueueCapacity -1", cfg: part(kafka.ReaderConfig{QueueCapacity: -1}), field: "QueueCapacity"},
+		// ConsumerGroupConfig.Validate.
+		{name: "group HeartbeatInterval -1", cfg: group(kafka.ReaderConfig{HeartbeatInterval: -1}), field: "HeartbeatInterval"},
+		{name: "group SessionTimeout overflow", cfg: group(kafka.ReaderConfig{SessionTimeout: math.MaxInt32 * ms}), field: "SessionTimeout"},
+		{name: "group RebalanceTimeout -1", cfg: group(kafka.ReaderConfig{RebalanceTimeout: -1}), field: "RebalanceTimeout"},
+		{name: "group JoinGroupBackoff -1", cfg: group(kafka.ReaderConfig{JoinGroupBackoff: -1}), field: "JoinGroupBackoff"},
+		{name: "group RetentionTime -2ms", cfg: group(kafka.ReaderConfig{RetentionTime: -2 * ms}), field: "RetentionTime"},
+		{name: "group PartitionWatchInterval -1", cfg: group(kafka.ReaderConfig{PartitionWatchInterval: -1}), field: "PartitionWatchInterval"},
+		{name: "group StartOffset 5", cfg: group(kafka.ReaderConfig{StartOffset: 5}), field: "StartOffset"},
+
+		// Both return a Reader.
+		{name: "partition reader", cfg: part(kafka.ReaderConfig{})},
+		{name: "group reader", cfg: group(kafka.ReaderConfig{GroupTopics: []string{"a", "b"}, Topic: ""})},
+		{name: "CommitInterval -1 without group", cfg: part(kafka.ReaderConfig{CommitInterval: -1})},
+		{name: "fields of groups negative without group", cfg: part(kafka.ReaderConfig{HeartbeatInterval: -1, SessionTimeout: -1,
+			RebalanceTimeout: -1, JoinGroupBackoff: -1, PartitionWatchInterval: -1, RetentionTime: -5 * ms, StartOffset: 5})},
+		{name: "group RetentionTime -1ms", cfg: group(kafka.ReaderConfig{RetentionTime: -ms})},
+		{name: "ReadBatchTimeout -1", cfg: part(kafka.ReaderConfig{ReadBatchTimeout: -1})},
+		{name: "ReadLagInterval -1", cfg: part(kafka.ReaderConfig{ReadLagInterval: -1})},
+		{name: "group PartitionWatchInterval 2h", cfg: group(kafka.ReaderConfig{WatchPartitionChanges: true, PartitionWatchInterval: 2 * time.Hour})},
+		{name: "MaxWait 10ms", cfg: part(kafka.ReaderConfig{MaxWait: 10 * ms})},
+		{name: "MaxBytes at the engine's limit", cfg: part(kafka.ReaderConfig{MaxBytes: 715827883})},
+		{name: "group SessionTimeout 100ms", cfg: group(kafka.ReaderConfig{SessionTimeout: 100 * ms, HeartbeatInterval: 100 * ms, RebalanceTimeout: 100 * ms})},
+
+		// kafka-go takes them; the engine cannot honour them.
+		{name: "MaxWait 500µs", cfg: part(kafka.ReaderConfig{MaxWait: 500 * time.Microsecond}), field: "MaxWait", engine: "below 10ms"},
+		{name: "MaxWait 9.999ms", cfg: part(kafka.ReaderConfig{MaxWait: 10*ms - 1}), field: "MaxWait", engine: "below 10ms"},
+		{name: "MaxWait -1", cfg: part(kafka.ReaderConfig{MaxWait: -1}), field: "MaxWait", engine: "below 10ms"},
+		{name: "MaxWait 30 days", cfg: part(kafka.ReaderConfig{MaxWait: 30 * 24 * time.Hour}), field: "MaxWait", engine: "int32 of milliseconds"},
+		{name: "MaxBytes 2 GiB", cfg: part(kafka.ReaderConfig{MaxBytes: 2 << 30}), field: "MaxBytes", engine: "at most 1 GiB"},
+		{name: "MaxBytes above the engine's limit", cfg: part(kafka.ReaderConfig{MaxBytes: 715827884}), field: "MaxBytes", engine: "at most 1 GiB"},
+		{name: "group SessionTimeout 50ms", cfg: group(kafka.ReaderConfig{SessionTimeout: 50 * ms, HeartbeatInterval: 10 * ms}), field: "SessionTimeout", engine: "below 100ms"},
+		{name: "group RebalanceTimeout 50ms", cfg: group(kafka.ReaderConfig{RebalanceTimeout: 50 * ms}), field: "RebalanceTimeout", engine: "below 100ms"},
+		{name: "group HeartbeatInterval above SessionTimeout", cfg: group(kafka.ReaderConfig{SessionTimeout: time.Second}), field: "HeartbeatInterval", engine: "expire between heartbeats"},
+		{name: "group CommitInterval -1", cfg: group(kafka.ReaderConfig{CommitInterval: -1}), field: "CommitInterval", engine: "panics in its commit loop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var kafkaGo, ours kafka.ReaderConfig
+			kp := panicOf(func() { r := kafka.NewReader(tc.cfg); kafkaGo = r.Config(); r.Close() })
+			sp := panicOf(func() { r := sdk.MustNewReader(tc.cfg, testOptions(t)...); ours = r.Config(); r.Close() })
+			se, _ := sp.(error)
+			switch {
+			case kp != nil && tc.engine != "":
+				t.Errorf("kafka.NewReader panics too, with %v", kp)
+			case kp != nil:
+				ke, _ := kp.(error)
+				if se == nil || ke == nil || !strings.Contains(se.Error(), tc.field+": "+ke.Error()) {
+					t.Errorf("kafka.NewReader panics with %v; MustNewReader with %v, want an error naming %s and holding kafka-go's message", kp, sp, tc.field)
+				}
+			case tc.engine != "":
+				if se == nil || !strings.Contains(se.Error(), tc.field+": ") || !strings.Contains(se.Error(), tc.engine) {
+					t.Errorf("MustNewReader panics with %v, want an error naming %s and saying %q", sp, tc.field, tc.engine)
+				}
+			case sp != nil:
+				t.Errorf("kafka.NewReader returns a Reader; MustNewReader panics with %v", sp)
+			default:
+				for _, f := range []struct {
+					name      string
+					kafka, us any
+				}{
+					{"ReadBatchTimeout", kafkaGo.ReadBatchTimeout, ours.ReadBatchTimeout}, {"RetentionTime", kafkaGo.RetentionTime, ours.RetentionTime},
+					{"HeartbeatInterval", kafkaGo.HeartbeatInterval, ours.HeartbeatInterval}, {"SessionTimeout", kafkaGo.SessionTimeout, ours.SessionTimeout},
+					{"RebalanceTimeout", kafkaGo.RebalanceTimeout, ours.RebalanceTimeout}, {"JoinGroupBackoff", kafkaGo.JoinGroupBackoff, ours.JoinGroupBackoff},
+					{"PartitionWatchInterval", kafkaGo.PartitionWatchInterval, ours.PartitionWatchInterval},
+					{"CommitInterval", kafkaGo.CommitInterval, ours.CommitInterval}, {"StartOffset", kafkaGo.StartOffset, ours.StartOffset},
+					{"MaxWait", kafkaGo.MaxWait, ours.MaxWait}, {"MaxBytes", kafkaGo.MaxBytes, ours.MaxBytes},
+				} {
+					if f.kafka != f.us {
+						t.Errorf("Config().%s = %v, kafka-go's %v", f.name, f.us, f.kafka)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -64,21 +148,6 @@ func TestMustNewWriter(t *testing.T) {
 	if !errors.As(err, &target) {
 		t.Errorf("the panic value %T does not wrap the cause", err)
 	}
-}
-
-// sameFields reports whether msg names every config field kafka-go's
-// message names (its CamelCase words), or, naming none, holds it whole.
-func sameFields(msg, kafkaGo string) bool {
-	fields := regexp.MustCompile(`\b[A-Z][a-z]+[A-Z][A-Za-z]*\b`).FindAllString(kafkaGo, -1)
-	if len(fields) == 0 {
-		return strings.Contains(msg, kafkaGo)
-	}
-	for _, f := range fields {
-		if !strings.Contains(msg, f) {
-			return false
-		}
-	}
-	return true
 }
 
 // TestMustNewDialerAndTransport: the Must forms return NewAZAwareDialer's

@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime/debug"
 
 	"github.com/azkafka/azkafka/internal/migrate"
 )
 
-const migrateUsage = `Usage: azkafka migrate [-w] [-diff] [--dialers] [PACKAGES...]
+const migrateUsage = `Usage: azkafka migrate [-C dir] [-w] [-diff] [--dialers] [PACKAGES...]
 
 Moves Go packages from kafka-go's Writer and Reader to the SDK's
 (github.com/azkafka/azkafka/sdk), which have kafka-go's methods and
-meaning. Run it in the module, on the packages to move (default ./...);
-they must build first. Without -w it changes nothing and prints a unified
-diff (-diff, the default) of what it would write.
+meaning. Run it in the module (or name it with -C), on the packages to
+move (default ./...); they must build first. Without -w it changes nothing
+and prints a unified diff (-diff, the default) of what it would write.
 
 Rewritten, in the packages given and their tests:
   kafka.NewReader(cfg)          sdk.MustNewReader(cfg)
@@ -24,29 +26,55 @@ Rewritten, in the packages given and their tests:
                                 fields, variables, interfaces and composite
                                 types
   kafka.WriterStats,            sdk.WriterStats, sdk.ReaderStats (which
-  kafka.ReaderStats             embed kafka-go's)
-  imports                       sdk added; kafka-go removed when unused
+  kafka.ReaderStats             embed kafka-go's); a literal T{...} becomes
+                                sdk.T{T: kafka.T{...}}
+  imports                       sdk added (as azsdk where sdk names
+                                something else in scope); kafka-go removed
+                                when unused
 With --dialers also &kafka.Dialer{...} and &kafka.Transport{...}, which
 become sdk.MustNewAZAwareDialer(...) and sdk.MustNewTransport(...): kafka-go
 clients on them keep kafka-go's engine, with the SDK's client ID,
 connection policy and frame guard.
 
-The Must constructors panic where sdk.NewReader and sdk.NewWriter return an
-error: an invalid config (where kafka.NewReader panics too), option or
-AZKAFKA_* variable. A second run changes nothing.
+sdk.MustNewReader panics exactly where kafka.NewReader panics (naming the
+field), and where the SDK's engine cannot honour a value kafka-go takes:
+MaxWait below 10ms, MaxBytes above 715827883, with GroupID a SessionTimeout
+or RebalanceTimeout below 100ms, a HeartbeatInterval above SessionTimeout,
+a negative CommitInterval (go doc github.com/azkafka/azkafka/sdk
+MustNewReader). sdk.MustNewWriter panics where sdk.NewWriter refuses a
+field. Both panic for invalid options or AZKAFKA_* variables. A second run
+changes nothing.
 
 Refused: a package is left unchanged, and each site reported with its
 position and the reason, when it
-  - passes a *kafka.Writer or *kafka.Reader to a function of a package not
-    given (another module) that takes one, or to package reflect;
-  - puts one in a struct of a package not given;
-  - reads a field of one (the SDK's types have no fields);
-  - embeds one in a struct, or holds one by value;
+  - lets a value flow between a type the rewrite changes and one it keeps:
+    an argument, assignment, return, composite-literal element, send,
+    comparison or interface conversion where one side's type, declared
+    outside the packages given (another module), holds kafka.Writer,
+    Reader, WriterStats or ReaderStats (a func taking a kafka.WriterStats,
+    []*kafka.Writer or func(*kafka.Writer), a variable there assigned a
+    Writer, an interface there whose method returns one);
+  - gives a Writer or Reader to package reflect, reads a field of one (the
+    SDK's types have no fields), embeds one, or holds one by value;
+  - calls kafka.NewWriter(kafka.WriterConfig{...}) (no &kafka.Writer{...}
+    is exactly its Writer: write one), or uses kafka.NewReader or
+    kafka.NewWriter as a function value;
 and so is every package given that shares Writer or Reader values with a
-package left unchanged.
+package left unchanged, and any package that, rewritten, would not build
+(the type checker's error is reported).
+
+With -w, each module whose files were rewritten is made to require
+github.com/azkafka/azkafka: migrate runs, in its directory,
+  go get github.com/azkafka/azkafka/sdk@VERSION
+VERSION being the one its go.mod requires, else its replace directive's,
+else this binary's. When it cannot (no version known, the go command
+failed, or the module vendors), the last line printed is the command to
+run.
 
 Flags:
-  -w         write the changes to the files
+  -C dir     run in dir: the packages, and the paths printed, are relative
+             to it (as go -C)
+  -w         write the changes to the files, then update go.mod
   -diff      print the unified diff (the default without -w)
   --dialers  also rewrite kafka.Dialer and kafka.Transport literals
 
@@ -57,6 +85,7 @@ packages do not build or a file could not be written, 2 bad flags.
 func runMigrate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
+	chdir := flags.String("C", "", "")
 	write := flags.Bool("w", false, "")
 	diff := flags.Bool("diff", false, "")
 	dialers := flags.Bool("dialers", false, "")
@@ -76,7 +105,17 @@ func runMigrate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "azkafka migrate: %v\n", err)
 		return exitFail
 	}
-	res, err := migrate.Run(migrate.Config{Dir: wd, Patterns: rest, Dialers: *dialers})
+	if *chdir != "" {
+		dir := *chdir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(wd, dir)
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return failUsage(stderr, "migrate", "migrate", "-C %s: not a directory", *chdir)
+		}
+		wd = dir
+	}
+	res, err := migrate.Run(migrate.Config{Dir: wd, Patterns: rest, Dialers: *dialers, SDKVersion: binaryVersion()})
 	if err != nil {
 		fmt.Fprintf(stderr, "azkafka %v\n", err)
 		return exitFail
@@ -94,12 +133,59 @@ func runMigrate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	for _, s := range res.Refused {
-		fmt.Fprintln(stderr, s)
+		fmt.Fprintln(stderr, s.Rel(wd))
+	}
+	if res.Unverified != "" {
+		fmt.Fprintf(stderr, "azkafka migrate: the rewrite was not type-checked: %s\n", res.Unverified)
 	}
 	verb := "would rewrite"
 	if *write {
 		verb = "rewrote"
 	}
 	fmt.Fprintf(stderr, "azkafka migrate: %s %d sites in %d files; %d sites left unchanged\n", verb, res.Rewrites, len(res.Files), len(res.Refused))
+	if *write {
+		requireSDK(res, wd, stderr)
+	}
 	return exitOK
+}
+
+// requireSDK makes the modules of res's files require the SDK's module,
+// and prints what it ran; what it could not, the command to run, last.
+func requireSDK(res *migrate.Result, wd string, stderr io.Writer) {
+	var todo []string
+	for _, mod := range res.Modules {
+		cmd, ran, err := migrate.RequireSDK(mod, binaryVersion(), nil)
+		switch {
+		case cmd == "":
+		case ran:
+			fmt.Fprintf(stderr, "azkafka migrate: %s: ran %s\n", mod.Path, cmd)
+		default:
+			fmt.Fprintf(stderr, "azkafka migrate: %s does not require %s yet: %v\n", mod.Path, migrate.SDKModule, err)
+			if rel, rerr := filepath.Rel(wd, mod.Dir); rerr == nil && rel != "." {
+				cmd = "cd " + rel + " && " + cmd
+			}
+			todo = append(todo, cmd)
+		}
+	}
+	for _, cmd := range todo {
+		fmt.Fprintln(stderr, cmd)
+	}
+}
+
+// binaryVersion is the version of the SDK's module this binary was built
+// from ("(devel)" from a checkout).
+func binaryVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	if info.Main.Path == migrate.SDKModule {
+		return info.Main.Version
+	}
+	for _, d := range info.Deps {
+		if d.Path == migrate.SDKModule {
+			return d.Version
+		}
+	}
+	return ""
 }

@@ -11,19 +11,38 @@
 //   - *kafka.Writer and *kafka.Reader in types (signatures, fields,
 //     variables, interfaces, composite types) become *sdk.Writer and
 //     *sdk.Reader; kafka.WriterStats and kafka.ReaderStats become the
-//     SDK's, which embed them;
+//     SDK's, which embed them, and a kafka.WriterStats{...} literal
+//     sdk.WriterStats{WriterStats: kafka.WriterStats{...}};
 //   - with Dialers, &kafka.Dialer{...} and &kafka.Transport{...} become
 //     sdk.MustNewAZAwareDialer(...) and sdk.MustNewTransport(...) (their
 //     types stay kafka-go's: those clients keep kafka-go's engine);
-//   - the sdk import is added, kafka-go's removed when no longer used.
+//   - the sdk import is added (as azsdk, or azsdk2..., where a name in
+//     scope at a rewritten site is sdk), kafka-go's removed when no
+//     longer used.
 //
 // What it refuses, leaving the whole package as it is (and every package
-// of the given ones that shares Writer or Reader values with it): a
-// *kafka.Writer or *kafka.Reader passed to a function outside the given
-// packages that takes one, or to package reflect; put in a struct of an
-// outside package; a field read from one (sdk's types have no fields);
-// an embedded Writer or Reader; a Writer or Reader held by value. A
-// package that refuses is reported once per site.
+// of the given ones that shares Writer or Reader values with it):
+//   - a value whose type the rewrite changes on one side only: at every
+//     argument, assignment, return, composite-literal element, send,
+//     comparison, conversion and interface conversion, the types of both
+//     sides are compared, as they will be after the rewrite, where one is
+//     declared outside the given packages and holds kafka.Writer, Reader,
+//     WriterStats or ReaderStats (a function of another module taking a
+//     kafka.WriterStats, a []*kafka.Writer or a func(*kafka.Writer), its
+//     variable assigned a Writer, its interface with a method returning
+//     one, its function's *kafka.Writer result put in a rewritten
+//     variable) (flow.go);
+//   - a Writer or Reader given to package reflect; a field read from one
+//     (sdk's types have no fields); an embedded Writer or Reader; one held
+//     by value (also as a type argument);
+//   - kafka.NewWriter(kafka.WriterConfig{...}): no &kafka.Writer{...} is
+//     exactly the Writer it builds; kafka.NewReader and kafka.NewWriter
+//     used as function values; kafka-go imported with a dot.
+//
+// A package that refuses is reported once per site. Last, the packages as
+// rewritten are type-checked again; a package that would not build is
+// left unchanged too, with the type checker's error (verify.go): the
+// migration never writes code that does not build.
 package migrate
 
 import (
@@ -35,8 +54,10 @@ import (
 	"go/token"
 	"go/types"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/tools/go/ast/astutil"
@@ -47,6 +68,9 @@ import (
 const (
 	kafkaPath = "github.com/segmentio/kafka-go"
 	sdkPath   = "github.com/azkafka/azkafka/sdk"
+	// SDKModule is the module of package sdk, which a migrated module
+	// requires.
+	SDKModule = "github.com/azkafka/azkafka"
 )
 
 // Config is one run.
@@ -61,6 +85,14 @@ type Config struct {
 	Overlay map[string][]byte
 	// Env is the go command's environment; nil: os.Environ().
 	Env []string
+	// SDKVersion is the version of the SDK's module to type-check the
+	// rewrite of a module that does not require it yet with (the
+	// azkafka binary's); "" where the module requires or replaces it.
+	SDKVersion string
+
+	// noFlows turns the comparison of types at flows off (tests of the
+	// verification that backs it).
+	noFlows bool
 }
 
 // Site is a place left as it is, and why.
@@ -70,6 +102,21 @@ type Site struct {
 }
 
 func (s Site) String() string { return fmt.Sprintf("%s: left unchanged: %s", s.Pos, s.Reason) }
+
+// Rel is s with its file name relative to dir when it is below it.
+func (s Site) Rel(dir string) string {
+	if r, err := filepath.Rel(dir, s.Pos.Filename); err == nil && !strings.HasPrefix(r, "..") {
+		s.Pos.Filename = r
+	}
+	return s.String()
+}
+
+// Module is a module holding a rewritten file.
+type Module struct {
+	Path  string // its module path
+	Dir   string // the directory of its go.mod
+	GoMod string // its go.mod
+}
 
 // Result is what a run would change.
 type Result struct {
@@ -81,20 +128,72 @@ type Result struct {
 	Refused []Site
 	// Rewrites counts the sites rewritten.
 	Rewrites int
+	// Modules are the modules of the files changed, which then import
+	// package sdk (see RequireSDK).
+	Modules []Module
+	// Unverified, when not "", says why the packages as rewritten could
+	// not be type-checked (the checks before the rewrite still hold).
+	Unverified string
 }
 
 // Run loads cfg's packages and computes the migration; it writes nothing.
+// It then type-checks the packages as rewritten and, while one would not
+// build, leaves it unchanged too and computes the migration again.
 func Run(cfg Config) (*Result, error) {
+	forced := map[string][]Site{}
+	for {
+		m, err := load(cfg)
+		if err != nil {
+			return nil, err
+		}
+		m.check()
+		for path, sites := range forced {
+			if u := m.units[path]; u != nil {
+				u.refused = append(u.refused, sites...)
+			}
+		}
+		m.pin()
+		res, err := m.rewrite()
+		if err != nil || len(res.Files) == 0 {
+			return res, err
+		}
+		bad, err := m.verify(res)
+		if err != nil {
+			return nil, err
+		}
+		if len(bad) == 0 {
+			return res, nil
+		}
+		progress := false
+		for path, sites := range bad {
+			if u := m.units[path]; u != nil && u.pinnedBy == "" {
+				progress = true
+			}
+			forced[path] = append(forced[path], sites...)
+		}
+		if !progress {
+			var all []Site
+			for _, s := range bad {
+				all = append(all, s...)
+			}
+			return nil, fmt.Errorf("migrate: the rewritten packages do not build: %v", all)
+		}
+	}
+}
+
+// loadMode is what both loads need: syntax and types of the packages
+// given, their imports, and their modules.
+const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedSyntax |
+	packages.NeedTypes | packages.NeedTypesInfo | packages.NeedImports | packages.NeedModule
+
+// load loads cfg's packages, which must build, into a migration.
+func load(cfg Config) (*migration, error) {
 	fset := token.NewFileSet()
 	env := cfg.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	pcfg := &packages.Config{
-		Mode: packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles | packages.NeedSyntax |
-			packages.NeedTypes | packages.NeedTypesInfo | packages.NeedImports,
-		Dir: cfg.Dir, Tests: true, Fset: fset, Overlay: cfg.Overlay, Env: env,
-	}
+	pcfg := &packages.Config{Mode: loadMode, Dir: cfg.Dir, Tests: true, Fset: fset, Overlay: cfg.Overlay, Env: env}
 	pkgs, err := packages.Load(pcfg, cfg.Patterns...)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: loading %s: %w", strings.Join(cfg.Patterns, " "), err)
@@ -111,7 +210,7 @@ func Run(cfg Config) (*Result, error) {
 	if len(pkgs) == 0 {
 		return nil, fmt.Errorf("migrate: no package matches %s", strings.Join(cfg.Patterns, " "))
 	}
-	m := &migration{cfg: cfg, fset: fset, given: map[string]bool{}, units: map[string]*unit{}}
+	m := &migration{cfg: cfg, env: env, fset: fset, given: map[string]bool{}, units: map[string]*unit{}, inits: map[token.Pos]initExpr{}}
 	for _, p := range pkgs {
 		if !strings.HasSuffix(p.PkgPath, ".test") {
 			m.given[basePath(p)] = true
@@ -122,9 +221,7 @@ func Run(cfg Config) (*Result, error) {
 			m.add(p)
 		}
 	}
-	m.check()
-	m.pin()
-	return m.rewrite()
+	return m, nil
 }
 
 // basePath is the import path of the package p belongs to: x's external
@@ -134,10 +231,14 @@ func basePath(p *packages.Package) string { return strings.TrimSuffix(p.PkgPath,
 // migration is one run's state.
 type migration struct {
 	cfg   Config
+	env   []string
 	fset  *token.FileSet
 	given map[string]bool // import paths of the given packages
 	units map[string]*unit
 	order []string
+	// inits are the expressions the variables declared without a type
+	// take theirs from, by the variable's position (flow.go).
+	inits map[token.Pos]initExpr
 }
 
 // unit is one given package with its test files and external test
@@ -146,10 +247,12 @@ type unit struct {
 	path    string
 	files   map[string]*file // by file name
 	imports map[string]bool  // given packages it imports
+	module  *packages.Module
 	refused []Site
 	// pinnedBy names the unit whose refusal leaves this one unchanged.
 	pinnedBy string
-	// mentions: the unit uses kafka-go's Writer or Reader types.
+	// mentions: the unit uses kafka-go's Writer, Reader or Stats types or
+	// kafka.NewReader.
 	mentions bool
 }
 
@@ -166,7 +269,7 @@ func (m *migration) add(p *packages.Package) {
 	path := basePath(p)
 	u := m.units[path]
 	if u == nil {
-		u = &unit{path: path, files: map[string]*file{}, imports: map[string]bool{}}
+		u = &unit{path: path, files: map[string]*file{}, imports: map[string]bool{}, module: p.Module}
 		m.units[path] = u
 		m.order = append(m.order, path)
 	}
@@ -201,6 +304,20 @@ func kafkaType(t types.Type) (name string, pointer bool) {
 	return "", false
 }
 
+// statsType is "WriterStats" or "ReaderStats" when t is kafka-go's, else
+// "".
+func statsType(t types.Type) string {
+	n, ok := types.Unalias(t).(*types.Named)
+	if !ok || n.Obj().Pkg() == nil || n.Obj().Pkg().Path() != kafkaPath {
+		return ""
+	}
+	switch n.Obj().Name() {
+	case "WriterStats", "ReaderStats":
+		return n.Obj().Name()
+	}
+	return ""
+}
+
 // kafkaTypeName returns the kafka-go type name id refers to, "" for
 // another.
 func kafkaTypeName(info *types.Info, e ast.Expr) string {
@@ -215,17 +332,30 @@ func kafkaTypeName(info *types.Info, e ast.Expr) string {
 	return obj.Name()
 }
 
+// kafkaFunc returns the name of the kafka-go function id refers to, ""
+// for another.
+func kafkaFunc(info *types.Info, id *ast.Ident) string {
+	fn, ok := info.Uses[id].(*types.Func)
+	if !ok || fn.Pkg() == nil || fn.Pkg().Path() != kafkaPath || fn.Type().(*types.Signature).Recv() != nil {
+		return ""
+	}
+	return fn.Name()
+}
+
 // check finds, in every unit, the sites that keep it unchanged.
 func (m *migration) check() {
+	for _, path := range m.order {
+		for _, f := range m.units[path].files {
+			m.collectInits(f)
+		}
+	}
 	for _, path := range m.order {
 		u := m.units[path]
 		for _, name := range sortedNames(u.files) {
 			f := u.files[name]
-			astutil.Apply(f.ast, func(c *astutil.Cursor) bool {
-				m.checkNode(u, f, c.Node())
-				m.checkLiteral(u, f, c)
-				return true
-			}, nil)
+			m.checkImports(u, f)
+			w := &walker{m: m, u: u, f: f, elided: map[*ast.CompositeLit]bool{}}
+			astutil.Apply(f.ast, w.pre, w.post)
 		}
 	}
 }
@@ -234,17 +364,82 @@ func (m *migration) refuse(u *unit, pos token.Pos, format string, args ...any) {
 	u.refused = append(u.refused, Site{Pos: m.fset.Position(pos), Reason: fmt.Sprintf(format, args...)})
 }
 
-// checkNode records a refusal for n when it is one of the unsafe sites.
-func (m *migration) checkNode(u *unit, f *file, n ast.Node) {
+// checkImports refuses kafka-go imported with a dot: the rewrite knows
+// its names qualified only.
+func (m *migration) checkImports(u *unit, f *file) {
+	for _, imp := range f.ast.Imports {
+		if imp.Name != nil && imp.Name.Name == "." && importPath(imp) == kafkaPath {
+			m.refuse(u, imp.Pos(), "imports kafka-go with a dot; the migration rewrites its qualified names only (kafka.Writer)")
+		}
+	}
+}
+
+func importPath(imp *ast.ImportSpec) string {
+	p, _ := strconv.Unquote(imp.Path.Value)
+	return p
+}
+
+// walker walks one file for check.
+type walker struct {
+	m *migration
+	u *unit
+	f *file
+	// sigs are the signatures of the functions around the node.
+	sigs []*types.Signature
+	// elided are the composite literals with their type elided whose
+	// element types are declared outside (flow.go).
+	elided map[*ast.CompositeLit]bool
+}
+
+func (w *walker) pre(c *astutil.Cursor) bool {
+	switch n := c.Node().(type) {
+	case *ast.FuncDecl:
+		sig, _ := w.f.info.Defs[n.Name].Type().(*types.Signature)
+		w.sigs = append(w.sigs, sig)
+	case *ast.FuncLit:
+		sig, _ := w.f.info.TypeOf(n).(*types.Signature)
+		w.sigs = append(w.sigs, sig)
+	}
+	w.m.checkNode(w.u, w.f, c)
+	w.m.checkLiteral(w.u, w.f, c)
+	if !w.m.cfg.noFlows {
+		w.flow(c.Node())
+	}
+	return true
+}
+
+func (w *walker) post(c *astutil.Cursor) bool {
+	switch c.Node().(type) {
+	case *ast.FuncDecl, *ast.FuncLit:
+		w.sigs = w.sigs[:len(w.sigs)-1]
+	}
+	return true
+}
+
+// newWriterReason is why kafka.NewWriter is not rewritten.
+const newWriterReason = "its Writer is no &kafka.Writer{...} of the config's fields (it builds a Transport of its own from the Dialer, IdleConnTimeout and RebalanceInterval, and turns RequiredAcks 0 into RequireAll), so no rewrite is exact; write &kafka.Writer{...} and migrate again"
+
+// checkNode records a refusal for the node at c when it is one of the
+// unsafe sites.
+func (m *migration) checkNode(u *unit, f *file, c *astutil.Cursor) {
 	info := f.info
-	switch n := n.(type) {
+	switch n := c.Node().(type) {
 	case *ast.SelectorExpr:
-		if name := kafkaTypeName(info, n); name == "Writer" || name == "Reader" {
+		switch name := kafkaTypeName(info, n); name {
+		case "Writer", "Reader":
+			u.mentions = true
+			m.checkByValue(u, c, n, name)
+		case "WriterStats", "ReaderStats":
 			u.mentions = true
 		}
 		if sel := info.Selections[n]; sel != nil && sel.Kind() == types.FieldVal {
-			if name, _ := kafkaType(info.TypeOf(n.X)); name != "" {
+			if name, _ := kafkaType(info.TypeOf(n.X)); name != "" && !m.outside(f, n.X) {
 				m.refuse(u, n.Sel.Pos(), "reads field %s of a kafka.%s; sdk.%s has no fields", n.Sel.Name, name, name)
+			}
+		}
+		if fn := kafkaFunc(info, n.Sel); fn == "NewReader" || fn == "NewWriter" {
+			if call, ok := c.Parent().(*ast.CallExpr); !ok || call.Fun != n {
+				m.refuse(u, n.Pos(), "kafka.%s used as a function value; the migration rewrites its calls only (wrap it in a func literal calling it)", fn)
 			}
 		}
 	case *ast.StructType:
@@ -258,10 +453,29 @@ func (m *migration) checkNode(u *unit, f *file, n ast.Node) {
 	case *ast.CallExpr:
 		m.checkCall(u, f, n)
 	case *ast.CompositeLit:
-		m.checkOutsideLiteral(u, f, n)
-	case *ast.ValueSpec, *ast.TypeSpec:
-		m.checkByValue(u, f, n)
+		if name := statsType(info.TypeOf(n)); name != "" && n.Type == nil && m.kafkaName(f, n.Pos()) == "" {
+			m.refuse(u, n.Pos(), "a kafka.%s literal with its type elided where kafka-go's package is not in scope by name", name)
+		}
 	}
+}
+
+// checkByValue refuses kafka.Writer or kafka.Reader, at c, written other
+// than as *kafka.Writer or &kafka.Writer{...} (checkLiteral): a variable,
+// field, parameter, element or type argument holding one by value.
+func (m *migration) checkByValue(u *unit, c *astutil.Cursor, n *ast.SelectorExpr, name string) {
+	switch p := c.Parent().(type) {
+	case *ast.StarExpr:
+		return
+	case *ast.CompositeLit:
+		if p.Type == n {
+			return
+		}
+	case *ast.CallExpr: // new(kafka.Writer): checkLiteral
+		if len(p.Args) == 1 && p.Args[0] == n {
+			return
+		}
+	}
+	m.refuse(u, n.Pos(), "holds a kafka.%s by value; sdk.%s is used through a pointer", name, name)
 }
 
 // checkLiteral refuses a kafka.Writer literal not taken by address (a
@@ -291,34 +505,30 @@ func (m *migration) checkLiteral(u *unit, f *file, c *astutil.Cursor) {
 	}
 }
 
-// checkCall refuses a Writer or Reader passed to a function outside the
-// given packages whose parameter takes it, or to package reflect.
+// checkCall refuses kafka.NewWriter, and a Writer or Reader given to
+// package reflect (the comparison of the arguments' types with the
+// parameters' is flow.go's).
 func (m *migration) checkCall(u *unit, f *file, call *ast.CallExpr) {
 	info := f.info
 	fn := calleeFunc(info, call)
 	if fn == nil || fn.Pkg() == nil {
 		return
 	}
-	pkg := fn.Pkg().Path()
-	if m.given[pkg] || pkg == kafkaPath || pkg == sdkPath {
-		return
-	}
-	sig, ok := fn.Type().(*types.Signature)
-	if !ok {
-		return
-	}
-	for i, arg := range call.Args {
-		name, _ := kafkaType(info.TypeOf(arg))
-		if name == "" {
-			continue
+	switch fn.Pkg().Path() {
+	case kafkaPath:
+		switch fn.Name() {
+		case "NewReader":
+			u.mentions = true
+		case "NewWriter":
+			if fn.Type().(*types.Signature).Recv() == nil {
+				u.mentions = true
+				m.refuse(u, call.Pos(), "kafka.NewWriter(kafka.WriterConfig{...}) (deprecated): %s", newWriterReason)
+			}
 		}
-		if pkg == "reflect" {
-			m.refuse(u, arg.Pos(), "a kafka.%s goes to reflect.%s, which would see sdk.%s's unexported fields", name, fn.Name(), name)
-			continue
-		}
-		if p := paramType(sig, i); p != nil {
-			if pn, _ := kafkaType(p); pn != "" {
-				m.refuse(u, arg.Pos(), "a *kafka.%s goes to %s.%s, outside the packages migrated, which takes a *kafka.%s", name, fn.Pkg().Name(), fn.Name(), pn)
+	case "reflect":
+		for _, arg := range call.Args {
+			if name, _ := kafkaType(info.TypeOf(arg)); name != "" && !m.outside(f, arg) {
+				m.refuse(u, arg.Pos(), "a kafka.%s goes to reflect.%s, which would see sdk.%s's unexported fields", name, fn.Name(), name)
 			}
 		}
 	}
@@ -334,8 +544,18 @@ func calleeFunc(info *types.Info, call *ast.CallExpr) *types.Func {
 	case *ast.SelectorExpr:
 		id = fun.Sel
 	case *ast.IndexExpr:
-		if s, ok := fun.X.(*ast.SelectorExpr); ok {
-			id = s.Sel
+		switch x := fun.X.(type) {
+		case *ast.SelectorExpr:
+			id = x.Sel
+		case *ast.Ident:
+			id = x
+		}
+	case *ast.IndexListExpr:
+		switch x := fun.X.(type) {
+		case *ast.SelectorExpr:
+			id = x.Sel
+		case *ast.Ident:
+			id = x
 		}
 	}
 	if id == nil {
@@ -357,46 +577,6 @@ func paramType(sig *types.Signature, i int) types.Type {
 		}
 	}
 	return nil
-}
-
-// checkOutsideLiteral refuses a Writer or Reader put in a struct of an
-// outside package.
-func (m *migration) checkOutsideLiteral(u *unit, f *file, lit *ast.CompositeLit) {
-	t := f.info.TypeOf(lit)
-	if t == nil {
-		return
-	}
-	n, ok := types.Unalias(t).(*types.Named)
-	if !ok || n.Obj().Pkg() == nil || m.given[n.Obj().Pkg().Path()] || n.Obj().Pkg().Path() == kafkaPath {
-		return
-	}
-	for _, el := range lit.Elts {
-		v := el
-		if kv, ok := el.(*ast.KeyValueExpr); ok {
-			v = kv.Value
-		}
-		if name, _ := kafkaType(f.info.TypeOf(v)); name != "" {
-			m.refuse(u, v.Pos(), "a *kafka.%s goes into a %s.%s, outside the packages migrated", name, n.Obj().Pkg().Name(), n.Obj().Name())
-		}
-	}
-}
-
-// checkByValue refuses a variable, field or type that holds a Writer or
-// Reader by value.
-func (m *migration) checkByValue(u *unit, f *file, n ast.Node) {
-	var typ ast.Expr
-	switch n := n.(type) {
-	case *ast.ValueSpec:
-		typ = n.Type
-	case *ast.TypeSpec:
-		typ = n.Type
-	}
-	if typ == nil {
-		return
-	}
-	if name := kafkaTypeName(f.info, typ); name == "Writer" || name == "Reader" {
-		m.refuse(u, typ.Pos(), "holds a kafka.%s by value; sdk.%s is used through a pointer", name, name)
-	}
 }
 
 // pin leaves unchanged every unit that refused, and, until nothing
@@ -430,6 +610,7 @@ func (m *migration) pin() {
 // rewrite rewrites the files of the units not pinned.
 func (m *migration) rewrite() (*Result, error) {
 	res := &Result{Files: map[string][]byte{}, Old: map[string][]byte{}}
+	modules := map[string]bool{}
 	for _, path := range m.order {
 		u := m.units[path]
 		res.Refused = append(res.Refused, u.refused...)
@@ -457,6 +638,10 @@ func (m *migration) rewrite() (*Result, error) {
 			if !bytes.Equal(buf.Bytes(), old) {
 				res.Files[name], res.Old[name] = buf.Bytes(), old
 				res.Rewrites += n
+				if mod := u.module; mod != nil && !modules[mod.Path] {
+					modules[mod.Path] = true
+					res.Modules = append(res.Modules, Module{Path: mod.Path, Dir: mod.Dir, GoMod: mod.GoMod})
+				}
 			}
 		}
 	}
@@ -465,7 +650,10 @@ func (m *migration) rewrite() (*Result, error) {
 		if a.Filename != b.Filename {
 			return a.Filename < b.Filename
 		}
-		return a.Offset < b.Offset
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
 	})
 	return res, nil
 }
@@ -480,19 +668,38 @@ func (m *migration) source(name string) ([]byte, error) {
 // rewriteFile rewrites f's syntax tree in place and returns how many
 // sites it changed.
 func (m *migration) rewriteFile(f *file) int {
-	sdkName := sdkImportName(f)
 	info := f.info
 	n := 0
-	sdkSel := func(name string) *ast.SelectorExpr {
-		return &ast.SelectorExpr{X: ast.NewIdent(sdkName), Sel: ast.NewIdent(name)}
+	// sdkIDs are the identifiers naming package sdk the rewrite writes,
+	// with the positions of the sites: their name is chosen once all are
+	// known (sdkImportName).
+	var sdkIDs []*ast.Ident
+	var sites []token.Pos
+	// kafkaAdded: the rewrite wrote a reference to kafka-go's package.
+	kafkaAdded := false
+	sdkSel := func(name string, pos token.Pos) *ast.SelectorExpr {
+		id := ast.NewIdent("sdk")
+		sdkIDs, sites = append(sdkIDs, id), append(sites, pos)
+		return &ast.SelectorExpr{X: id, Sel: ast.NewIdent(name)}
 	}
-	// wrapped: composite literals already given to a function of sdk.
+	// wrapped: expressions already given to a function of sdk or put in
+	// a literal of one of its types.
 	wrapped := map[ast.Expr]bool{}
 	ast.Inspect(f.ast, func(node ast.Node) bool {
-		if call, ok := node.(*ast.CallExpr); ok {
-			if fn := calleeFunc(info, call); fn != nil && fn.Pkg() != nil && fn.Pkg().Path() == sdkPath {
-				for _, a := range call.Args {
+		switch node := node.(type) {
+		case *ast.CallExpr:
+			if fn := calleeFunc(info, node); fn != nil && fn.Pkg() != nil && fn.Pkg().Path() == sdkPath {
+				for _, a := range node.Args {
 					wrapped[ast.Unparen(a)] = true
+				}
+			}
+		case *ast.CompositeLit:
+			if t, ok := types.Unalias(info.TypeOf(node)).(*types.Named); ok && t.Obj().Pkg() != nil && t.Obj().Pkg().Path() == sdkPath {
+				for _, el := range node.Elts {
+					if kv, ok := el.(*ast.KeyValueExpr); ok {
+						el = kv.Value
+					}
+					wrapped[ast.Unparen(el)] = true
 				}
 			}
 		}
@@ -502,21 +709,42 @@ func (m *migration) rewriteFile(f *file) int {
 		switch node := c.Node().(type) {
 		case *ast.StarExpr:
 			if name := kafkaTypeName(info, node.X); name == "Writer" || name == "Reader" {
-				c.Replace(&ast.StarExpr{Star: node.Star, X: sdkSel(name)})
+				c.Replace(&ast.StarExpr{Star: node.Star, X: sdkSel(name, node.Pos())})
 				n++
 				return false
 			}
 		case *ast.SelectorExpr:
 			if name := kafkaTypeName(info, node); name == "WriterStats" || name == "ReaderStats" {
-				if _, lit := c.Parent().(*ast.CompositeLit); !lit {
-					c.Replace(sdkSel(name))
+				if lit, ok := c.Parent().(*ast.CompositeLit); !ok || lit.Type != node {
+					c.Replace(sdkSel(name, node.Pos()))
 					n++
 				}
 				return false
 			}
+		case *ast.CompositeLit:
+			name := statsType(info.TypeOf(node))
+			if name == "" || wrapped[node] {
+				break
+			}
+			// sdk.WriterStats{WriterStats: kafka.WriterStats{...}}
+			inner := node
+			if node.Type == nil { // an element of a []kafka.WriterStats{...}
+				kafkaID := ast.NewIdent(m.kafkaName(f, node.Pos()))
+				kafkaAdded = true
+				inner = &ast.CompositeLit{Type: &ast.SelectorExpr{X: kafkaID, Sel: ast.NewIdent(name)}, Lbrace: node.Lbrace, Elts: node.Elts, Rbrace: node.Rbrace}
+			}
+			outer := &ast.CompositeLit{Lbrace: node.Lbrace, Rbrace: node.Rbrace,
+				Elts: []ast.Expr{&ast.KeyValueExpr{Key: ast.NewIdent(name), Value: inner}}}
+			if node.Type != nil {
+				outer.Type = sdkSel(name, node.Pos())
+			}
+			c.Replace(outer)
+			n++
+			return false
 		case *ast.CallExpr:
-			if fn := calleeFunc(info, node); fn != nil && fn.Pkg() != nil && fn.Pkg().Path() == kafkaPath && fn.Name() == "NewReader" {
-				node.Fun = sdkSel("MustNewReader")
+			if fn := calleeFunc(info, node); fn != nil && fn.Pkg() != nil && fn.Pkg().Path() == kafkaPath && fn.Name() == "NewReader" &&
+				fn.Type().(*types.Signature).Recv() == nil {
+				node.Fun = sdkSel("MustNewReader", node.Pos())
 				n++
 			}
 		case *ast.UnaryExpr:
@@ -541,7 +769,7 @@ func (m *migration) rewriteFile(f *file) int {
 				}
 			}
 			if ctor != "" {
-				c.Replace(&ast.CallExpr{Fun: sdkSel(ctor), Args: []ast.Expr{node}})
+				c.Replace(&ast.CallExpr{Fun: sdkSel(ctor, node.Pos()), Args: []ast.Expr{node}})
 				n++
 				return false
 			}
@@ -551,15 +779,21 @@ func (m *migration) rewriteFile(f *file) int {
 	if n == 0 {
 		return 0
 	}
-	if sdkName == "sdk" {
+	sdkName, imported := m.sdkImportName(f, sites)
+	for _, id := range sdkIDs {
+		id.Name = sdkName
+	}
+	switch {
+	case imported:
+	case sdkName == "sdk":
 		astutil.AddImport(m.fset, f.ast, sdkPath)
-	} else {
+	default:
 		astutil.AddNamedImport(m.fset, f.ast, sdkName, sdkPath)
 	}
-	if !m.usesKafka(f) {
+	if !kafkaAdded && !m.usesKafka(f) {
 		name := ""
 		for _, imp := range f.ast.Imports {
-			if strings.Trim(imp.Path.Value, `"`) == kafkaPath && imp.Name != nil {
+			if importPath(imp) == kafkaPath && imp.Name != nil {
 				name = imp.Name.Name
 			}
 		}
@@ -568,27 +802,76 @@ func (m *migration) rewriteFile(f *file) int {
 	return n
 }
 
-// sdkImportName is the name the file gives package sdk: its own import's,
-// else "sdk", else "azsdk" when "sdk" names something else there.
-func sdkImportName(f *file) string {
+// sdkImportName is the name the rewritten sites of f refer to package sdk
+// by: the file's own import's, else "sdk", else "azsdk", "azsdk2", ...,
+// the first that no declaration of the package or the file, nor of a
+// scope around one of the sites, takes. imported: f imports sdk by that
+// name already.
+func (m *migration) sdkImportName(f *file, sites []token.Pos) (name string, imported bool) {
+	var names []string
 	for _, imp := range f.ast.Imports {
-		if strings.Trim(imp.Path.Value, `"`) == sdkPath {
-			if imp.Name != nil {
-				return imp.Name.Name
+		if importPath(imp) == sdkPath {
+			if pn := f.info.PkgNameOf(imp); pn != nil && pn.Name() != "_" && pn.Name() != "." {
+				names = append(names, pn.Name())
 			}
-			return "sdk"
 		}
 	}
-	taken := f.pkg.Scope().Lookup("sdk") != nil
+	own := len(names)
+	names = append(names, "sdk", "azsdk")
+	for i := 2; ; i++ {
+		for j, n := range names {
+			if m.nameFree(f, n, sites) {
+				return n, j < own
+			}
+		}
+		names = []string{"azsdk" + strconv.Itoa(i)}
+		own = 0
+	}
+}
+
+// nameFree reports whether name may refer to package sdk at every one of
+// sites of f: nothing else of that name is declared in the package, the
+// file or a scope around a site before it.
+func (m *migration) nameFree(f *file, name string, sites []token.Pos) bool {
+	if f.pkg.Scope().Lookup(name) != nil {
+		return false
+	}
+	isSDK := func(obj types.Object) bool {
+		pn, ok := obj.(*types.PkgName)
+		return ok && pn.Imported().Path() == sdkPath
+	}
 	for _, imp := range f.ast.Imports {
-		if imp.Name != nil && imp.Name.Name == "sdk" || strings.HasSuffix(strings.Trim(imp.Path.Value, `"`), "/sdk") {
-			taken = true
+		if pn := f.info.PkgNameOf(imp); pn != nil && pn.Name() == name && !isSDK(pn) {
+			return false
 		}
 	}
-	if taken {
-		return "azsdk"
+	for _, pos := range sites {
+		s := f.pkg.Scope().Innermost(pos)
+		if s == nil {
+			continue
+		}
+		if _, obj := s.LookupParent(name, pos); obj != nil && !isSDK(obj) {
+			return false
+		}
 	}
-	return "sdk"
+	return true
+}
+
+// kafkaName is the name kafka-go's package has at pos in f, "" when it
+// has none there.
+func (m *migration) kafkaName(f *file, pos token.Pos) string {
+	for _, imp := range f.ast.Imports {
+		pn := f.info.PkgNameOf(imp)
+		if pn == nil || pn.Imported().Path() != kafkaPath || pn.Name() == "_" || pn.Name() == "." {
+			continue
+		}
+		if s := f.pkg.Scope().Innermost(pos); s != nil {
+			if _, obj := s.LookupParent(pn.Name(), pos); obj == pn {
+				return pn.Name()
+			}
+		}
+	}
+	return ""
 }
 
 // usesKafka reports whether f, rewritten, still refers to kafka-go's

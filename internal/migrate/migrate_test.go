@@ -18,16 +18,48 @@ import (
 // worker pool of Readers, a struct holding both behind an interface the
 // module defines (kafka-go imported under another name), and a package
 // handing its Writer to another module, to reflect, and reading its
-// fields, and one taking its Writer from that one. Each has tests, which
-// run on the embedded broker.
-var corpus = []string{"./testdata/corpus/service", "./testdata/corpus/pool", "./testdata/corpus/holder", "./testdata/corpus/handoff", "./testdata/corpus/usehandoff"}
+// fields, and one taking its Writer from that one; outsideapi hands its
+// Writer and stats to another module's API in each way its types allow
+// (a kafka.WriterStats, a []*kafka.Writer, a func(*kafka.Writer)
+// variable, a *kafka.Writer variable, an interface), and returns that
+// module's Writer; stats keeps Stats in its own types and literals;
+// funcvalue keeps kafka.NewReader as a function value; newwriter uses the
+// deprecated kafka.NewWriter(kafka.WriterConfig{...}); shadow names a
+// parameter and a variable sdk; readme is the README's example.
+//
+// producerapi and consumerlogger are shaped like kafka-go's
+// examples/producer-api (an HTTP endpoint writing request bodies through
+// one Writer) and examples/consumer-logger (a group Reader's loop logging
+// each message), but written anew: kafka-go's examples are nested modules
+// (each has a go.mod), which the module zip of github.com/segmentio/kafka-go
+// leaves out, so they are not in the module cache to migrate, and their
+// code is not copied here.
+//
+// thirdparty stands for another module: it is never given. Each package
+// has tests, which run (on the embedded broker where they need one)
+// before and after the migration.
+var corpus = []string{"./testdata/corpus/service", "./testdata/corpus/pool", "./testdata/corpus/holder",
+	"./testdata/corpus/handoff", "./testdata/corpus/usehandoff", "./testdata/corpus/outsideapi",
+	"./testdata/corpus/stats", "./testdata/corpus/funcvalue", "./testdata/corpus/newwriter",
+	"./testdata/corpus/shadow", "./testdata/corpus/producerapi", "./testdata/corpus/consumerlogger",
+	"./testdata/corpus/readme/..."}
 
 // refusedWant are the sites the migration must leave, and only those:
 // file:line and a part of the reason.
 var refusedWant = []string{
+	"funcvalue/funcvalue.go:7: kafka.NewReader used as a function value",
+	"funcvalue/funcvalue.go:9: kafka.NewReader used as a function value",
 	"handoff/handoff.go:16: goes to thirdparty.Instrument",
 	"handoff/handoff.go:17: goes to reflect.TypeOf",
 	"handoff/handoff.go:18: reads field Topic",
+	"newwriter/newwriter.go:10: kafka.NewWriter(kafka.WriterConfig{...}) (deprecated): its Writer is no &kafka.Writer{...}",
+	"outsideapi/outsideapi.go:21: a kafka.WriterStats goes to thirdparty.Report, outside the packages migrated",
+	"outsideapi/outsideapi.go:22: a []*kafka.Writer goes to thirdparty.Topics, outside the packages migrated",
+	"outsideapi/outsideapi.go:23: a func(*kafka.Writer) is assigned to thirdparty.OnClose, outside the packages migrated",
+	"outsideapi/outsideapi.go:24: a *kafka.Writer is assigned to thirdparty.Default, outside the packages migrated",
+	"outsideapi/outsideapi.go:25: goes to thirdparty.Register as a thirdparty.WriterSource, which it would no longer implement",
+	"outsideapi/outsideapi.go:31: thirdparty.Default, a *kafka.Writer of code outside the packages migrated, is returned",
+	"readme/audit/audit.go:11: goes to thirdparty.Instrument",
 	"usehandoff/usehandoff.go:1: shares kafka-go Writer or Reader values with github.com/azkafka/azkafka/internal/migrate/testdata/corpus/handoff",
 }
 
@@ -110,14 +142,27 @@ func TestMigrateCorpus(t *testing.T) {
 		}
 	}
 	for name := range res.Files {
-		if strings.Contains(name, "/handoff/") {
-			t.Errorf("%s rewritten, though its package is left unchanged", name)
+		for _, left := range []string{"/handoff/", "/usehandoff/", "/outsideapi/", "/funcvalue/", "/newwriter/", "/audit/"} {
+			if strings.Contains(name, left) {
+				t.Errorf("%s rewritten, though its package is left unchanged", name)
+			}
 		}
 	}
-	service := res.Files[filepath.Join(d, "testdata/corpus/service/service.go")]
-	for _, want := range []string{"writer *sdk.Writer", "sdk.MustNewWriter(&kafka.Writer{", "sdk.MustNewReader(kafka.ReaderConfig{", "func report(s sdk.WriterStats)", "func readerStats(r *sdk.Reader)"} {
-		if !bytes.Contains(service, []byte(want)) {
-			t.Errorf("service.go after the migration has no %q:\n%s", want, service)
+	for file, wants := range map[string][]string{
+		"service/service.go": {"writer *sdk.Writer", "sdk.MustNewWriter(&kafka.Writer{", "sdk.MustNewReader(kafka.ReaderConfig{", "func report(s sdk.WriterStats)", "func readerStats(r *sdk.Reader)"},
+		"stats/stats.go": {"func Report(s sdk.WriterStats)", "var zero = sdk.WriterStats{WriterStats: kafka.WriterStats{}}",
+			"[]sdk.WriterStats{{WriterStats: kafka.WriterStats{Messages: 1}}, zero}", "Report(sdk.WriterStats{WriterStats: kafka.WriterStats{Messages: 2}})",
+			"&sdk.ReaderStats{ReaderStats: kafka.ReaderStats{Topic: topic}}"},
+		"shadow/shadow.go":        {`azsdk "github.com/azkafka/azkafka/sdk"`, "func New(sdk string) *azsdk.Writer", "azsdk.MustNewReader(kafka.ReaderConfig{"},
+		"producerapi/main.go":     {"func produce(w *sdk.Writer) http.HandlerFunc", "return sdk.MustNewWriter(&kafka.Writer{"},
+		"consumerlogger/main.go":  {"r *sdk.Reader, out io.Writer", "return sdk.MustNewReader(kafka.ReaderConfig{"},
+		"readme/events/events.go": {"func Open(brokers []string) (*sdk.Writer, *sdk.Reader)"},
+	} {
+		src := res.Files[filepath.Join(d, "testdata/corpus", file)]
+		for _, want := range wants {
+			if !bytes.Contains(src, []byte(want)) {
+				t.Errorf("%s after the migration has no %q:\n%s", file, want, src)
+			}
 		}
 	}
 
@@ -216,7 +261,7 @@ func TestRefusals(t *testing.T) {
 	src := `package handoff
 
 import (
-	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go"; "sync/atomic"
 
 	"github.com/azkafka/azkafka/internal/migrate/testdata/corpus/thirdparty"
 )
@@ -234,6 +279,12 @@ func New(brokers []string, topic string) (*kafka.Writer, string) {
 	_ = thirdparty.Holder{W: w}
 	_ = wrapped{w}
 	return w, ""
+}
+
+var ptr atomic.Pointer[kafka.Writer]
+
+func Stats(w *kafka.Writer) (kafka.WriterStats, []kafka.WriterStats) {
+	return w.Stats(), []kafka.WriterStats{thirdparty.Default.Stats()}
 }
 `
 	res, err := Run(Config{Dir: d, Patterns: []string{"./testdata/corpus/handoff"}, Overlay: map[string][]byte{
@@ -253,6 +304,8 @@ func New(brokers []string, topic string) (*kafka.Writer, string) {
 		"14: a kafka.Writer literal used by value",
 		"16: new(kafka.Writer)",
 		"19: goes into a thirdparty.Holder",
+		"24: holds a kafka.Writer by value",
+		"27: thirdparty.Default.Stats(), a kafka.WriterStats of code outside the packages migrated, goes into a []kafka.WriterStats",
 	} {
 		if !slices.ContainsFunc(got, func(g string) bool {
 			line, reason, _ := strings.Cut(want, ": ")
@@ -263,5 +316,29 @@ func New(brokers []string, topic string) (*kafka.Writer, string) {
 	}
 	if len(res.Files) != 0 {
 		t.Errorf("%d files rewritten in a package left unchanged", len(res.Files))
+	}
+}
+
+// TestVerifyBacksTheChecks: with the comparison of types at flows off, the
+// type check of the packages as rewritten still finds what in outsideapi
+// would not build, and leaves the package unchanged, the type checker's
+// error at the site before the rewrite.
+func TestVerifyBacksTheChecks(t *testing.T) {
+	d := dir(t)
+	res, err := Run(Config{Dir: d, Patterns: []string{"./testdata/corpus/outsideapi"}, noFlows: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 0 {
+		t.Errorf("%d files rewritten", len(res.Files))
+	}
+	var got []string
+	for _, s := range res.Refused {
+		got = append(got, strconv.Itoa(s.Pos.Line)+": "+s.Reason)
+	}
+	for _, want := range []string{"21: the package as rewritten would not build: ", "24: the package as rewritten would not build: "} {
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, want) }) {
+			t.Errorf("no refusal %q in:\n%s", want, strings.Join(got, "\n"))
+		}
 	}
 }
