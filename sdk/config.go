@@ -350,7 +350,9 @@ func validInstanceID(id string) error {
 
 // RebalanceCallbacks are called when a Reader with a GroupID gains or
 // loses partitions (WithRebalanceCallbacks); each gets the partitions by
-// topic. kafka-go has none.
+// topic, never none: Revoked and Lost are not called when the member had
+// no partitions (while the brokers are unreachable, each failed rejoin
+// loses nothing). kafka-go has none.
 //
 // They run on the engine's group goroutine, one at a time, and the group
 // waits for them: keep them short (Revoked must end within
@@ -369,15 +371,22 @@ type RebalanceCallbacks struct {
 	// messages committed here with CommitMessages are in that commit.
 	// ctx ends if the rebalance times out.
 	Revoked func(ctx context.Context, partitions map[string][]int)
-	// Lost is called when the Reader lost partitions without a
-	// rebalance (its session expired, it was fenced, the group is gone):
-	// another member may already own them, so commits of them likely
-	// fail.
+	// Lost is called when the Reader lost its partitions without a
+	// rebalance: the engine ended the group session on an error and
+	// rejoins. That is any heartbeat (or join) failure past the engine's
+	// retries, the brokers unreachable included: with them unreachable it
+	// fires once the heartbeat's retries give up, which can be well
+	// before SessionTimeout; the session expired (UNKNOWN_MEMBER_ID);
+	// the member fenced (FENCED_INSTANCE_ID: another Reader took its
+	// WithGroupInstanceID); the group gone. Another member may already
+	// own the partitions, so commits of them likely fail; the Reader
+	// reads again once it has rejoined and Assigned is called.
 	Lost func(ctx context.Context, partitions map[string][]int)
 }
 
 // WithRebalanceCallbacks sets the callbacks a Reader with a GroupID calls
-// when its partitions change (see RebalanceCallbacks). Default: none.
+// when its partitions change (see RebalanceCallbacks: keep them short and
+// non-blocking, the group waits for them). Default: none.
 func WithRebalanceCallbacks(cb RebalanceCallbacks) Option {
 	return only("WithRebalanceCallbacks", ctorReader, func(c *config) { c.rebalance = cb })
 }

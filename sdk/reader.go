@@ -185,9 +185,11 @@ type Reader struct {
 	// head on.
 	buf  []fetched
 	head int
-	// moves counts SetOffset calls (partition mode): a poll that began
-	// before one keeps none of its records. In group mode a poll keeps
-	// the records of the partitions owned when it returns.
+	// moves counts SetOffset calls (partition mode) and Seek calls (both
+	// modes): a poll that began before a SetOffset keeps none of its
+	// records, one that began before a Seek none of the sought
+	// partition's (ctl.sought). In group mode a poll keeps the records of
+	// the partitions owned when it returns.
 	moves uint64
 	owned map[topicPartition]*partState
 	// ctl is what Pause and Seek changed; rewindMu orders the engine

@@ -56,7 +56,7 @@ func intPartitions(ps map[string][]int32) map[string][]int {
 // revoked calls the Revoked callback, commits the marks of the revoked
 // partitions (CommitInterval > 0) and drops what is buffered of them.
 func (r *Reader) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
-	if f := r.s.rebalance.Revoked; f != nil {
+	if f := r.s.rebalance.Revoked; f != nil && anyPartition(ps) {
 		f(ctx, intPartitions(ps))
 	}
 	if r.config.CommitInterval > 0 {
@@ -73,10 +73,23 @@ func (r *Reader) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int
 // lost calls the Lost callback and drops what is buffered of partitions
 // lost with the membership.
 func (r *Reader) lost(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
-	if f := r.s.rebalance.Lost; f != nil {
+	if f := r.s.rebalance.Lost; f != nil && anyPartition(ps) {
 		f(ctx, intPartitions(ps))
 	}
 	r.drop(ps)
+}
+
+// anyPartition reports whether ps names a partition. The engine calls
+// its revoked and lost callbacks with none: lost after each failed attempt
+// to rejoin (every backoff while the brokers are unreachable), revoked at
+// Close after such a loss; the user's callbacks are not called for that.
+func anyPartition(ps map[string][]int32) bool {
+	for _, parts := range ps {
+		if len(parts) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Reader) drop(ps map[string][]int32) {
@@ -211,9 +224,13 @@ func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kg
 }
 
 // commitMarks commits the marked offsets of the partitions in only (all
-// when only is nil) and forgets them.
+// when only is nil) and forgets them. A failed commit puts them back for
+// the next one, but for the partitions the Reader no longer owns and those
+// Seek moved meanwhile: Seek forgot their marks, and putting back one
+// taken before a seek back would commit past the messages it re-reads.
 func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error {
 	r.mu.Lock()
+	moves := r.moves
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for t, ps := range r.marks {
 		for p, o := range ps {
@@ -233,12 +250,13 @@ func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error
 	}
 	err := r.commitOnce(ctx, offsets)
 	if err != nil {
-		// Keep them for the next try, unless newer marks came meanwhile.
+		// Keep them for the next try, unless newer marks came meanwhile
+		// (raise keeps the higher), or the partition was lost or sought.
 		r.mu.Lock()
 		for t, ps := range offsets {
 			for p, o := range ps {
 				tp := topicPartition{t, p}
-				if _, owned := r.owned[tp]; !owned {
+				if _, owned := r.owned[tp]; !owned || r.ctl.sought[tp] > moves {
 					continue
 				}
 				raise(partitionsOf(r.marks, t), p, o.Offset)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/azkafka/azkafka/metrics"
 	"github.com/segmentio/kafka-go"
@@ -34,7 +35,9 @@ type controls struct {
 	// back to it, so Resume reads them again.
 	rewind map[topicPartition]int64
 	// sought is, per partition Seek moved, the value of Reader.moves
-	// then: a poll that began before it keeps none of its records.
+	// then: a commit of marks taken before it puts none back when it
+	// fails (commitMarks), and a poll that began before it keeps none of
+	// its records (none can: Seek holds pollSem).
 	sought map[topicPartition]uint64
 }
 
@@ -171,9 +174,12 @@ func (r *Reader) applyRewinds() {
 // forgets the partition's offset marked and not yet committed, so the
 // next commit is that of what CommitMessages is given after the move
 // (seeking back and committing again moves the group's offset back). In
-// partition mode it is SetOffset for the Reader's own partition. After
-// Close it returns io.ErrClosedPipe, as SetOffset does. Not for
-// a RebalanceCallbacks function. kafka-go has no such method.
+// partition mode it is SetOffset for the Reader's own partition. Safe
+// while other goroutines fetch: a fetch in flight is interrupted and goes
+// on from offset, and no message of the partition handed out after Seek
+// returns is from before the move. After Close it returns
+// io.ErrClosedPipe, as SetOffset does. Not for a RebalanceCallbacks
+// function. kafka-go has no such method.
 func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset int64) error {
 	tp := topicPartition{topic, int32(partition)}
 	if !r.group {
@@ -203,6 +209,16 @@ func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset i
 	if offset < 0 {
 		return fmt.Errorf("sdk: Seek %s[%d]: offset %d: want >= 0, kafka.FirstOffset or kafka.LastOffset", topic, partition, offset)
 	}
+	// No poll may run from here until the engine has moved: one that
+	// began after the buffer is emptied below and before SetOffsets
+	// returns would take the records of the old position the engine had
+	// buffered, and one that began before and ended after would drop
+	// those of the new one. Lock order: pollSem, rewindMu, mu (poll holds
+	// pollSem when it takes rewindMu in applyRewinds).
+	if err := r.holdPolls(ctx); err != nil {
+		return fmt.Errorf("sdk: Seek %s[%d]: %w", topic, partition, err)
+	}
+	defer func() { <-r.pollSem }()
 	r.rewindMu.Lock()
 	defer r.rewindMu.Unlock()
 	r.mu.Lock()
@@ -229,4 +245,25 @@ func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset i
 	r.mu.Unlock()
 	r.engine().SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {tp.partition: {Epoch: -1, Offset: offset}}})
 	return nil
+}
+
+// holdPolls ends the poll in flight (its caller polls again) and keeps
+// others out until the caller receives from pollSem (Seek, SetOffset): a
+// FetchMessage waiting for its turn may start a poll meanwhile, so it
+// interrupts again until it holds pollSem. It returns ctx's error if ctx
+// ends first.
+func (r *Reader) holdPolls(ctx context.Context) error {
+	mark := r.hooks.errSeq.Load()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r.interrupt(context.Canceled)
+		select {
+		case r.pollSem <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return r.ctxError(ctx, mark)
+		case <-tick.C:
+		}
+	}
 }

@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -425,5 +430,437 @@ func TestReaderCooperativeSticky(t *testing.T) {
 	defer kr.Close()
 	if _, err := kr.FetchMessage(ctx); err != nil {
 		t.Fatalf("the kafka-go member read nothing: %v", err)
+	}
+}
+
+// groupErrors counts the errors that ended the engine's group sessions
+// (kgo's HookGroupManageError): the engine calls it right after each call
+// of its lost callback, which gets the partitions then owned, if any.
+type groupErrors struct {
+	n       atomic.Int64
+	changed chan struct{}
+}
+
+func (h *groupErrors) OnGroupManageError(error) {
+	h.n.Add(1)
+	select {
+	case h.changed <- struct{}{}:
+	default:
+	}
+}
+
+// TestReaderLostCallback: a member cut off from the broker loses its
+// partitions once its heartbeat fails past the engine's retries, well
+// before its session would expire: Lost is called with the partitions it
+// owned, and not again (with none) at each failed rejoin that follows.
+// Once the broker is reachable again the Reader rejoins and reads a
+// message written after the loss. The callback never blocks the engine.
+func TestReaderLostCallback(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "lost", 2)
+	writeSpread(t, rig, 5)
+	cfg := groupTestConfig(rig, "lost")
+	var (
+		mu    sync.Mutex
+		calls []map[string][]int
+	)
+	lost := make(chan struct{}, 1)
+	sessions := &groupErrors{changed: make(chan struct{}, 1)}
+	r, err := sdk.NewReader(cfg, testOptions(t, sdk.WithEngineHooks(sessions), sdk.WithRebalanceCallbacks(sdk.RebalanceCallbacks{
+		Lost: func(_ context.Context, ps map[string][]int) {
+			mu.Lock()
+			calls = append(calls, ps)
+			mu.Unlock()
+			select {
+			case lost <- struct{}{}:
+			default:
+			}
+		},
+	}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := testCtx(t)
+	if _, err := r.FetchMessage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Assignment()); n != 2 {
+		t.Fatalf("the Reader owns %d partitions, want 2", n)
+	}
+	if err := rig.proxy.SetRefusing(true); err != nil {
+		t.Fatal(err)
+	}
+	rig.proxy.ResetAll()
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("Lost was never called while the broker was unreachable")
+	}
+	// The session the heartbeat ended, then at least one failed rejoin:
+	// the engine's lost callback ran again, with nothing owned.
+	for sessions.n.Load() < 2 {
+		select {
+		case <-sessions.changed:
+		case <-ctx.Done():
+			t.Fatalf("%d group session errors, want a failed rejoin after the loss", sessions.n.Load())
+		}
+	}
+	mu.Lock()
+	got := slices.Clone(calls)
+	mu.Unlock()
+	if len(got) != 1 || !slices.Equal(got[0][rig.topic], []int{0, 1}) {
+		t.Errorf("Lost calls %v, want one, with partitions [0 1] of %s", got, rig.topic)
+	}
+	if n := len(r.Assignment()); n != 0 {
+		t.Errorf("after Lost the Reader owns %d partitions, want none", n)
+	}
+
+	if err := rig.proxy.SetRefusing(false); err != nil {
+		t.Fatal(err)
+	}
+	rig.write(t, kafka.Message{Key: []byte{0}, Value: []byte("after-loss")})
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatalf("no message after the broker came back: %v", err)
+		}
+		if string(m.Value) == "after-loss" {
+			break
+		}
+	}
+}
+
+// TestReaderSeekWhileFetching: Seek while another goroutine fetches. No
+// message handed out after Seek returned comes from before the move. The
+// fetcher knows, for each message, which seeks had returned when its
+// FetchMessage began (d) and which had begun when it returned (s): the
+// message is either the next one after the previous message (allowed
+// only if that one already came after seek d), or the target of a seek in
+// (cur, s], cur being the seek the previous message came after. Targets
+// are multiples of gap and the fetcher reads fewer than gap messages per
+// seek, so a message is a target or a successor, never both: the check is
+// exact. The seeker starts seek j+1 only once the fetcher handed out the
+// target of seek j, so that (cur, s] holds one seek at most.
+func TestReaderSeekWhileFetching(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "seek-race", 1)
+	const (
+		gap   = 50
+		slots = 40
+		seeks = 2000
+	)
+	writeSpread(t, rig, gap*slots)
+	cfg := groupTestConfig(rig, "seek-race")
+	cfg.MaxBytes = 8 << 10 // a fetch holds more than a poll takes:
+	cfg.QueueCapacity = 4  // the engine keeps records buffered
+	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := testCtx(t)
+	if m, err := r.FetchMessage(ctx); err != nil || m.Offset != 0 {
+		t.Fatalf("first message: offset %d (%v), want 0", m.Offset, err)
+	}
+
+	targets := make([]int64, seeks+1) // targets[0]: where the Reader started
+	var (
+		started, done atomic.Int64 // the last seek begun, returned
+		reached       atomic.Int64 // the seek the last message came after
+		progress      = make(chan struct{}, 1)
+		seeked        = make(chan struct{}, 1)
+		stale         []string // wrong hand-outs
+		fetchErr      error
+	)
+	notify := func(c chan struct{}) {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	fctx, stop := context.WithCancel(ctx)
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		cur, want, since := int64(0), int64(1), 1
+		for {
+			// Fewer than gap messages per seek: wait for the next.
+			for since >= gap-1 && done.Load() <= cur {
+				select {
+				case <-seeked:
+				case <-fctx.Done():
+					return
+				}
+			}
+			d := done.Load()
+			m, err := r.FetchMessage(fctx)
+			if err != nil {
+				if fctx.Err() == nil {
+					fetchErr = err
+				}
+				return
+			}
+			s := started.Load()
+			switch {
+			case s > cur && m.Offset == targets[cur+1]:
+				cur, since = cur+1, 0
+			case cur >= d && m.Offset == want:
+			default:
+				stale = append(stale, fmt.Sprintf("offset %d handed out after seek %d to %d returned (last seek begun %d, previous message %d after seek %d)",
+					m.Offset, d, targets[d], s, want-1, cur))
+				cur, since = s, 0 // go on from there
+			}
+			want = m.Offset + 1
+			since++
+			reached.Store(cur)
+			notify(progress)
+		}
+	}()
+	for j := int64(1); j <= seeks; j++ {
+		targets[j] = (j * 7 % slots) * gap // never the previous target
+		started.Store(j)
+		if err := r.Seek(ctx, rig.topic, 0, targets[j]); err != nil {
+			t.Fatal(err)
+		}
+		done.Store(j)
+		notify(seeked)
+		for reached.Load() < j {
+			select {
+			case <-progress:
+			case <-fetched:
+				t.Fatalf("the fetcher stopped: %v", fetchErr)
+			case <-ctx.Done():
+				t.Fatalf("seek %d to %d: the fetcher never handed it out", j, targets[j])
+			}
+		}
+	}
+	stop()
+	<-fetched
+	if fetchErr != nil {
+		t.Fatal(fetchErr)
+	}
+	if len(stale) > 0 {
+		t.Errorf("%d of %d seeks handed out messages of before the move; first: %s", len(stale), seeks, stale[0])
+	}
+}
+
+// TestReaderSeekWinsOverFailedCommit: a periodic commit that fails puts
+// its marks back for the next one, but not the mark of a partition Seek
+// moved meanwhile. Offsets 0-5 are marked (6), the commit of 6 is held at
+// the proxy, the Reader seeks back to 2 and marks 2 and 3 (4), then the
+// held commit is answered with an error: the group ends at 4, not at the
+// 6 the seek back dropped.
+func TestReaderSeekWinsOverFailedCommit(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "seek-commit", 1)
+	writeSpread(t, rig, 10)
+	cfg := groupTestConfig(rig, "seek-commit")
+	cfg.CommitInterval = 10 * time.Millisecond
+	ctx := testCtx(t)
+	held, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	var first atomic.Bool
+	rig.proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != keyOffsetCommit || !first.CompareAndSwap(false, true) {
+			return resp
+		}
+		close(held)
+		<-release
+		decoded, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			t.Error(err)
+			return resp
+		}
+		cr := decoded.(*kmsg.OffsetCommitResponse)
+		for i := range cr.Topics {
+			for j := range cr.Topics[i].Partitions {
+				cr.Topics[i].Partitions[j].ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			}
+		}
+		return kproxy.EncodeResponse(req, cr)
+	})
+	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fetch := func(k int) []kafka.Message {
+		var ms []kafka.Message
+		for range k {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, m)
+		}
+		return ms
+	}
+	// One CommitMessages marks 6: the first commit the Reader sends is
+	// that of offset 6.
+	if err := r.CommitMessages(ctx, fetch(6)...); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("no periodic commit")
+	}
+	if err := r.Seek(ctx, rig.topic, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	ms := fetch(2)
+	if ms[0].Offset != 2 || ms[1].Offset != 3 {
+		t.Fatalf("after Seek to 2: offsets %d, %d", ms[0].Offset, ms[1].Offset)
+	}
+	if err := r.CommitMessages(ctx, ms...); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	// Close waits for the periodic commit in flight (whose failure puts
+	// back what it puts back), then commits the marks.
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&kafka.Client{Addr: kafka.TCP(rig.broker.Addrs()...)}).OffsetFetch(ctx,
+		&kafka.OffsetFetchRequest{GroupID: "seek-commit", Topics: map[string][]int{rig.topic: {0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics[rig.topic][0].CommittedOffset; got != 4 {
+		t.Errorf("committed offset %d, want 4: the failed commit put back the mark the seek back dropped", got)
+	}
+}
+
+// TestReaderStaticMembership: the hermetic twin of conformance's
+// TestSDKReaderStaticMembership (classic protocol), on the embedded
+// broker, which implements KIP-345. Of two members, the second is closed
+// and restarted: with the same WithGroupInstanceID, within the session
+// timeout, it gets its partition back with no rebalance (the first member
+// sees no callback and sends no JoinGroup); a dynamic member's restart
+// rebalances (the first is revoked and rejoins). DescribeGroups has no
+// generation to compare: the first member's JoinGroups, counted at the
+// proxy by its client ID (which holds its session ID), stand for it.
+func TestReaderStaticMembership(t *testing.T) {
+	t.Parallel()
+	for _, static := range []bool{true, false} {
+		t.Run(fmt.Sprintf("static=%v", static), func(t *testing.T) {
+			t.Parallel()
+			group := fmt.Sprintf("static-%v", static)
+			rig := newFaultRig(t, group, 2)
+			writeSpread(t, rig, 5)
+			cfg := groupTestConfig(rig, group)
+			// Longer than a restart can take on a loaded machine.
+			cfg.SessionTimeout, cfg.RebalanceTimeout = 30*time.Second, 10*time.Second
+			ctx := testCtx(t)
+			var (
+				mu          sync.Mutex
+				owned       = map[string]int{}
+				firstEvents []string
+				firstClient string             // the client ID of the first JoinGroup
+				joins       = map[string]int{} // JoinGroups by client ID
+			)
+			rig.proxy.OnRequest(func(req kproxy.Request) kproxy.Action {
+				if req.Key == 11 { // JoinGroup
+					mu.Lock()
+					if firstClient == "" {
+						firstClient = req.ClientID
+					}
+					joins[req.ClientID]++
+					mu.Unlock()
+				}
+				return kproxy.Forward
+			})
+			changed := make(chan struct{}, 1)
+			member := func(name, id string) *sdk.Reader {
+				note := func(kind string, ps map[string][]int, sign int) {
+					mu.Lock()
+					owned[name] += sign * len(ps[rig.topic])
+					if name == "first" {
+						firstEvents = append(firstEvents, fmt.Sprint(kind, " ", ps[rig.topic]))
+					}
+					mu.Unlock()
+					notifyOnce(changed)
+				}
+				cb := sdk.RebalanceCallbacks{
+					Assigned: func(_ context.Context, ps map[string][]int) { note("assigned", ps, 1) },
+					Revoked:  func(_ context.Context, ps map[string][]int) { note("revoked", ps, -1) },
+				}
+				opts := []sdk.Option{sdk.WithGroupProtocol(sdk.GroupProtocolClassic), sdk.WithRebalanceCallbacks(cb)}
+				if static {
+					opts = append(opts, sdk.WithGroupInstanceID(id))
+				}
+				r, err := sdk.NewReader(cfg, testOptions(t, opts...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() {
+					for {
+						m, err := r.FetchMessage(ctx)
+						if err != nil {
+							return
+						}
+						_ = r.CommitMessages(ctx, m)
+					}
+				}()
+				return r
+			}
+			until := func(what string, ok func() bool) {
+				t.Helper()
+				for {
+					mu.Lock()
+					done := ok()
+					mu.Unlock()
+					if done {
+						return
+					}
+					select {
+					case <-changed:
+					case <-ctx.Done():
+						t.Fatalf("%s: never (owned %v)", what, owned)
+					}
+				}
+			}
+			first := member("first", "first")
+			defer first.Close()
+			until("the first member owns both partitions", func() bool { return owned["first"] == 2 })
+			second := member("second", "second")
+			until("each member owns a partition", func() bool { return owned["first"] == 1 && owned["second"] == 1 })
+			mu.Lock()
+			events0, joins0 := len(firstEvents), joins[firstClient]
+			mu.Unlock()
+
+			if err := second.Close(); err != nil {
+				t.Fatal(err)
+			}
+			again := member("restarted", "second")
+			defer again.Close()
+			until("the restarted member owns a partition", func() bool { return owned["restarted"] == 1 })
+			mu.Lock()
+			defer mu.Unlock()
+			seen, rejoined := firstEvents[events0:], joins[firstClient]-joins0
+			revoked := slices.ContainsFunc(seen, func(e string) bool { return strings.HasPrefix(e, "revoked") })
+			switch {
+			case static && (len(seen) != 0 || rejoined != 0):
+				t.Errorf("the static restart rebalanced: the first member saw %v and sent %d JoinGroups", seen, rejoined)
+			case !static && (!revoked || rejoined == 0):
+				t.Errorf("the dynamic restart did not rebalance: the first member saw %v and sent %d JoinGroups", seen, rejoined)
+			}
+			t.Logf("static=%v: the first member saw %v and sent %d JoinGroups", static, seen, rejoined)
+		})
+	}
+}
+
+// notifyOnce signals c without blocking.
+func notifyOnce(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }

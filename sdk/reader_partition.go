@@ -143,16 +143,9 @@ func (r *Reader) SetOffset(offset int64) error {
 	if r.closed.Load() {
 		return io.ErrClosedPipe
 	}
-	// Stop the poll in flight and keep others out while the engine moves
-	// (a FetchMessage waiting for its turn may start a poll meanwhile:
-	// stop that one too).
-	for acquired := false; !acquired; {
-		r.interrupt(context.Canceled)
-		select {
-		case r.pollSem <- struct{}{}:
-			acquired = true
-		case <-time.After(10 * time.Millisecond):
-		}
+	// Stop the poll in flight and keep others out while the engine moves.
+	if err := r.holdPolls(context.Background()); err != nil {
+		return err // not with a context that does not end
 	}
 	defer func() { <-r.pollSem }()
 	r.mu.Lock()

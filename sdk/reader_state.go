@@ -348,7 +348,8 @@ func (h ReaderHealth) Healthy() bool {
 // Health returns the Reader's health without I/O: HealthUnreachable once
 // no broker has answered for longer than the Reader's MaxWait (10 s by
 // default; the same bound after which it warns in the log), HealthOK again
-// as soon as one answers. kafka-go has no such method.
+// as soon as one answers. See ExampleReader_Health for a readiness
+// endpoint. kafka-go has no such method (kafka-go #1182).
 func (r *Reader) Health() ReaderHealth {
 	h := r.hooks.health(r.config.MaxWait, r.created)
 	if r.closed.Load() {

@@ -124,7 +124,7 @@ func TestReaderHealth(t *testing.T) {
 	defer cancel()
 	fetched := make(chan error, 1)
 	go func() { _, err := r.FetchMessage(ctx); fetched <- err }()
-	down := waitHealth(t, r, sdk.HealthUnreachable)
+	down := waitHealth(t, testCtx(t), r, sdk.HealthUnreachable)
 	if down.Healthy() || down.Cause == nil || time.Since(down.Since) < bound {
 		t.Errorf("unreachable: %+v, want unhealthy with a cause, since more than %v ago", down, bound)
 	}
@@ -132,7 +132,7 @@ func TestReaderHealth(t *testing.T) {
 	if err := rig.proxy.SetRefusing(false); err != nil {
 		t.Fatal(err)
 	}
-	up := waitHealth(t, r, sdk.HealthOK)
+	up := waitHealth(t, testCtx(t), r, sdk.HealthOK)
 	if !up.Healthy() || up.Cause != nil || !up.Since.After(down.Since) {
 		t.Errorf("back: %+v, want healthy since after %v", up, down.Since)
 	}
@@ -146,20 +146,23 @@ func TestReaderHealth(t *testing.T) {
 	}
 }
 
-// waitHealth waits for r's health to reach state: an event the Reader's
-// engine causes, so the test polls it, failing after a minute.
-func waitHealth(t *testing.T, r *sdk.Reader, state sdk.HealthState) sdk.ReaderHealth {
+// waitHealth waits for r's health to reach state, an event the Reader's
+// engine causes: it looks every 10 ms until then, failing when ctx (the
+// test's) ends first.
+func waitHealth(t *testing.T, ctx context.Context, r *sdk.Reader, state sdk.HealthState) sdk.ReaderHealth {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		h := r.Health()
 		if h.State == state {
 			return h
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health still %+v a minute later, want %s", h, state)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("health still %+v, want %s", h, state)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
