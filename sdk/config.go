@@ -24,6 +24,7 @@ import (
 	"github.com/azkafka/azkafka/internal/settings"
 	"github.com/azkafka/azkafka/metrics"
 	"github.com/azkafka/azkafka/retry"
+	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
@@ -482,7 +483,8 @@ type config struct {
 // defaults (defaultConfig, from the table's), then the environment (the
 // table envVars), then the options, then one validate; then the AZ
 // (resolveAZ, which detects it only when neither an option nor the
-// environment gives it). Nothing changes the result afterwards. Every
+// environment gives it), then what the session derives (resolveSession).
+// Nothing changes the result afterwards. Every
 // invalid value is reported, joined, each naming its source and quoting
 // the value, also a variable an option overrides.
 func loadConfig(ctx context.Context, opts []Option) (config, error) {
@@ -514,7 +516,27 @@ func loadConfig(ctx context.Context, opts []Option) (config, error) {
 		return config{}, err
 	}
 	c.resolveAZ(ctx, dcfg)
+	if err := c.resolveSession(); err != nil {
+		return config{}, err
+	}
 	return c, nil
+}
+
+// resolveSession completes what the session derives from the settings:
+// a session ID when none is given, and the base Transport's dial, TLS and
+// SASL as the engine's base Dialer.
+func (c *config) resolveSession() error {
+	if c.sessionID == "" {
+		u, err := uuid.NewRandom()
+		if err != nil {
+			return fmt.Errorf("sdk: generating a session ID: %w", err)
+		}
+		c.sessionID = u.String()
+	}
+	if c.baseDialer == nil && c.baseTransport != nil {
+		c.baseDialer = transportDialer(c.baseTransport)
+	}
+	return nil
 }
 
 // applyOptions applies opts to c, for the constructor the first of them

@@ -18,6 +18,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/time/rate"
 
+	"github.com/google/uuid"
+
 	"github.com/azkafka/azkafka/internal/envcheck"
 	"github.com/azkafka/azkafka/internal/settings"
 	"github.com/azkafka/azkafka/internal/settings/settingstest"
@@ -45,8 +47,11 @@ func TestConfigEnv(t *testing.T) {
 		check func(t *testing.T, c config)
 	}{
 		{"defaults", map[string]string{"AZKAFKA_AZ": "us-east-1a"}, nil, func(t *testing.T, c config) {
-			if c.az != "us-east-1a" || c.azSource != "env" || !c.interzoneLB || c.userID != "" || c.sessionID != "" {
+			if c.az != "us-east-1a" || c.azSource != "env" || !c.interzoneLB || c.userID != "" {
 				t.Errorf("got %+v", c)
+			}
+			if _, err := uuid.Parse(c.sessionID); err != nil {
+				t.Errorf("session ID %q: not a generated UUID: %v", c.sessionID, err)
 			}
 			if c.connRate != DefaultMaxConnRate || c.connBurst != DefaultMaxConnBurst || c.limiter == nil {
 				t.Errorf("conn rate %v burst %d limiter %v", c.connRate, c.connBurst, c.limiter)

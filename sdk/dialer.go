@@ -46,10 +46,7 @@ import (
 // options or AZKAFKA_* variables are errors. The returned Dialer is safe
 // for concurrent use.
 func NewAZAwareDialer(base *kafka.Dialer, opts ...Option) (*kafka.Dialer, error) {
-	if base != nil {
-		opts = append([]Option{WithBaseDialer(base), withFallbackUserID(base.ClientID)}, opts...)
-	}
-	s, err := newSession(context.Background(), append([]Option{forCtor(ctorDialer)}, opts...))
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorDialer)}, withBaseDialer(base, opts)...))
 	if err != nil {
 		return nil, err
 	}
@@ -72,10 +69,7 @@ func NewAZAwareDialer(base *kafka.Dialer, opts ...Option) (*kafka.Dialer, error)
 // Each call is one client instance. The returned Transport is safe for
 // concurrent use; close its idle connections with CloseIdleConnections.
 func NewTransport(base *kafka.Transport, opts ...Option) (*kafka.Transport, error) {
-	if base != nil {
-		opts = append([]Option{WithBaseTransport(base), withFallbackUserID(base.ClientID)}, opts...)
-	}
-	s, err := newSession(context.Background(), append([]Option{forCtor(ctorTransport)}, opts...))
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorTransport)}, withBaseTransport(base, opts)...))
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ package sdk
 // once (engineFatal), and before a client ever reached its cluster some
 // more end the wait (unfixable, see bootstrap.go). errorType names a class
 // for the metrics. The errors a caller may match are exported here:
-// ErrBadResponse and *BootstrapError; the others keep kafka-go's shapes
+// ErrBadResponse, ErrNotOwned and *BootstrapError; the others keep kafka-go's shapes
 // (kafkaError, ctxError).
 
 import (
@@ -285,6 +285,18 @@ type commitError struct {
 func (e *commitError) Error() string { return e.err.Error() }
 
 func (e *commitError) Unwrap() error { return e.err }
+
+// ErrNotOwned is returned (wrapped) by Seek for a partition the Reader
+// does not consume: in group mode, one the group has not assigned it (or
+// has taken away); in partition mode, any but its own.
+var ErrNotOwned = errors.New("the Reader does not own the partition")
+
+// topicNotReady reports whether a topic's error in a Metadata response
+// means "ask again": retriable, but not UNKNOWN_TOPIC_OR_PARTITION, which
+// kafka-go returns at once.
+func topicNotReady(err error) bool {
+	return kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition)
+}
 
 // isUnknownTopic reports whether err says the cluster has no such topic
 // (by name or ID).

@@ -319,7 +319,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	// A broker may exceed fetch.max.bytes by a record batch (KIP-74): the
 	// frame guard's limit is at least 1.5 times it.
 	fetchMax := readerFetchMax(config)
-	s, err := newSession(context.Background(), append([]Option{forCtor(ctorReader), withResponseFloor(fetchMax + fetchMax/2)}, readerOptions(config.Dialer, opts)...))
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorReader), withResponseFloor(fetchMax + fetchMax/2)}, withBaseDialer(config.Dialer, opts)...))
 	if err != nil {
 		return nil, inCtor("NewReader", err)
 	}
@@ -342,8 +342,8 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		commitStop: make(chan struct{}),
 		commitDone: make(chan struct{}),
 	}
-	s.startRecorder(metrics.Client{Kind: metrics.KindReader, Topic: config.Topic, Group: config.GroupID, FetchFromFollower: s.fetchFromFollower})
-	r.hooks = newEngineHooks(s, &r.counters, true, config.Brokers)
+	r.hooks = startClient(s, metrics.Client{Kind: metrics.KindReader, Topic: config.Topic, Group: config.GroupID, FetchFromFollower: s.fetchFromFollower},
+		&r.counters, true, config.Brokers)
 	r.hooks.warnAfter = config.MaxWait
 	if s.fetchFromFollower {
 		r.hooks.zone = newZoneFallback(s.az, s.logger)
@@ -355,13 +355,10 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	r.shown.Dialer = r.config.Dialer
 	// The hooks keep the client (see engine).
 	if _, err := kgo.NewClient(r.engineOpts()...); err != nil {
-		if s.rec != nil {
-			s.rec.Closed()
-		}
+		s.stop()
 		return nil, inCtor("NewReader", err)
 	}
-	refresh := r.hooks.refreshMetadata
-	s.policy.onPeerClose.Store(&refresh)
+	s.engineUp(r.hooks)
 	if r.group && config.CommitInterval > 0 {
 		go r.commitLoop()
 	} else {
@@ -499,10 +496,7 @@ func (r *Reader) Close() error {
 			r.s.logger.Warn("azkafka: Reader.Close returned before the engine closed: the cluster did not answer in time",
 				"bound", ReaderCloseTimeout, "group", r.config.GroupID, "cause", r.hooks.since(0))
 		}
-		r.s.policy.onPeerClose.Store(nil)
-		if r.s.rec != nil {
-			r.s.rec.Closed()
-		}
+		r.s.stop()
 	})
 	r.closeDone.Store(true)
 	return err
@@ -597,13 +591,4 @@ func (r *Reader) Stats() ReaderStats {
 	}
 	r.hooks.fetchStats(&sdk)
 	return ReaderStats{ReaderStats: ks, SDK: sdk}
-}
-
-// readerOptions puts the user's Dialer, if any, first in opts as the base
-// whose TLS, SASL, timeouts and client ID the SDK keeps.
-func readerOptions(d *kafka.Dialer, opts []Option) []Option {
-	if d == nil {
-		return opts
-	}
-	return append([]Option{WithBaseDialer(d), withFallbackUserID(d.ClientID)}, opts...)
 }

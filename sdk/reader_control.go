@@ -8,7 +8,6 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -18,11 +17,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// ErrNotOwned is returned (wrapped) by Seek for a partition the Reader
-// does not consume: in group mode, one the group has not assigned it (or
-// has taken away); in partition mode, any but its own.
-var ErrNotOwned = errors.New("the Reader does not own the partition")
 
 // controls is what Pause and Seek changed, as poll and next consult it.
 // Guarded by Reader.mu.

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
@@ -26,7 +25,7 @@ import (
 )
 
 // session is one client instance: its resolved configuration (as
-// loadConfig made it, with the session ID it generated), and what derives
+// loadConfig made it), and what derives
 // from it: the client ID, whether the Reader fetches from followers, the
 // connection policy and the metrics recorder. The session ID stays the
 // same for the life of the instance, across reconnects. Safe for
@@ -52,15 +51,7 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	sid := c.sessionID
-	if sid == "" {
-		u, err := uuid.NewRandom()
-		if err != nil {
-			return nil, fmt.Errorf("sdk: generating a session ID: %w", err)
-		}
-		sid = u.String()
-	}
-	id, err := clientID(ClientIDParts{UserID: c.userID, SessionID: sid, AZ: c.az, InterzoneLB: c.interzoneLB})
+	id, err := clientID(ClientIDParts{UserID: c.userID, SessionID: c.sessionID, AZ: c.az, InterzoneLB: c.interzoneLB})
 	if err != nil {
 		return nil, fmt.Errorf("sdk: %w", err)
 	}
@@ -69,11 +60,6 @@ func newSession(ctx context.Context, opts []Option) (*session, error) {
 			c.logger.Warn("azkafka: availability zone unknown; client IDs carry no warpstream_az, so the agent cannot keep traffic in-zone",
 				slog.Any("error", c.azErr), slog.String("fix", "set "+EnvAZ+" or use sdk.WithAZ"))
 		})
-	}
-	c.sessionID = sid
-	if c.baseDialer == nil && c.baseTransport != nil {
-		// The base Transport's dial, TLS and SASL, for the engine.
-		c.baseDialer = transportDialer(c.baseTransport)
 	}
 	return &session{
 		config:            c,

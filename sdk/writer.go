@@ -199,8 +199,12 @@ type Writer struct {
 	idempotent atomic.Bool
 	baseOpts   []kgo.Opt // for the client without idempotence
 	clientMu   sync.Mutex
-	client     atomic.Pointer[kgo.Client]
-	retired    sync.WaitGroup // clients replaced by the fallback, closing
+	// client is the engine calls go to. The hooks know it too (kgo tells
+	// them inside kgo.NewClient, before the client is ready), so the
+	// Writer keeps its own, set once NewClient has returned: a record
+	// never reaches a fallback client still being built.
+	client  atomic.Pointer[kgo.Client]
+	retired sync.WaitGroup // clients replaced by the fallback, closing
 
 	fatalMu sync.Mutex
 	fatalCh chan struct{} // closed and replaced at each refusal
@@ -281,11 +285,11 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	if w.Addr == nil {
 		return nil, errors.New("sdk: NewWriter: kafka.Writer.Addr is nil: set it, e.g. kafka.TCP(\"broker:9092\")")
 	}
-	opts, err := writerOptions(w.Transport, opts)
-	if err != nil {
-		return nil, inCtor("NewWriter", err)
+	base, ok := w.Transport.(*kafka.Transport)
+	if !ok && w.Transport != nil {
+		return nil, inCtor("NewWriter", fmt.Errorf("kafka.Writer.Transport is a %T; only a *kafka.Transport can carry the client ID and connection policy", w.Transport))
 	}
-	s, err := newSession(context.Background(), append([]Option{forCtor(ctorWriter)}, opts...))
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctorWriter)}, withBaseTransport(base, opts)...))
 	if err != nil {
 		return nil, inCtor("NewWriter", err)
 	}
@@ -309,8 +313,8 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		sw.balancer = &kafka.RoundRobin{}
 	}
 	sw.promise = sw.onRecord
-	s.startRecorder(metrics.Client{Kind: metrics.KindWriter, Topic: w.Topic, Idempotent: idempotent})
-	sw.hooks = newEngineHooks(s, &sw.counters, false, strings.Split(w.Addr.String(), ","))
+	sw.hooks = startClient(s, metrics.Client{Kind: metrics.KindWriter, Topic: w.Topic, Idempotent: idempotent},
+		&sw.counters, false, strings.Split(w.Addr.String(), ","))
 	sw.hooks.seq = &seqCheck{resolve: sw.producerSeq, resolved: sw.resentStored}
 	if s.rec != nil {
 		sw.hooks.seq.producer = &producerWatch{rec: s.rec}
@@ -340,14 +344,11 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	sw.idempotent.Store(idempotent)
 	cl, err := kgo.NewClient(append(slices.Clip(sw.baseOpts), acksOpts(w.RequiredAcks, idempotent)...)...)
 	if err != nil {
-		if s.rec != nil {
-			s.rec.Closed()
-		}
+		s.stop()
 		return nil, inCtor("NewWriter", err)
 	}
 	sw.client.Store(cl)
-	refresh := sw.hooks.refreshMetadata
-	s.policy.onPeerClose.Store(&refresh)
+	s.engineUp(sw.hooks)
 	return sw, nil
 }
 
@@ -398,19 +399,6 @@ func writerConfOf(w *kafka.Writer, s *session) writerConf {
 // and the longest backoff; at least a second (the engine's floor).
 func deliveryBudget(attempts int, timeout, backoffMax time.Duration) time.Duration {
 	return max(time.Duration(max(attempts, 1))*(timeout+backoffMax), time.Second)
-}
-
-// writerOptions puts the user's Transport, if any, first in opts as the
-// base whose TLS, SASL, timeouts and client ID the engine keeps.
-func writerOptions(rt kafka.RoundTripper, opts []Option) ([]Option, error) {
-	switch t := rt.(type) {
-	case nil:
-		return opts, nil
-	case *kafka.Transport:
-		return append([]Option{WithBaseTransport(t), withFallbackUserID(t.ClientID)}, opts...), nil
-	default:
-		return nil, fmt.Errorf("kafka.Writer.Transport is a %T; only a *kafka.Transport can carry the client ID and connection policy", rt)
-	}
 }
 
 // engine is the Writer's current kgo client.
@@ -497,12 +485,7 @@ func (w *Writer) Close() error {
 			"messages", n, "waited", time.Since(start).Round(time.Millisecond), "bound", w.conf.writeTimeout, "cause", w.hooks.since(0),
 			"fix", "raise kafka.Writer.WriteTimeout to wait longer, and check the cluster")
 	}
-	if w.s.policy.onPeerClose.Load() != nil {
-		w.s.policy.onPeerClose.Store(nil)
-	}
-	if w.s.rec != nil {
-		w.s.rec.Closed()
-	}
+	w.s.stop()
 	return nil
 }
 

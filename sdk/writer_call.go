@@ -342,7 +342,7 @@ func (w *Writer) lookUpTopic(ctx context.Context, topic string) (int, error) {
 		switch {
 		case err == nil:
 			return len(t.Partitions), nil
-		case kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition):
+		case topicNotReady(err):
 			return 0, nil
 		}
 		return 0, kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), err))
