@@ -18,7 +18,7 @@ func ExampleNewAZAwareDialer() {
 	}
 	defer c.Close()
 
-	// The one-line change: wherever a *kafka.Dialer goes, pass this one.
+	// The change: wherever a *kafka.Dialer goes, pass this one.
 	// WithAZ skips zone detection; in production AZKAFKA_AZ or detection
 	// provides it.
 	dialer, err := sdk.NewAZAwareDialer(&kafka.Dialer{Timeout: 10 * time.Second, ClientID: "billing"},

@@ -19,7 +19,7 @@ func ExampleNewReader() {
 	_ = w.WriteMessages(ctx, kafka.Message{Value: []byte("order-1")})
 	w.Close()
 
-	// The one-line change: kafka.NewReader(cfg) becomes sdk.NewReader(cfg).
+	// The change: kafka.NewReader(cfg) becomes sdk.NewReader(cfg).
 	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c, Topic: "orders", MaxWait: 50 * time.Millisecond},
 		sdk.WithAZ("az-a"))
 	if err != nil {

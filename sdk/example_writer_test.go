@@ -25,7 +25,7 @@ func ExampleNewWriter() {
 	brokers, stop := exampleBroker("events", 3)
 	defer stop()
 
-	// The one-line change: &kafka.Writer{...} becomes sdk.NewWriter(&kafka.Writer{...}).
+	// The change: &kafka.Writer{...} becomes sdk.NewWriter(&kafka.Writer{...}).
 	// WithAZ skips zone detection; in production AZKAFKA_AZ or detection
 	// provides it.
 	w, err := sdk.NewWriter(&kafka.Writer{

@@ -53,9 +53,15 @@ position and the reason, when it
     outside the packages given (another module), holds kafka.Writer,
     Reader, WriterStats or ReaderStats (a func taking a kafka.WriterStats,
     []*kafka.Writer or func(*kafka.Writer), a variable there assigned a
-    Writer, an interface there whose method returns one);
+    Writer, an interface there whose method returns one), or gives a
+    Writer or Reader as any to code there (fmt, log, log/slog and testing
+    excepted), which may assert kafka-go's type;
   - gives a Writer or Reader to package reflect, reads a field of one (the
-    SDK's types have no fields), embeds one, or holds one by value;
+    SDK's types have no fields), embeds one, holds one by value or copies
+    one (*w);
+  - writes a &kafka.Writer{...} without Addr, or with a Transport other
+    than a *kafka.Transport: kafka-go's is valid until its first write,
+    sdk.MustNewWriter would panic;
   - calls kafka.NewWriter(kafka.WriterConfig{...}) (no &kafka.Writer{...}
     is exactly its Writer: write one), or uses kafka.NewReader or
     kafka.NewWriter as a function value;
@@ -142,7 +148,7 @@ func runMigrate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *write {
 		verb = "rewrote"
 	}
-	fmt.Fprintf(stderr, "azkafka migrate: %s %d sites in %d files; %d sites left unchanged\n", verb, res.Rewrites, len(res.Files), len(res.Refused))
+	fmt.Fprintf(stderr, "azkafka migrate: %s %s in %s; %s left unchanged\n", verb, count(res.Rewrites, "site"), count(len(res.Files), "file"), count(len(res.Refused), "site"))
 	if *write {
 		requireSDK(res, wd, stderr)
 	}
@@ -188,4 +194,12 @@ func binaryVersion() string {
 		}
 	}
 	return ""
+}
+
+// count is "1 site", "2 sites".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -61,7 +61,7 @@ func run(brokers, topic, group, az string, n int) error {
 		}
 	}
 
-	// The one-line change from kafka-go: kafka.NewReader(cfg) becomes
+	// The change from kafka-go: kafka.NewReader(cfg) becomes
 	// sdk.NewReader(cfg), which returns config errors instead of panicking.
 	r, err := sdk.NewReader(kafka.ReaderConfig{
 		Brokers:     addrs,

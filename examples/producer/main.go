@@ -54,7 +54,8 @@ func run(brokers, topic, az string, n int) error {
 		fmt.Printf("using the explicit availability zone %q (-az); zone detection is skipped\n", az)
 	}
 
-	// The one-line change from kafka-go: wrap the kafka.Writer literal.
+	// The change from kafka-go: wrap the kafka.Writer literal (azkafka
+	// migrate makes it with sdk.MustNewWriter where there is no error path).
 	w, err := sdk.NewWriter(&kafka.Writer{
 		Addr:         kafka.TCP(addrs...),
 		Topic:        topic,

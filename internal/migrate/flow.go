@@ -353,12 +353,22 @@ type dest struct {
 	verb string // "takes", "holds"
 	out  bool   // its type is written outside the given packages
 	typ  types.Type
+	pkg  string // the package of the function called, if known
 }
+
+// formatsOnly are the packages whose functions take any and only format
+// it: a Writer or Reader given to them is no flow to code that could
+// assert kafka-go's type.
+var formatsOnly = map[string]bool{"fmt": true, "log": true, "log/slog": true, "testing": true}
 
 // flowTo refuses e, of type s, going to d when the rewrite would change
 // the type of one side only.
 func (w *walker) flowTo(e ast.Expr, s types.Type, d dest) {
 	sOut := w.m.outside(w.f, e)
+	if d.out && !sOut && !formatsOnly[d.pkg] && emptyInterface(d.typ) && kafkaish(s) {
+		w.m.refuse(w.u, e.Pos(), "a %s %s as a %s, outside the packages migrated: code there may assert or reflect on kafka-go's type, which the value would no longer have", typeString(s), d.to, typeString(d.typ))
+		return
+	}
 	method, bad := w.m.conflict(s, sOut, d.typ, d.out)
 	if !bad {
 		return
@@ -373,6 +383,16 @@ func (w *walker) flowTo(e ast.Expr, s types.Type, d dest) {
 	default:
 		m.refuse(u, e.Pos(), "%s, a %s of code outside the packages migrated, %s, which the migration makes the SDK's", exprString(e), ts, d.to)
 	}
+}
+
+// emptyInterface reports whether t is the empty interface (any), not a
+// type parameter.
+func emptyInterface(t types.Type) bool {
+	if _, ok := types.Unalias(t).(*types.TypeParam); ok {
+		return false // generic code keeps the value's own type
+	}
+	i, ok := t.Underlying().(*types.Interface)
+	return ok && i.Empty()
 }
 
 func typeString(t types.Type) string {
@@ -537,6 +557,9 @@ func (w *walker) flowCall(call *ast.CallExpr) {
 		}
 		d.out = w.m.pkgOutside(fn.Pkg())
 		d.to = "goes to " + funcName(fn)
+		if fn.Pkg() != nil {
+			d.pkg = fn.Pkg().Path()
+		}
 		if generic(fn) {
 			origin = fn.Origin().Type().(*types.Signature)
 		}

@@ -31,10 +31,15 @@
 //     kafka.WriterStats, a []*kafka.Writer or a func(*kafka.Writer), its
 //     variable assigned a Writer, its interface with a method returning
 //     one, its function's *kafka.Writer result put in a rewritten
-//     variable) (flow.go);
+//     variable), and a Writer, Reader or their stats given as any to code
+//     outside them (but fmt, log, log/slog and testing, which only format
+//     it), which may assert kafka-go's type (flow.go);
 //   - a Writer or Reader given to package reflect; a field read from one
 //     (sdk's types have no fields); an embedded Writer or Reader; one held
-//     by value (also as a type argument);
+//     by value (also as a type argument) or copied (*w);
+//   - a &kafka.Writer{...} that sdk.MustNewWriter would panic on where
+//     kafka-go's is valid until its first write: without Addr, or with a
+//     Transport other than a *kafka.Transport;
 //   - kafka.NewWriter(kafka.WriterConfig{...}): no &kafka.Writer{...} is
 //     exactly the Writer it builds; kafka.NewReader and kafka.NewWriter
 //     used as function values; kafka-go imported with a dot.
@@ -489,9 +494,16 @@ func (m *migration) checkLiteral(u *unit, f *file, c *astutil.Cursor) {
 			return
 		}
 		if p, ok := c.Parent().(*ast.UnaryExpr); ok && p.Op == token.AND && name == "Writer" {
+			m.checkWriterLiteral(u, f, n)
 			return
 		}
 		m.refuse(u, n.Pos(), "a kafka.%s literal used by value; sdk.%s comes from its constructor", name, name)
+	case *ast.StarExpr:
+		if tv, ok := f.info.Types[n]; ok && tv.IsValue() {
+			if name, _ := kafkaType(f.info.TypeOf(n.X)); name != "" && !m.outside(f, n.X) {
+				m.refuse(u, n.Pos(), "copies a kafka.%s (%s); an sdk.%s is used through its pointer, and a copy would share its engine", name, exprString(n), name)
+			}
+		}
 	case *ast.CallExpr:
 		id, ok := ast.Unparen(n.Fun).(*ast.Ident)
 		if !ok || len(n.Args) != 1 {
@@ -502,6 +514,42 @@ func (m *migration) checkLiteral(u *unit, f *file, c *astutil.Cursor) {
 				m.refuse(u, n.Pos(), "new(kafka.%s): write &kafka.%s{...} with its configuration", name, name)
 			}
 		}
+	}
+}
+
+// checkWriterLiteral refuses a &kafka.Writer{...} that sdk.MustNewWriter
+// would panic on where kafka-go's literal is valid until its first write:
+// one without Addr, and one whose Transport is not a *kafka.Transport
+// (or is one only at run time, through kafka.RoundTripper).
+func (m *migration) checkWriterLiteral(u *unit, f *file, lit *ast.CompositeLit) {
+	addr := false
+	for _, e := range lit.Elts {
+		kv, ok := e.(*ast.KeyValueExpr)
+		if !ok {
+			return // positional: every field is given
+		}
+		key, ok := kv.Key.(*ast.Ident)
+		if !ok {
+			continue
+		}
+		switch key.Name {
+		case "Addr":
+			addr = true
+		case "Transport":
+			t := f.info.TypeOf(kv.Value)
+			if p, ok := types.Unalias(t).(*types.Pointer); ok {
+				if n, ok := types.Unalias(p.Elem()).(*types.Named); ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == kafkaPath && n.Obj().Name() == "Transport" {
+					continue
+				}
+			}
+			if b, ok := t.(*types.Basic); ok && b.Kind() == types.UntypedNil {
+				continue
+			}
+			m.refuse(u, kv.Pos(), "a kafka.Writer whose Transport is a %s: sdk.MustNewWriter takes a *kafka.Transport (or none) and would panic here; give it a *kafka.Transport, or leave this Writer on kafka-go", typeString(t))
+		}
+	}
+	if !addr {
+		m.refuse(u, lit.Pos(), "a kafka.Writer literal without Addr: sdk.MustNewWriter needs the address when it is built and would panic here (kafka-go's fails at the first write); set Addr in the literal")
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package outsideapi hands its Writer and its stats to another module's
 // API in each way that API takes kafka-go's types (a kafka.WriterStats
 // parameter, a []*kafka.Writer, a func(*kafka.Writer) variable, a
-// *kafka.Writer variable, an interface with a method returning one), and
+// *kafka.Writer variable, an interface with a method returning one, any), and
 // returns that module's Writer as its own: no rewrite is safe here.
 package outsideapi
 
@@ -23,7 +23,7 @@ func Wire(brokers []string) (*kafka.Writer, []string) {
 	thirdparty.OnClose = func(*kafka.Writer) {}
 	thirdparty.Default = w
 	_ = thirdparty.Register(&service{w: w})
-	_ = thirdparty.Describe(w) // any: fine
+	_ = thirdparty.Describe(w) // any: code there may assert *kafka.Writer
 	return w, topics
 }
 
