@@ -357,20 +357,24 @@ func validInstanceID(id string) error {
 //
 // They run on the engine's group goroutine, one at a time, and the group
 // waits for them: keep them short (Revoked must end within
-// kafka.ReaderConfig.RebalanceTimeout, or the member is removed). Inside
-// them, CommitMessages, Assignment, Lag, Pause, Resume and Stats may be
-// called; FetchMessage, ReadMessage, Seek and Close must not (they wait for
-// the rebalance the callback holds up: a deadlock).
+// kafka.ReaderConfig.RebalanceTimeout, or the member is removed). Their
+// ctx ends after RebalanceTimeout, or when the Reader is closed. Inside
+// them, CommitMessages (given that ctx: a commit with it returns a
+// generation change as its error instead of waiting for the next
+// generation, which waits for the callback), Assignment, Lag, Pause,
+// Resume and Stats may be called; FetchMessage, ReadMessage, Seek and
+// Close must not (they wait for the rebalance the callback holds up: a
+// deadlock, which Close ends after ReaderCloseTimeout).
 type RebalanceCallbacks struct {
 	// Assigned is called once the Reader owns the partitions, before
 	// any of their messages is handed out.
 	Assigned func(ctx context.Context, partitions map[string][]int)
 	// Revoked is called when the group takes partitions away in a
-	// rebalance, and when Close leaves the group (not for a static
-	// member, which keeps them), before the Reader commits their marked
-	// offsets (CommitInterval > 0) and drops their buffered messages:
-	// messages committed here with CommitMessages are in that commit.
-	// ctx ends if the rebalance times out.
+	// rebalance, and at Close (a static member's too: the group keeps
+	// its partitions for it until SessionTimeout, but this Reader stops
+	// reading them), before the Reader commits their marked offsets
+	// (CommitInterval > 0) and drops their buffered messages: messages
+	// committed here with CommitMessages are in that commit.
 	Revoked func(ctx context.Context, partitions map[string][]int)
 	// Lost is called when the Reader lost its partitions without a
 	// rebalance: the engine ended the group session on an error and
@@ -380,7 +384,8 @@ type RebalanceCallbacks struct {
 	// before SessionTimeout; the session expired (UNKNOWN_MEMBER_ID);
 	// the member fenced (FENCED_INSTANCE_ID: another Reader took its
 	// WithGroupInstanceID); the group gone. Another member may already
-	// own the partitions, so commits of them likely fail; the Reader
+	// own the partitions, so commits of them likely fail (a commit with
+	// the callback's ctx returns that error); the Reader
 	// reads again once it has rejoined and Assigned is called.
 	Lost func(ctx context.Context, partitions map[string][]int)
 }

@@ -182,11 +182,13 @@
 //   - With a GroupID, Reader.ReadLag returns the summed lag of the
 //     partitions the Reader owns (0 before it owns any), and Lag, Offset and
 //     Stats' Lag and Offset give values once they are known (Lag: the sum;
-//     Offset: the position when it owns exactly one partition), where
-//     kafka-go's ReadLag returns an error and the others -1. A group
-//     member's lag is what a consumer's operators watch
-//     (segmentio/kafka-go#508, #862, #1163); Assignment gives it per
-//     partition. Before anything is known the values are kafka-go's.
+//     Offset: the position when it owns exactly one partition, else -1),
+//     where kafka-go's ReadLag returns an error, Lag and Offset -1, and
+//     Stats' Lag and Offset those of whichever partition it fetched last (a
+//     gauge no caller can attribute). A group member's lag is what a
+//     consumer's operators watch (segmentio/kafka-go#508, #862, #1163);
+//     Assignment gives it per partition. Before anything is known the values
+//     are kafka-go's.
 //   - ReadMessage whose commit fails returns the message it fetched together
 //     with the error. The caller can still process it (the commit may have
 //     been stored); kafka-go returns an empty Message, and the message is

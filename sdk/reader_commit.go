@@ -37,8 +37,21 @@ func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, ps map[string][]in
 	}
 	r.mu.Unlock()
 	if f := r.s.rebalance.Assigned; f != nil {
-		f(ctx, intPartitions(ps))
+		r.callBack(ctx, f, ps)
 	}
+}
+
+// inCallback marks the ctx of a rebalance callback: the group waits for
+// the callback, so a commit made with it cannot wait for a next
+// generation (see commit).
+type inCallback struct{}
+
+// callBack runs a rebalance callback with a ctx that also ends after
+// RebalanceTimeout, and marked as the callback's.
+func (r *Reader) callBack(ctx context.Context, f func(context.Context, map[string][]int), ps map[string][]int32) {
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, inCallback{}, true), r.config.RebalanceTimeout)
+	defer cancel()
+	f(ctx, intPartitions(ps))
 }
 
 // intPartitions is ps with kafka-go's int partitions, for the callbacks.
@@ -57,7 +70,7 @@ func intPartitions(ps map[string][]int32) map[string][]int {
 // partitions (CommitInterval > 0) and drops what is buffered of them.
 func (r *Reader) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 	if f := r.s.rebalance.Revoked; f != nil && anyPartition(ps) {
-		f(ctx, intPartitions(ps))
+		r.callBack(ctx, f, ps)
 	}
 	if r.config.CommitInterval > 0 {
 		cctx, cancel := context.WithTimeout(ctx, r.config.RebalanceTimeout)
@@ -74,7 +87,7 @@ func (r *Reader) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int
 // lost with the membership.
 func (r *Reader) lost(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 	if f := r.s.rebalance.Lost; f != nil && anyPartition(ps) {
-		f(ctx, intPartitions(ps))
+		r.callBack(ctx, f, ps)
 	}
 	r.drop(ps)
 }
@@ -164,7 +177,10 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 }
 
 // commit commits offsets, retrying what is transient until ctx is done.
+// A group's generation change is waited out too, but not with the ctx of
+// a rebalance callback: the next generation waits for the callback.
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	waitGeneration := ctx.Value(inCallback{}) == nil
 	once := func() error {
 		err := r.commitOnce(ctx, offsets)
 		for isUnknownTopic(err) && ctx.Err() == nil {
@@ -179,7 +195,7 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 		return err
 	}
 	return r.retrying(ctx, metrics.OpCommit, once, func(err error) bool {
-		return engineTransient(err) || isGenerationChange(err)
+		return engineTransient(err) || waitGeneration && isGenerationChange(err)
 	})
 }
 

@@ -195,6 +195,49 @@ func TestReaderPauseKeepsFetchedMessages(t *testing.T) {
 	}
 }
 
+// TestReaderSetOffsetWhilePaused: SetOffset on a paused partition Reader
+// wins over the messages the Pause dropped unread: after another Pause and
+// Resume, the next message is the one at the new offset, not the first
+// one dropped.
+func TestReaderSetOffsetWhilePaused(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "pause-setoffset", 1)
+	const n = 30
+	writeSpread(t, rig, n)
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: 50 * time.Millisecond,
+		QueueCapacity: 100}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := testCtx(t)
+	if _, err := r.FetchMessage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q := r.Stats().QueueLength; q == 0 {
+		t.Fatalf("nothing buffered after the first message; the test needs buffered messages")
+	}
+	r.Pause(rig.topic) // drops offsets 1.. unread
+	if err := r.SetOffset(20); err != nil {
+		t.Fatal(err)
+	}
+	// A read while paused starts the partition at 20 and hands out nothing.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	if m, err := r.FetchMessage(short); err == nil {
+		t.Fatalf("offset %d handed out while the topic is paused", m.Offset)
+	}
+	cancel()
+	r.Pause(rig.topic)
+	r.Resume(rig.topic)
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Offset != 20 {
+		t.Fatalf("after SetOffset(20), Pause and Resume the next message is offset %d, want 20", m.Offset)
+	}
+}
+
 // TestReaderSeekInGroup: a group member moves within a partition it owns
 // (kafka-go refuses SetOffset with a GroupID): the next messages are
 // exactly those from the new offset; a partition it does not own is
@@ -520,6 +563,69 @@ func TestReaderLostCallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	rig.write(t, kafka.Message{Key: []byte{0}, Value: []byte("after-loss")})
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatalf("no message after the broker came back: %v", err)
+		}
+		if string(m.Value) == "after-loss" {
+			break
+		}
+	}
+}
+
+// TestReaderCommitInLost: CommitMessages inside Lost, with the callback's
+// ctx, while the broker refuses: the commit returns its error once the
+// callback's ctx ends (RebalanceTimeout), and the Reader rejoins and reads
+// once the broker is back. Before, the callback's ctx ended only at Close
+// and the commit waited for a generation the blocked callback held up.
+func TestReaderCommitInLost(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "commit-lost", 1)
+	writeSpread(t, rig, 3)
+	cfg := groupTestConfig(rig, "commit-lost")
+	var (
+		self  atomic.Pointer[sdk.Reader]
+		first atomic.Pointer[kafka.Message]
+	)
+	committed := make(chan error, 1)
+	r, err := sdk.NewReader(cfg, testOptions(t, sdk.WithRebalanceCallbacks(sdk.RebalanceCallbacks{
+		Lost: func(ctx context.Context, _ map[string][]int) {
+			err := self.Load().CommitMessages(ctx, *first.Load())
+			select {
+			case committed <- err:
+			default:
+			}
+		},
+	}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	self.Store(r)
+	ctx := testCtx(t)
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Store(&m)
+	if err := rig.proxy.SetRefusing(true); err != nil {
+		t.Fatal(err)
+	}
+	rig.proxy.ResetAll()
+	select {
+	case err := <-committed:
+		if err == nil {
+			t.Error("a commit inside Lost succeeded while the broker refused")
+		}
+		t.Logf("commit inside Lost: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the commit inside Lost never returned")
+	}
+	if err := rig.proxy.SetRefusing(false); err != nil {
+		t.Fatal(err)
+	}
+	rig.write(t, kafka.Message{Value: []byte("after-loss")})
 	for {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {

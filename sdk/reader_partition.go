@@ -148,10 +148,15 @@ func (r *Reader) SetOffset(offset int64) error {
 		return err // not with a context that does not end
 	}
 	defer func() { <-r.pollSem }()
+	r.rewindMu.Lock() // lock order: pollSem, rewindMu, mu (see Seek)
+	defer r.rewindMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	tp := topicPartition{r.config.Topic, int32(r.config.Partition)}
 	r.moves++
+	// What a Pause dropped before the move is no longer where the
+	// partition resumes.
+	delete(r.ctl.rewind, tp)
 	clear(r.buf)
 	r.buf, r.head = r.buf[:0], 0
 	r.offset = offset // the lag stays that of the last message, as in kafka-go

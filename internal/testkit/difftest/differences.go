@@ -71,7 +71,7 @@ var Differences = []Difference{
 	},
 	{
 		ID:       "group-lag",
-		What:     "With a GroupID, Reader.ReadLag returns the summed lag of the partitions the Reader owns (0 before it owns any), and Lag, Offset and Stats' Lag and Offset give values once they are known (Lag: the sum; Offset: the position when it owns exactly one partition), where kafka-go's ReadLag returns an error and the others -1.",
+		What:     "With a GroupID, Reader.ReadLag returns the summed lag of the partitions the Reader owns (0 before it owns any), and Lag, Offset and Stats' Lag and Offset give values once they are known (Lag: the sum; Offset: the position when it owns exactly one partition, else -1), where kafka-go's ReadLag returns an error, Lag and Offset -1, and Stats' Lag and Offset those of whichever partition it fetched last (a gauge no caller can attribute).",
 		Why:      "A group member's lag is what a consumer's operators watch (segmentio/kafka-go#508, #862, #1163); Assignment gives it per partition. Before anything is known the values are kafka-go's.",
 		Scenario: "reader/group/*", Step: "ReadLag*",
 		Match: func(k, s string) bool { return strings.HasPrefix(k, "error") && s == "nil (returns)" },
