@@ -160,32 +160,18 @@ func TestReaderPauseResume(t *testing.T) {
 // repeated (a partition Reader, no rebalance involved).
 func TestReaderPauseKeepsFetchedMessages(t *testing.T) {
 	t.Parallel()
-	rig := newFaultRig(t, "pause-buffer", 1)
 	const n = 30
-	writeSpread(t, rig, n)
-	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: 50 * time.Millisecond,
-		QueueCapacity: 100}, testOptions(t)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	ctx := testCtx(t)
+	r, m := bufferingReader(ctx, t, "pause-buffer", n)
 	log := &offsetLog{t: t}
-	m, err := r.FetchMessage(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	log.add(m)
-	if q := r.Stats().QueueLength; q == 0 {
-		t.Fatalf("nothing buffered after the first message; the test needs buffered messages")
-	}
-	r.Pause(rig.topic)
+	r.Pause(m.Topic)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	if m, err := r.FetchMessage(short); err == nil {
 		t.Fatalf("offset %d handed out while the topic is paused", m.Offset)
 	}
 	cancel()
-	r.Resume(rig.topic)
+	r.Resume(m.Topic)
 	for log.next[0] < n {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
@@ -195,29 +181,38 @@ func TestReaderPauseKeepsFetchedMessages(t *testing.T) {
 	}
 }
 
-// TestReaderSetOffsetWhilePaused: SetOffset on a paused partition Reader
-// wins over the messages the Pause dropped unread: after another Pause and
-// Resume, the next message is the one at the new offset, not the first
-// one dropped.
-func TestReaderSetOffsetWhilePaused(t *testing.T) {
-	t.Parallel()
-	rig := newFaultRig(t, "pause-setoffset", 1)
-	const n = 30
+// bufferingReader returns a partition Reader of a topic of n messages
+// and the first message it handed out, with more of the topic buffered
+// (the tests of what Pause drops need them).
+func bufferingReader(ctx context.Context, t *testing.T, name string, n int) (*sdk.Reader, kafka.Message) {
+	t.Helper()
+	rig := newFaultRig(t, name, 1)
 	writeSpread(t, rig, n)
 	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: 50 * time.Millisecond,
 		QueueCapacity: 100}, testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	ctx := testCtx(t)
-	if _, err := r.FetchMessage(ctx); err != nil {
+	t.Cleanup(func() { r.Close() })
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if q := r.Stats().QueueLength; q == 0 {
 		t.Fatalf("nothing buffered after the first message; the test needs buffered messages")
 	}
-	r.Pause(rig.topic) // drops offsets 1.. unread
+	return r, m
+}
+
+// TestReaderSetOffsetWhilePaused: SetOffset on a paused partition Reader
+// wins over the messages the Pause dropped unread: after another Pause and
+// Resume, the next message is the one at the new offset, not the first
+// one dropped.
+func TestReaderSetOffsetWhilePaused(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	r, m := bufferingReader(ctx, t, "pause-setoffset", 30)
+	r.Pause(m.Topic) // drops offsets 1.. unread
 	if err := r.SetOffset(20); err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +222,8 @@ func TestReaderSetOffsetWhilePaused(t *testing.T) {
 		t.Fatalf("offset %d handed out while the topic is paused", m.Offset)
 	}
 	cancel()
-	r.Pause(rig.topic)
-	r.Resume(rig.topic)
+	r.Pause(m.Topic)
+	r.Resume(m.Topic)
 	m, err := r.FetchMessage(ctx)
 	if err != nil {
 		t.Fatal(err)
