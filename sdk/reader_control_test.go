@@ -558,13 +558,19 @@ func TestReaderLostCallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	rig.write(t, kafka.Message{Key: []byte{0}, Value: []byte("after-loss")})
+	readUntil(ctx, t, r, "after-loss")
+}
+
+// readUntil fetches until the message whose value is value.
+func readUntil(ctx context.Context, t *testing.T, r *sdk.Reader, value string) {
+	t.Helper()
 	for {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
-			t.Fatalf("no message after the broker came back: %v", err)
+			t.Fatalf("no message %q: %v", value, err)
 		}
-		if string(m.Value) == "after-loss" {
-			break
+		if string(m.Value) == value {
+			return
 		}
 	}
 }
@@ -621,15 +627,7 @@ func TestReaderCommitInLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	rig.write(t, kafka.Message{Value: []byte("after-loss")})
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			t.Fatalf("no message after the broker came back: %v", err)
-		}
-		if string(m.Value) == "after-loss" {
-			break
-		}
-	}
+	readUntil(ctx, t, r, "after-loss")
 }
 
 // TestReaderSeekWhileFetching: Seek while another goroutine fetches. No
