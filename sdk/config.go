@@ -49,6 +49,8 @@ const (
 	EnvFetchFromFollower = "AZKAFKA_FETCH_FROM_FOLLOWER"
 	EnvGroupProtocol     = "AZKAFKA_GROUP_PROTOCOL"
 	EnvGroupInstanceID   = "AZKAFKA_GROUP_INSTANCE_ID"
+	EnvTransactionalID   = "AZKAFKA_TRANSACTIONAL_ID"
+	EnvTxnTimeout        = "AZKAFKA_TRANSACTION_TIMEOUT"
 	EnvMaxResponseBytes  = frameguard.LimitVar
 )
 
@@ -98,13 +100,17 @@ const (
 	ctorReader                           // NewReader
 	ctorDialer                           // NewAZAwareDialer
 	ctorTransport                        // NewTransport
+	ctorTxnWriter                        // NewTxnWriter
+	ctorProcessor                        // NewProcessor
 
-	ctorClients = ctorWriter | ctorReader
-	ctorAll     = ctorWriter | ctorReader | ctorDialer | ctorTransport
+	ctorTxn     = ctorTxnWriter | ctorProcessor
+	ctorGroup   = ctorReader | ctorProcessor
+	ctorClients = ctorWriter | ctorReader | ctorTxn
+	ctorAll     = ctorClients | ctorDialer | ctorTransport
 )
 
 // ctorNames names the constructors, bit by bit.
-var ctorNames = settings.Constructors{"NewWriter", "NewReader", "NewAZAwareDialer", "NewTransport"}
+var ctorNames = settings.Constructors{"NewWriter", "NewReader", "NewAZAwareDialer", "NewTransport", "NewTxnWriter", "NewProcessor"}
 
 // set is an option every constructor takes.
 func set(name string, f func(c *config)) Option {
@@ -305,7 +311,7 @@ const (
 // WithGroupProtocol sets the Reader's consumer group protocol.
 // Default: $AZKAFKA_GROUP_PROTOCOL (classic or consumer), else classic.
 func WithGroupProtocol(p GroupProtocol) Option {
-	return option{Name: "WithGroupProtocol", Takes: ctorReader, Set: func(c *config) (err error) {
+	return option{Name: "WithGroupProtocol", Takes: ctorGroup, Set: func(c *config) (err error) {
 		if c.groupProtocol, err = parseGroupProtocol(string(p)); err != nil {
 			return fmt.Errorf("WithGroupProtocol(%s): %w", quote(string(p)), err)
 		}
@@ -326,7 +332,7 @@ func WithGroupProtocol(p GroupProtocol) Option {
 // $AZKAFKA_GROUP_INSTANCE_ID, else none (a dynamic member, as in
 // kafka-go).
 func WithGroupInstanceID(id string) Option {
-	return option{Name: "WithGroupInstanceID", Takes: ctorReader, Set: func(c *config) error {
+	return option{Name: "WithGroupInstanceID", Takes: ctorGroup, Set: func(c *config) error {
 		if err := validInstanceID(id); err != nil {
 			return fmt.Errorf("WithGroupInstanceID(%s): %w", quote(id), err)
 		}
@@ -397,6 +403,39 @@ func WithRebalanceCallbacks(cb RebalanceCallbacks) Option {
 	return only("WithRebalanceCallbacks", ctorReader, func(c *config) { c.rebalance = cb })
 }
 
+// DefaultTxnTimeout is the default transaction timeout
+// (WithTransactionTimeout): the cluster aborts a transaction open longer.
+const DefaultTxnTimeout = 10 * time.Second
+
+// WithTransactionalID sets the transactional ID of a TxnWriter or a
+// Processor (transactional.id): unique per instance, and the same across
+// its restarts (e.g. the pod name), so that a restarted instance fences
+// the one it replaces and aborts what that left open. Overrides
+// $AZKAFKA_TRANSACTIONAL_ID. At most 249 characters of [a-zA-Z0-9._-].
+func WithTransactionalID(id string) Option {
+	return option{Name: "WithTransactionalID", Takes: ctorTxn, Set: func(c *config) error {
+		if err := validInstanceID(id); err != nil {
+			return fmt.Errorf("WithTransactionalID(%s): %w", quote(id), err)
+		}
+		c.txnID = id
+		return nil
+	}}
+}
+
+// WithTransactionTimeout sets how long the cluster lets a transaction of
+// a TxnWriter or a Processor stay open before aborting it
+// (transaction.timeout.ms). Overrides $AZKAFKA_TRANSACTION_TIMEOUT.
+// Default: DefaultTxnTimeout.
+func WithTransactionTimeout(d time.Duration) Option {
+	return option{Name: "WithTransactionTimeout", Takes: ctorTxn, Set: func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("WithTransactionTimeout(%v): want a positive duration", d)
+		}
+		c.txnTimeout = d
+		return nil
+	}}
+}
+
 // DefaultMaxResponseBytes is the default limit on the size of one
 // response a client reads: 100 MiB, as a broker's socket.request.max.bytes
 // and kgo's BrokerMaxReadBytes. A Reader raises its own limit to 1.5 times
@@ -464,6 +503,8 @@ type config struct {
 	fetchFollower fetchFollower
 	groupProtocol GroupProtocol
 	instanceID    string // group.instance.id; "" for a dynamic member
+	txnID         string // transactional.id; "" for none
+	txnTimeout    time.Duration
 	rebalance     RebalanceCallbacks
 	maxResponse   int
 	baseDialer    *kafka.Dialer
@@ -749,13 +790,13 @@ var envVars = []settings.Var[config]{
 			}
 			return nil
 		}},
-	{Name: EnvGroupProtocol, Takes: ctorReader, Default: settings.Code(GroupProtocolClassic), Option: "WithGroupProtocol",
+	{Name: EnvGroupProtocol, Takes: ctorGroup, Default: settings.Code(GroupProtocolClassic), Option: "WithGroupProtocol",
 		Doc: "Reader with a `GroupID`: `classic` (JoinGroup/SyncGroup, the `GroupBalancers` assign, mixes with kafka-go members) or `consumer` (KIP-848: the broker assigns, no group-wide stop; Kafka 4.0+). `sdk.WithGroupProtocol` wins.",
 		Set: func(c *config, v string) (err error) {
 			c.groupProtocol, err = parseGroupProtocol(v)
 			return err
 		}},
-	{Name: EnvGroupInstanceID, Takes: ctorReader, Default: "none", Option: "WithGroupInstanceID",
+	{Name: EnvGroupInstanceID, Takes: ctorGroup, Default: "none", Option: "WithGroupInstanceID",
 		Doc: "Reader with a `GroupID`: its static member ID (`group.instance.id`, KIP-345), e.g. the pod name; a restart within `SessionTimeout` does not rebalance the group. At most 249 characters of `[a-zA-Z0-9._-]`. `sdk.WithGroupInstanceID` wins.",
 		Set: func(c *config, v string) error {
 			if err := validInstanceID(v); err != nil {
@@ -763,6 +804,21 @@ var envVars = []settings.Var[config]{
 			}
 			c.instanceID = v
 			return nil
+		}},
+	{Name: EnvTransactionalID, Takes: ctorTxn, Default: "none", Option: "WithTransactionalID",
+		Doc: "TxnWriter and Processor: the `transactional.id`, unique per instance and kept across its restarts (e.g. the pod name), so that a restarted instance fences its predecessor and aborts what that left open at once. At most 249 characters of `[a-zA-Z0-9._-]`. Without it, `NewTxnWriter` is an error and a Processor uses its group ID and a random suffix. `sdk.WithTransactionalID` wins.",
+		Set: func(c *config, v string) error {
+			if err := validInstanceID(v); err != nil {
+				return err
+			}
+			c.txnID = v
+			return nil
+		}},
+	{Name: EnvTxnTimeout, Takes: ctorTxn, Default: settings.Code(DefaultTxnTimeout), Option: "WithTransactionTimeout",
+		Doc: "TxnWriter and Processor: how long the cluster lets a transaction stay open before it aborts it (`transaction.timeout.ms`, at most the broker's `transaction.max.timeout.ms`, 15m by default); an instance that died mid-transaction holds read_committed readers of its partitions back that long unless it restarts with its `transactional.id`. `sdk.WithTransactionTimeout` wins.",
+		Set: func(c *config, v string) (err error) {
+			c.txnTimeout, err = parsePositiveDuration(v)
+			return err
 		}},
 	frameguard.LimitRow[config]("WithMaxResponseBytes",
 		"Largest response a client reads from a broker, in bytes (at least 65536); a larger, negative or too-short size prefix closes the connection with an error naming the address (see [Misbehaving brokers](#misbehaving-brokers)). A Reader raises its own limit to 1.5 × its largest fetch. `sdk.WithMaxResponseBytes` wins.",

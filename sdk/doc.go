@@ -52,6 +52,27 @@
 // by default) is spent. See Writer for the exact guarantee and the cases
 // that remain.
 //
+// # Exactly once
+//
+// Processor (consume-transform-produce) and TxnWriter (transactional
+// writes) run on Kafka's transactions (KIP-98, KIP-447; KIP-890's
+// transaction.version 2 where the cluster has it). What is exactly once:
+// the messages a Processor's transaction writes and the group's offsets of
+// the messages it read are committed together or not at all, so a
+// read_committed reader (kafka.ReaderConfig.IsolationLevel
+// kafka.ReadCommitted) sees the output of each input message once, in the
+// input's order per key when the output is partitioned by key, through
+// crashes, restarts, rebalances and zombies (an instance that lost its
+// partitions while paused is fenced by the group's generation and its
+// commit fails). A TxnWriter's writes between Begin and Commit are
+// visible together or never. What is not: effects outside Kafka (a
+// database write, an HTTP call made while processing) run again when a
+// batch is read again after an abort, and read_uncommitted readers (kafka-go's
+// default) see aborted data too. The errors say what happened:
+// ErrTxnAborted (and ErrTxnRebalanced, ErrTxnTimedOut), ErrTxnFenced,
+// ErrTxnCoordinator, ErrTxnUnsupported, ErrNoTxn; TxnStats counts
+// transactions begun, committed and aborted by cause, and their duration.
+//
 // # Zone affinity on Apache Kafka and MSK
 //
 // Where a broker's zone is its broker.rack, WithRackAwarePartitioning
@@ -115,6 +136,11 @@
 // a closed connection after; the error says so, with the address:
 //
 //	sdk: TLS handshake with 127.0.0.1:9092: the broker closed the connection; is this port a plaintext listener? (then leave TLS unset): EOF
+//
+// The idempotent Writer needs a producer ID, which Kafka 4.x grants to a
+// user allowed to write a topic; a user who may write nothing gets one
+// warning and the at-least-once path under the default auto
+// (WithIdempotence).
 //
 // # Connection policy
 //

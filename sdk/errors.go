@@ -7,7 +7,7 @@ package sdk
 // once (engineFatal), and before a client ever reached its cluster some
 // more end the wait (unfixable, see bootstrap.go). errorType names a class
 // for the metrics. The errors a caller may match are exported here:
-// ErrBadResponse, ErrNotOwned and *BootstrapError; the others keep kafka-go's shapes
+// ErrBadResponse, ErrNotOwned, the ErrTxn errors and *BootstrapError; the others keep kafka-go's shapes
 // (kafkaError, ctxError).
 
 import (
@@ -285,6 +285,68 @@ type commitError struct {
 func (e *commitError) Error() string { return e.err.Error() }
 
 func (e *commitError) Unwrap() error { return e.err }
+
+// The errors of a transaction (TxnWriter, Processor), matched with
+// errors.Is; each wraps the cluster's or the engine's error. After any of
+// them but ErrTxnFenced and ErrTxnUnsupported the transaction is aborted
+// (nothing of it is visible to read_committed readers) and the next one
+// can begin.
+var (
+	// ErrTxnFenced: another instance took the transactional ID (its
+	// restart, or a duplicate), or, for a Processor, the group moved the
+	// partitions to another member while this one was stopped: this
+	// instance is a zombie. Nothing more can be committed with it: Close
+	// it (a new one with the same ID fences the other).
+	ErrTxnFenced = errors.New("sdk: transaction fenced: another producer took the transactional ID or the group's partitions")
+	// ErrTxnAborted: the transaction was aborted, by Abort, or because a
+	// write or the commit failed; the error wraps the cause. A
+	// Processor's input is read again from the group's committed offsets.
+	ErrTxnAborted = errors.New("sdk: transaction aborted")
+	// ErrTxnRebalanced: a Processor's group rebalanced before the commit,
+	// so the transaction was aborted (also matches ErrTxnAborted): its
+	// input goes to the partitions' owner, which reads it again. Not a
+	// failure; Run goes on.
+	ErrTxnRebalanced = fmt.Errorf("%w by a rebalance of the group", ErrTxnAborted)
+	// ErrTxnTimedOut: the transaction was open longer than its timeout
+	// (WithTransactionTimeout), so the cluster aborted it (also matches
+	// ErrTxnAborted).
+	ErrTxnTimedOut = fmt.Errorf("%w: open longer than the transaction timeout", ErrTxnAborted)
+	// ErrTxnCoordinator: the transaction coordinator could not be reached
+	// or moved while the transaction ended, past the retries (also
+	// matches ErrTxnAborted when the abort went through).
+	ErrTxnCoordinator = errors.New("sdk: transaction coordinator unavailable or moved")
+	// ErrTxnUnsupported: the cluster does not support transactions (too
+	// old, or a topic kind without them, e.g. WarpStream's lightning
+	// topics).
+	ErrTxnUnsupported = errors.New("sdk: the cluster does not support transactions")
+	// ErrNoTxn: WriteMessages, Commit or Abort outside a transaction.
+	ErrNoTxn = errors.New("sdk: no transaction is open: call Begin first")
+)
+
+// txnError classifies err, met by op of a transaction begun at began
+// whose timeout is timeout; aborted says whether the transaction is
+// known to be aborted.
+func txnError(op string, err error, began time.Time, timeout time.Duration, aborted bool) error {
+	var kind error
+	switch {
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.FencedInstanceID):
+		kind = ErrTxnFenced
+	case errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, kerr.UnsupportedForMessageFormat):
+		kind = ErrTxnUnsupported
+	case aborted && !began.IsZero() && time.Since(began) > timeout:
+		kind = ErrTxnTimedOut
+	case errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorLoadInProgress):
+		if aborted {
+			return fmt.Errorf("sdk: %s: %w: %w: %w", op, ErrTxnAborted, ErrTxnCoordinator, err)
+		}
+		kind = ErrTxnCoordinator
+	case aborted:
+		kind = ErrTxnAborted
+	default:
+		return fmt.Errorf("sdk: %s: %w", op, err)
+	}
+	return fmt.Errorf("sdk: %s: %w: %w", op, kind, err)
+}
 
 // ErrNotOwned is returned (wrapped) by Seek for a partition the Reader
 // does not consume: in group mode, one the group has not assigned it (or

@@ -30,23 +30,14 @@ func Example_tlsAndSASL() {
 		log.Fatal(err)
 	}
 
-	w, err := sdk.NewWriter(&kafka.Writer{
-		Addr:         kafka.TCP(brokers...),
-		Topic:        "events",
-		RequiredAcks: kafka.RequireAll,
-		Transport:    &kafka.Transport{TLS: tlsConfig, SASL: mechanism},
-	})
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "events", RequiredAcks: kafka.RequireAll,
+		Transport: &kafka.Transport{TLS: tlsConfig, SASL: mechanism}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer w.Close()
-
-	r, err := sdk.NewReader(kafka.ReaderConfig{
-		Brokers: brokers,
-		GroupID: "billing",
-		Topic:   "events",
-		Dialer:  &kafka.Dialer{Timeout: 10 * time.Second, TLS: tlsConfig, SASLMechanism: mechanism},
-	})
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "billing", Topic: "events",
+		Dialer: &kafka.Dialer{Timeout: 10 * time.Second, TLS: tlsConfig, SASLMechanism: mechanism}})
 	if err != nil {
 		log.Fatal(err)
 	}

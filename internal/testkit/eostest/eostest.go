@@ -1,0 +1,139 @@
+// Package eostest is the rig of the exactly-once tests (the hermetic ones
+// in sdk, the conformance suite's on Kafka 4.3.1, and the exactlyonce
+// example): the input it writes, the job a Processor runs over it, and the
+// check of what read_committed and read_uncommitted readers see.
+package eostest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/azkafka/azkafka/sdk"
+)
+
+// endMark is the value ReadToEnd writes to find the end of a partition.
+const endMark = "eostest-end"
+
+// WriteInput writes n messages to topic: value "<i>", key "<i % keys>".
+func WriteInput(ctx context.Context, seeds []string, topic string, from, n, keys int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for i := from; i < from+n; i++ {
+		cl.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i % keys)), Value: []byte(strconv.Itoa(i))}, nil)
+	}
+	return cl.Flush(ctx)
+}
+
+// Job is the transform a Processor runs: for each input "<i>" keyed k,
+// one output "out-<i>" keyed k.
+func Job(ctx context.Context, in []kafka.Message, out sdk.MessageWriter) error {
+	msgs := make([]kafka.Message, len(in))
+	for i, m := range in {
+		msgs[i] = kafka.Message{Key: m.Key, Value: append([]byte("out-"), m.Value...)}
+	}
+	return out.WriteMessages(ctx, msgs...)
+}
+
+// ReadToEnd reads every partition of topic (parts of them) with the
+// isolation level read_committed or not, up to an end mark it writes first
+// to each partition (after the transactions it must see ended), and
+// returns the values by partition, end marks left out.
+func ReadToEnd(ctx context.Context, seeds []string, topic string, parts int, committed bool) (map[int32][]string, error) {
+	w, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableIdempotentWrite())
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	for p := range int32(parts) {
+		if err := w.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(endMark)}).FirstErr(); err != nil {
+			return nil, fmt.Errorf("writing the end mark of %s[%d]: %w", topic, p, err)
+		}
+	}
+	level := kgo.ReadUncommitted()
+	if committed {
+		level = kgo.ReadCommitted()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(level),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	got := map[int32][]string{}
+	ended := map[int32]bool{}
+	for len(ended) < parts {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reading %s: %w (%d of %d partitions to their end)", topic, ctx.Err(), len(ended), parts)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			switch {
+			case ended[r.Partition]:
+			case string(r.Value) == endMark:
+				ended[r.Partition] = true
+			default:
+				got[r.Partition] = append(got[r.Partition], string(r.Value))
+			}
+		})
+	}
+	return got, nil
+}
+
+// Count is the number of values in byPart.
+func Count(byPart map[int32][]string) int {
+	n := 0
+	for _, vs := range byPart {
+		n += len(vs)
+	}
+	return n
+}
+
+// Check checks that byPart holds "out-<i>" exactly once for each i in
+// [0, n), and, in each partition, the values of one key (i % keys) in
+// increasing order of i. It names the first problems found.
+func Check(byPart map[int32][]string, n, keys int) error {
+	seen := make([]int, n)
+	var errs []error
+	for p, vs := range byPart {
+		last := map[int]int{}
+		for _, v := range vs {
+			i, err := strconv.Atoi(strings.TrimPrefix(v, "out-"))
+			if err != nil || i < 0 || i >= n || !strings.HasPrefix(v, "out-") {
+				errs = append(errs, fmt.Errorf("partition %d: unexpected value %q", p, v))
+				continue
+			}
+			seen[i]++
+			if prev, ok := last[i%keys]; ok && i < prev {
+				errs = append(errs, fmt.Errorf("partition %d: out-%d after out-%d of the same key", p, i, prev))
+			}
+			last[i%keys] = i
+		}
+	}
+	var lost, dup []int
+	for i, c := range seen {
+		switch {
+		case c == 0:
+			lost = append(lost, i)
+		case c > 1:
+			dup = append(dup, i)
+		}
+	}
+	if len(lost) > 0 {
+		errs = append(errs, fmt.Errorf("%d lost, first %v", len(lost), lost[:min(len(lost), 10)]))
+	}
+	if len(dup) > 0 {
+		errs = append(errs, fmt.Errorf("%d duplicated, first %v", len(dup), dup[:min(len(dup), 10)]))
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs[:min(len(errs), 12)]...)
+}

@@ -1,0 +1,429 @@
+package sdk
+
+// txn.go holds transactions (KIP-98, KIP-447, KIP-890): TxnWriter, whose
+// writes are committed or aborted together, and what it shares with
+// Processor (processor.go): the transactional producer on the engine, a
+// kafka.Balancer as the engine's partitioner, and the counts behind
+// TxnStats. It pairs with errors.go (the ErrTxn errors) and config.go
+// (WithTransactionalID, WithTransactionTimeout).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/azkafka/azkafka/metrics"
+)
+
+// TxnWriter writes kafka-go messages in transactions: what the
+// WriteMessages calls between Begin and Commit wrote becomes visible to
+// read_committed readers (kafka.ReaderConfig.IsolationLevel
+// kafka.ReadCommitted) all at once, or, after Abort or a failure, never.
+// Messages of several calls and topics go in one transaction. It is the
+// Java producer's transactional API (beginTransaction, send,
+// commitTransaction, abortTransaction) with kafka-go's types:
+//
+//	w, err := sdk.NewTxnWriter(&kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "orders"},
+//		sdk.WithTransactionalID("billing-0"))
+//	...
+//	if err := w.Begin(); err != nil { ... }
+//	if err := w.WriteMessages(ctx, msgs...); err != nil {
+//		_ = w.Abort(ctx)
+//		...
+//	}
+//	if err := w.Commit(ctx); err != nil { ... } // errors.Is(err, sdk.ErrTxnAborted): nothing was written
+//
+// The kafka.Writer gives the configuration: Addr, Topic (messages may name
+// their own), Balancer (default kafka.RoundRobin), Compression,
+// BatchBytes, WriteTimeout, AllowAutoTopicCreation, Transport (TLS, SASL,
+// client ID as for NewWriter), Logger and ErrorLogger. RequiredAcks is not
+// read: a transaction writes with acks=all and idempotence. Async is
+// refused: a commit holds what the calls before it returned.
+//
+// The transactional ID (WithTransactionalID or $AZKAFKA_TRANSACTIONAL_ID)
+// is required: one per instance, the same across its restarts, so that a
+// restarted instance fences the one before it (whose Commit then fails
+// with ErrTxnFenced) and aborts what it left open. Safe for concurrent
+// use: WriteMessages may run in several goroutines within a transaction;
+// Commit and Abort wait for the calls in flight.
+type TxnWriter struct {
+	*txnProducer
+}
+
+// NewTxnWriter returns a TxnWriter with w's configuration (see TxnWriter).
+// It fails, naming the problem, without a transactional ID, with
+// w.Async, with an invalid option or AZKAFKA_* variable, and when the
+// cluster refuses the transactional producer (ErrTxnFenced,
+// ErrTxnUnsupported, or within WriteTimeout the cluster's error) — it
+// initializes the producer ID before returning, as Java's
+// initTransactions.
+func NewTxnWriter(w *kafka.Writer, opts ...Option) (*TxnWriter, error) {
+	tp, err := newTxnProducer("NewTxnWriter", ctorTxnWriter, w, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tp.conf.writeTimeout)
+	defer cancel()
+	if _, _, err := tp.cl.ProducerID(ctx); err != nil {
+		tp.cl.Close()
+		tp.s.stop()
+		return nil, inCtor("NewTxnWriter", txnError("initializing the transactional producer", err, time.Time{}, 0, false))
+	}
+	return &TxnWriter{tp}, nil
+}
+
+// txnProducer is the transactional producer of a TxnWriter or a
+// Processor on the engine's client cl, with a kafka.Writer's
+// configuration.
+type txnProducer struct {
+	s        *session
+	hooks    *engineHooks
+	counters counters
+	cl       *kgo.Client
+	topic    string
+	conf     writerConf
+	kopts    []kgo.Opt // the engine's options
+
+	// mu orders the transaction's ends with its writes: WriteMessages
+	// holds it shared, Begin, Commit, Abort and Close whole.
+	mu     sync.RWMutex
+	began  time.Time // when the open transaction began; zero when none
+	closed atomic.Bool
+	stats  txnCounters
+}
+
+// newTxnProducer builds the producer of the constructor named ctorName
+// (bit ctor) with kw's configuration; more are engine options of the
+// caller's (a Processor's consumer).
+func newTxnProducer(ctorName string, ctor ctor, kw *kafka.Writer, opts []Option, more func(*session, *engineHooks) ([]kgo.Opt, error)) (*txnProducer, error) {
+	if kw == nil {
+		return nil, fmt.Errorf("sdk: %s: the kafka.Writer is nil", ctorName)
+	}
+	if kw.Addr == nil {
+		return nil, fmt.Errorf("sdk: %s: kafka.Writer.Addr is nil: set it, e.g. kafka.TCP(\"broker:9092\")", ctorName)
+	}
+	if kw.Async {
+		return nil, fmt.Errorf("sdk: %s: kafka.Writer.Async is set: a transaction commits what its WriteMessages calls returned; unset it", ctorName)
+	}
+	base, ok := kw.Transport.(*kafka.Transport)
+	if !ok && kw.Transport != nil {
+		return nil, inCtor(ctorName, fmt.Errorf("kafka.Writer.Transport is a %T; only a *kafka.Transport can carry the client ID and connection policy", kw.Transport))
+	}
+	s, err := newSession(context.Background(), append([]Option{forCtor(ctor)}, withBaseTransport(base, opts)...))
+	if err != nil {
+		return nil, inCtor(ctorName, err)
+	}
+	if s.txnID == "" && ctor == ctorTxnWriter {
+		return nil, fmt.Errorf("sdk: %s: no transactional ID: set %s or use sdk.WithTransactionalID (one per instance, kept across its restarts, e.g. the pod name)", ctorName, EnvTransactionalID)
+	}
+	tp := &txnProducer{s: s, topic: kw.Topic, conf: writerConfOf(kw, s)}
+	tp.hooks = startClient(s, metrics.Client{Kind: metrics.KindWriter, Topic: kw.Topic, Idempotent: true}, &tp.counters, false, strings.Split(kw.Addr.String(), ","))
+	balancer := kw.Balancer
+	if balancer == nil {
+		balancer = &kafka.RoundRobin{}
+	}
+	timeout := max(min(tp.conf.writeTimeout, tp.conf.readTimeout), 100*time.Millisecond)
+	kopts := append(s.engineOpts(strings.Split(kw.Addr.String(), ","), kw.Logger, kw.ErrorLogger, tp.hooks),
+		kgo.TransactionalID(s.txnID),
+		kgo.TransactionTimeout(s.txnTimeout),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(&balancerPartitioner{b: balancer}),
+		kgo.ProducerBatchMaxBytes(engineBatchBytes(tp.conf.batchBytes)),
+		kgo.ProducerBatchCompression(engineCodec(kw.Compression)),
+		kgo.ProduceRequestTimeout(timeout),
+		kgo.RequestTimeoutOverhead(timeout),
+		kgo.AlwaysRetryEOF(),
+	)
+	if kw.AllowAutoTopicCreation {
+		kopts = append(kopts, kgo.AllowAutoTopicCreation())
+	}
+	if more != nil {
+		extra, err := more(s, tp.hooks)
+		if err != nil {
+			s.stop()
+			return nil, inCtor(ctorName, err)
+		}
+		kopts = append(kopts, extra...)
+		return tp, tp.start(ctorName, kopts, true)
+	}
+	return tp, tp.start(ctorName, kopts, false)
+}
+
+// start makes the engine's client, unless group: the Processor makes its
+// session from kopts (processor.go) and sets cl.
+func (tp *txnProducer) start(ctorName string, kopts []kgo.Opt, group bool) error {
+	tp.kopts = kopts
+	if group {
+		return nil
+	}
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		tp.s.stop()
+		return inCtor(ctorName, err)
+	}
+	tp.cl = cl
+	tp.s.engineUp(tp.hooks)
+	return nil
+}
+
+// Begin begins a transaction. It fails with ErrTxnAborted's cause when
+// one is open, and with io.ErrClosedPipe after Close.
+func (tp *txnProducer) Begin() error {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	if !tp.began.IsZero() {
+		return errors.New("sdk: Begin: a transaction is open: Commit or Abort it first")
+	}
+	if err := tp.cl.BeginTransaction(); err != nil {
+		return txnError("Begin", err, time.Time{}, 0, false)
+	}
+	tp.began = time.Now()
+	tp.stats.begun.Add(1)
+	return nil
+}
+
+// WriteMessages writes msgs in the open transaction and returns once the
+// cluster has them (not yet visible to read_committed readers): nil, or
+// the first error (ctx's when it ended first). A message without a Topic
+// goes to the Writer's; its partition is the Balancer's. After an error
+// the transaction can only be aborted: Commit aborts it and returns
+// ErrTxnAborted. Without an open transaction it returns ErrNoTxn.
+func (tp *txnProducer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
+	tp.mu.RLock()
+	defer tp.mu.RUnlock()
+	if tp.closed.Load() {
+		return io.ErrClosedPipe
+	}
+	if tp.began.IsZero() {
+		return fmt.Errorf("sdk: WriteMessages: %w", ErrNoTxn)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	recs := make([]*kgo.Record, len(msgs))
+	now := time.Now()
+	for i := range msgs {
+		recs[i] = tp.record(&msgs[i], now)
+	}
+	if err := tp.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		if ctx.Err() != nil {
+			return newCtxError(ctx, err)
+		}
+		return txnError("WriteMessages", err, tp.began, tp.s.txnTimeout, false)
+	}
+	return nil
+}
+
+// record is m as the engine's record.
+func (tp *txnProducer) record(m *kafka.Message, now time.Time) *kgo.Record {
+	r := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: recordTime(m.Time, now)}
+	if r.Topic == "" {
+		r.Topic = tp.topic
+	}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]kgo.RecordHeader, len(m.Headers))
+		for j, h := range m.Headers {
+			r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
+}
+
+// Commit commits the open transaction: every message its WriteMessages
+// calls wrote becomes visible to read_committed readers. If a write
+// failed, or the commit does, the transaction is aborted instead and the
+// error matches ErrTxnAborted (ErrTxnTimedOut, ErrTxnCoordinator), unless
+// this producer was fenced (ErrTxnFenced: Close it). It waits for the
+// WriteMessages calls in flight. Without an open transaction: ErrNoTxn.
+func (tp *txnProducer) Commit(ctx context.Context) error {
+	return tp.end(ctx, kgo.TryCommit, "abort")
+}
+
+// Abort aborts the open transaction: nothing it wrote becomes visible to
+// read_committed readers. Without an open transaction: ErrNoTxn.
+func (tp *txnProducer) Abort(ctx context.Context) error {
+	return tp.end(ctx, kgo.TryAbort, "abort")
+}
+
+// end ends the open transaction, committing if commit; cause names an
+// abort for the stats.
+func (tp *txnProducer) end(ctx context.Context, commit kgo.TransactionEndTry, cause string) error {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	op := "Commit"
+	if !commit {
+		op = "Abort"
+	}
+	if tp.began.IsZero() {
+		return fmt.Errorf("sdk: %s: %w", op, ErrNoTxn)
+	}
+	began := tp.began
+	committed, err := tp.endLocked(ctx, commit)
+	return tp.settle(op, began, committed, bool(commit), cause, err)
+}
+
+// endLocked ends the transaction on the engine: flush and commit, or
+// drop what is buffered and abort; a failed commit is aborted.
+func (tp *txnProducer) endLocked(ctx context.Context, commit kgo.TransactionEndTry) (committed bool, err error) {
+	if commit {
+		if err = tp.cl.Flush(ctx); err == nil {
+			if err = tp.cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
+				return true, nil
+			}
+		}
+	}
+	aerr := tp.cl.AbortBufferedRecords(ctx)
+	if aerr == nil {
+		aerr = tp.cl.EndTransaction(ctx, kgo.TryAbort)
+	}
+	if err == nil {
+		err = aerr
+	}
+	return false, err
+}
+
+// settle counts the end of the transaction begun at began and returns
+// op's error: nil when it ended as asked (committed, or aborted when
+// asked to abort).
+func (tp *txnProducer) settle(op string, began time.Time, committed, wantCommit bool, cause string, err error) error {
+	tp.began = time.Time{}
+	tp.stats.duration.observe(time.Since(began))
+	if committed {
+		tp.stats.committed.Add(1)
+		return nil
+	}
+	if err == nil && !wantCommit {
+		tp.stats.abort(cause)
+		return nil
+	}
+	out := txnError(op, err, began, tp.s.txnTimeout, true)
+	switch {
+	case errors.Is(out, ErrTxnFenced):
+		cause = "fenced"
+	case errors.Is(out, ErrTxnRebalanced):
+		cause = "rebalance"
+	case errors.Is(out, ErrTxnTimedOut):
+		cause = "timeout"
+	case wantCommit:
+		cause = "failed"
+	}
+	tp.stats.abort(cause)
+	if err == nil {
+		return nil
+	}
+	tp.s.logger.Warn("azkafka: a transaction was aborted", "op", op, "cause", cause, "error", err,
+		"fix", "nothing of it is visible to read_committed readers; begin another (after ErrTxnFenced, close this instance)")
+	return out
+}
+
+// Close aborts the open transaction, if any, within WriteTimeout, and
+// closes the producer. It returns the abort's error, if any.
+func (tp *txnProducer) Close() error {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	if !tp.began.IsZero() {
+		ctx, cancel := context.WithTimeout(context.Background(), tp.conf.writeTimeout)
+		began := tp.began
+		committed, aerr := tp.endLocked(ctx, kgo.TryAbort)
+		err = tp.settle("Close", began, committed, false, "close", aerr)
+		cancel()
+	}
+	tp.cl.Close()
+	tp.s.stop()
+	return err
+}
+
+// TxnStats are a TxnWriter's or a Processor's transactions since the
+// previous call.
+type TxnStats struct {
+	Begun, Committed int64
+	// Aborted counts aborted transactions by cause: "abort" (Abort, or a
+	// Processor's function returned an error), "rebalance", "timeout",
+	// "fenced", "failed" (a write or the commit failed), "close".
+	Aborted map[string]int64
+	// Duration is from Begin to the end, committed or aborted.
+	Duration kafka.DurationStats
+	// Open: a transaction is open now.
+	Open bool
+	SDK  SDKStats
+}
+
+// Stats returns the transactions since the previous call.
+func (tp *txnProducer) Stats() TxnStats {
+	tp.mu.RLock()
+	open := !tp.began.IsZero()
+	tp.mu.RUnlock()
+	st := TxnStats{
+		Begun:     tp.stats.begun.Swap(0),
+		Committed: tp.stats.committed.Swap(0),
+		Aborted:   map[string]int64{},
+		Duration:  durationStats(&tp.stats.duration),
+		Open:      open,
+		SDK:       tp.counters.snapshot(tp.s),
+	}
+	tp.stats.aborted.Range(func(k, v any) bool {
+		if n := v.(*atomic.Int64).Swap(0); n > 0 {
+			st.Aborted[k.(string)] = n
+		}
+		return true
+	})
+	return st
+}
+
+// txnCounters are the counts behind TxnStats.
+type txnCounters struct {
+	begun, committed atomic.Int64
+	aborted          sync.Map // cause -> *atomic.Int64
+	duration         summary[time.Duration]
+}
+
+func (c *txnCounters) abort(cause string) {
+	v, _ := c.aborted.LoadOrStore(cause, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+// balancerPartitioner is a kafka.Balancer as the engine's partitioner:
+// it runs when the engine knows the topic's partition count.
+type balancerPartitioner struct {
+	mu    sync.Mutex
+	b     kafka.Balancer
+	parts []int
+}
+
+func (p *balancerPartitioner) ForTopic(string) kgo.TopicPartitioner { return p }
+
+func (p *balancerPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+
+func (p *balancerPartitioner) Partition(r *kgo.Record, n int) int {
+	m := kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value, Time: r.Timestamp}
+	if len(r.Headers) > 0 {
+		m.Headers = make([]kafka.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			m.Headers[i] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.parts) < n {
+		p.parts = append(p.parts, len(p.parts))
+	}
+	if i := p.b.Balance(m, p.parts[:n]...); i >= 0 && i < n {
+		return i
+	}
+	return 0
+}
