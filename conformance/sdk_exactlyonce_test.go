@@ -13,7 +13,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,4 +185,154 @@ func TestSDKTxnWriterFenced(t *testing.T) {
 	if !slices.Contains(all[0], "out-0") {
 		t.Errorf("read_uncommitted: %v, want the fenced writer's out-0 too", all[0])
 	}
+}
+
+// TestSDKProcessorKilled: 3 eosproc processes (conformance/cmd/eosproc)
+// in one group, under both group protocols. While the input is written,
+// one of them is killed with SIGKILL at a random moment and restarted with
+// its transactional ID, 20 times; then one is stopped with SIGSTOP while
+// more input comes, until the others have taken its partitions and
+// written every input's output, and resumed: a zombie, whose commit must
+// fail; then more input. read_committed sees each
+// input's output once, in the input's order per key; read_uncommitted
+// also shows what the kills and the zombie left aborted.
+// AZKAFKA_CONFORMANCE_EOS_MESSAGES sets the input's size (default 30,000).
+func TestSDKProcessorKilled(t *testing.T) {
+	addrs := brokers(t)
+	bin := filepath.Join(t.TempDir(), "eosproc")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/eosproc").CombinedOutput(); err != nil {
+		t.Fatalf("building eosproc: %v\n%s", err, out)
+	}
+	n := 30000
+	if v := os.Getenv("AZKAFKA_CONFORMANCE_EOS_MESSAGES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
+			t.Fatalf("AZKAFKA_CONFORMANCE_EOS_MESSAGES=%q: want a number of at least 1000", v)
+		}
+	}
+	for _, protocol := range []sdk.GroupProtocol{sdk.GroupProtocolClassic, sdk.GroupProtocolConsumer} {
+		t.Run(string(protocol), func(t *testing.T) { processorsKilled(t, addrs, bin, protocol, n) })
+	}
+}
+
+func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.GroupProtocol, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	stamp := time.Now().UnixNano()
+	in, out, group := fmt.Sprintf("azkafka-eosk-in-%d", stamp), fmt.Sprintf("azkafka-eosk-out-%d", stamp), fmt.Sprintf("azkafka-eosk-%d", stamp)
+	createTopic(t, ctx, addrs, in, eosParts)
+	createTopic(t, ctx, addrs, out, eosParts)
+	start := func(i int) *exec.Cmd {
+		cmd := exec.Command(bin, "-brokers", strings.Join(addrs, ","), "-group", group, "-in", in, "-out", out,
+			"-id", fmt.Sprintf("%s-%d", group, i), "-protocol", string(protocol), "-engine", eosEngine())
+		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("eosproc %d: ", i)}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	procs := []*exec.Cmd{start(0), start(1), start(2)}
+	defer func() {
+		for _, p := range procs {
+			_ = p.Process.Signal(syscall.SIGCONT)
+			_ = p.Process.Signal(syscall.SIGTERM)
+			_ = p.Wait()
+		}
+	}()
+	written := make(chan error, 1)
+	go func() {
+		const wave = 1000
+		for i := 0; i < n; i += wave {
+			if err := eostest.WriteInput(ctx, addrs, in, i, min(wave, n-i), eosKeys); err != nil {
+				written <- err
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		written <- nil
+	}()
+	rng := rand.New(rand.NewPCG(uint64(stamp), 3))
+	const kills = 20
+	for range kills {
+		time.Sleep(time.Duration(200+rng.IntN(400)) * time.Millisecond)
+		i := rng.IntN(len(procs))
+		_ = procs[i].Process.Kill()
+		_ = procs[i].Wait()
+		procs[i] = start(i)
+		t.Logf("killed and restarted process %d", i)
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	// The zombie: stopped while the group assigns it partitions, then
+	// more input, which the others can only process by taking its
+	// partitions (after its session timeout, and its open transaction's,
+	// if any, aborted by the cluster); then resumed, and more input.
+	zombie := rng.IntN(len(procs))
+	if err := procs[zombie].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	if err := eostest.WriteInput(ctx, addrs, in, n, 1000, eosKeys); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, ctx, addrs, out, n+1000)
+	t.Logf("with process %d stopped, the others wrote every output in %v", zombie, time.Since(stopped).Round(time.Millisecond))
+	if err := procs[zombie].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := eostest.WriteInput(ctx, addrs, in, n+1000, 1000, eosKeys); err != nil {
+		t.Fatal(err)
+	}
+	n += 2000
+	got := waitOutput(t, ctx, addrs, out, n)
+	if err := eostest.Check(got, n, eosKeys); err != nil {
+		t.Fatalf("read_committed output of %d messages after %d kills and a zombie: %v", n, kills, err)
+	}
+	all, err := eostest.ReadToEnd(ctx, addrs, out, eosParts, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d inputs, %d SIGKILLs and a SIGSTOP zombie: read_committed saw each output once, in order per key; read_uncommitted %d, %d of them aborted",
+		protocol, n, kills, eostest.Count(all), eostest.Count(all)-n)
+}
+
+// waitOutput reads topic read_committed until it holds at least n values.
+func waitOutput(t *testing.T, ctx context.Context, addrs []string, topic string, n int) map[int32][]string {
+	t.Helper()
+	for {
+		got, err := eostest.ReadToEnd(ctx, addrs, topic, eosParts, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if eostest.Count(got) >= n {
+			return got
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the output has %d of %d messages", eostest.Count(got), n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// prefixWriter logs what a process writes, line by line.
+type prefixWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *prefixWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		w.t.Log(w.prefix + line)
+	}
+	return len(b), nil
+}
+
+// eosEngine is the engine eosproc runs: AZKAFKA_CONFORMANCE_EOS_ENGINE=kgo
+// runs franz-go's GroupTransactSession directly, the control.
+func eosEngine() string {
+	if v := os.Getenv("AZKAFKA_CONFORMANCE_EOS_ENGINE"); v != "" {
+		return v
+	}
+	return "sdk"
 }

@@ -128,7 +128,9 @@ func NewProcessor(in kafka.ReaderConfig, out *kafka.Writer, opts ...Option) (*Pr
 	}
 	tp.cl = sess.Client()
 	tp.s.engineUp(tp.hooks)
-	return &Processor{txnProducer: tp, sess: sess, group: in.GroupID}, nil
+	p := &Processor{txnProducer: tp, sess: sess, group: in.GroupID}
+	tp.endTxn = p.endSession
+	return p, nil
 }
 
 // withDefaultTxnID is the transactional ID of a Processor given none: the
@@ -198,7 +200,7 @@ func processorGroupOpts(in kafka.ReaderConfig, s *session) ([]kgo.Opt, error) {
 // retries are absorbed; io.ErrClosedPipe after Close.
 func (p *Processor) FetchMessages(ctx context.Context, max int) ([]kafka.Message, error) {
 	mark := p.hooks.errSeq.Load()
-	for {
+	for failed := 0; ; {
 		if p.closed.Load() {
 			return nil, io.ErrClosedPipe
 		}
@@ -212,10 +214,21 @@ func (p *Processor) FetchMessages(ctx context.Context, max int) ([]kafka.Message
 		if ctx.Err() != nil {
 			return nil, newCtxError(ctx, p.hooks.since(mark))
 		}
+		errs := 0
 		fs.EachError(func(topic string, partition int32, err error) {
+			errs++
+			p.counters.retries.Add(1)
 			p.hooks.noteError(fmt.Errorf("fetching %s[%d]: %w", topic, partition, err))
 		})
 		if fs.NumRecords() == 0 {
+			if errs > 0 {
+				// The engine returns errors at once: wait before the
+				// next poll instead of spinning.
+				if p.s.retry.Sleep(ctx, failed) != nil {
+					return nil, newCtxError(ctx, p.hooks.since(mark))
+				}
+				failed++
+			}
 			continue
 		}
 		p.mu.RLock()
@@ -260,34 +273,24 @@ func (p *Processor) poll(ctx context.Context, max int) kgo.Fetches {
 // again from the group's committed offsets, by this Processor or the
 // partitions' new owner. ErrTxnFenced: this instance is a zombie; Close it.
 func (p *Processor) Commit(ctx context.Context) error {
-	return p.endSession(ctx, kgo.TryCommit, "abort")
+	return p.end(ctx, kgo.TryCommit, "abort")
 }
 
 // Abort aborts the open transaction: nothing written in it becomes
 // visible, and its messages are read again from the group's committed
 // offsets.
 func (p *Processor) Abort(ctx context.Context) error {
-	return p.endSession(ctx, kgo.TryAbort, "abort")
+	return p.end(ctx, kgo.TryAbort, "abort")
 }
 
 // endSession ends the open transaction through the group session, which
 // aborts it when the group rebalanced since it began.
-func (p *Processor) endSession(ctx context.Context, commit kgo.TransactionEndTry, cause string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	op := "Commit"
-	if !commit {
-		op = "Abort"
-	}
-	if p.began.IsZero() {
-		return fmt.Errorf("sdk: %s: %w", op, ErrNoTxn)
-	}
-	began := p.began
+func (p *Processor) endSession(ctx context.Context, commit kgo.TransactionEndTry) (bool, error) {
 	committed, err := p.sess.End(ctx, commit)
 	if bool(commit) && !committed && err == nil {
 		err = ErrTxnRebalanced
 	}
-	return p.settle(op, began, committed, bool(commit), cause, err)
+	return committed, err
 }
 
 // Run reads batches and calls fn with each, in a transaction: fn writes
@@ -369,7 +372,7 @@ func (p *Processor) Close() error {
 	if !p.began.IsZero() {
 		ctx, cancel := context.WithTimeout(context.Background(), p.conf.writeTimeout)
 		began := p.began
-		committed, aerr := p.sess.End(ctx, kgo.TryAbort)
+		committed, aerr := p.endTxn(ctx, kgo.TryAbort)
 		err = p.settle("Close", began, committed, false, "close", aerr)
 		cancel()
 	}

@@ -91,6 +91,9 @@ type txnProducer struct {
 	topic    string
 	conf     writerConf
 	kopts    []kgo.Opt // the engine's options
+	// endTxn ends the open transaction on the engine (endLocked; a
+	// Processor's goes through its group session).
+	endTxn func(ctx context.Context, commit kgo.TransactionEndTry) (committed bool, err error)
 
 	// mu orders the transaction's ends with its writes: WriteMessages
 	// holds it shared, Begin, Commit, Abort and Close whole.
@@ -125,6 +128,7 @@ func newTxnProducer(ctorName string, ctor ctor, kw *kafka.Writer, opts []Option,
 		return nil, fmt.Errorf("sdk: %s: no transactional ID: set %s or use sdk.WithTransactionalID (one per instance, kept across its restarts, e.g. the pod name)", ctorName, EnvTransactionalID)
 	}
 	tp := &txnProducer{s: s, topic: kw.Topic, conf: writerConfOf(kw, s)}
+	tp.endTxn = tp.endLocked
 	tp.hooks = startClient(s, metrics.Client{Kind: metrics.KindWriter, Topic: kw.Topic, Idempotent: true}, &tp.counters, false, strings.Split(kw.Addr.String(), ","))
 	balancer := kw.Balancer
 	if balancer == nil {
@@ -269,7 +273,7 @@ func (tp *txnProducer) end(ctx context.Context, commit kgo.TransactionEndTry, ca
 		return fmt.Errorf("sdk: %s: %w", op, ErrNoTxn)
 	}
 	began := tp.began
-	committed, err := tp.endLocked(ctx, commit)
+	committed, err := tp.endTxn(ctx, commit)
 	return tp.settle(op, began, committed, bool(commit), cause, err)
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,8 +19,10 @@ import (
 	"github.com/azkafka/azkafka/sdk"
 )
 
-// endMark is the value ReadToEnd writes to find the end of a partition.
-const endMark = "eostest-end"
+// endMark begins the values ReadToEnd writes to find the end of a
+// partition: each call writes, and stops at, one of its own (a call
+// stopping at an earlier call's would miss what came after it).
+const endMark = "eostest-end-"
 
 // WriteInput writes n messages to topic: value "<i>", key "<i % keys>".
 func WriteInput(ctx context.Context, seeds []string, topic string, from, n, keys int) error {
@@ -45,17 +48,18 @@ func Job(ctx context.Context, in []kafka.Message, out sdk.MessageWriter) error {
 }
 
 // ReadToEnd reads every partition of topic (parts of them) with the
-// isolation level read_committed or not, up to an end mark it writes first
-// to each partition (after the transactions it must see ended), and
-// returns the values by partition, end marks left out.
+// isolation level read_committed or not, up to an end mark of its own it
+// writes first to each partition (after the transactions it must see
+// ended), and returns the values by partition, end marks left out.
 func ReadToEnd(ctx context.Context, seeds []string, topic string, parts int, committed bool) (map[int32][]string, error) {
 	w, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableIdempotentWrite())
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
+	mark := endMark + strconv.FormatInt(time.Now().UnixNano(), 36)
 	for p := range int32(parts) {
-		if err := w.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(endMark)}).FirstErr(); err != nil {
+		if err := w.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(mark)}).FirstErr(); err != nil {
 			return nil, fmt.Errorf("writing the end mark of %s[%d]: %w", topic, p, err)
 		}
 	}
@@ -79,8 +83,9 @@ func ReadToEnd(ctx context.Context, seeds []string, topic string, parts int, com
 		fs.EachRecord(func(r *kgo.Record) {
 			switch {
 			case ended[r.Partition]:
-			case string(r.Value) == endMark:
+			case string(r.Value) == mark:
 				ended[r.Partition] = true
+			case strings.HasPrefix(string(r.Value), endMark): // an earlier call's
 			default:
 				got[r.Partition] = append(got[r.Partition], string(r.Value))
 			}

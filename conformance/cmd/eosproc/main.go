@@ -1,0 +1,127 @@
+// Command eosproc is one instance of the conformance suite's exactly-once
+// job (TestSDKProcessorKilled): an sdk.Processor running eostest.Job from
+// -in to -out in group -group with transactional ID -id, until SIGTERM or
+// SIGINT (or a SIGKILL, which the test sends).
+//
+//	eosproc -brokers 127.0.0.1:9092 -group g -in in -out out -id g-0 [-protocol consumer]
+//
+// Exit status: 0 when stopped by a signal, 1 when Run failed (after
+// ErrTxnFenced: a zombie), 2 on bad usage.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/azkafka/azkafka/internal/testkit/eostest"
+	"github.com/azkafka/azkafka/sdk"
+)
+
+func main() {
+	brokers := flag.String("brokers", "", "bootstrap addresses, comma-separated")
+	group := flag.String("group", "", "consumer group")
+	in := flag.String("in", "", "input topic")
+	out := flag.String("out", "", "output topic")
+	id := flag.String("id", "", "transactional ID")
+	protocol := flag.String("protocol", "classic", "group protocol: classic or consumer")
+	engine := flag.String("engine", "sdk", "sdk, or kgo: franz-go's GroupTransactSession driven directly, the control")
+	flag.Parse()
+	if *brokers == "" || *group == "" || *in == "" || *out == "" || *id == "" {
+		fmt.Fprintln(os.Stderr, "eosproc: -brokers, -group, -in, -out and -id are required")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if *engine == "kgo" {
+		if err := runKgo(ctx, strings.Split(*brokers, ","), *group, *in, *out, *id, *protocol); err != nil {
+			fmt.Fprintln(os.Stderr, "eosproc:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: eosLevel()})).With("id", *id)
+	p, err := sdk.NewProcessor(kafka.ReaderConfig{Brokers: strings.Split(*brokers, ","), GroupID: *group, Topic: *in,
+		MaxWait: 100 * time.Millisecond, HeartbeatInterval: 300 * time.Millisecond, SessionTimeout: 6 * time.Second,
+		RebalanceTimeout: 6 * time.Second},
+		&kafka.Writer{Topic: *out, Balancer: &kafka.Hash{}},
+		sdk.WithAZ("az-a"), sdk.WithLogger(logger), sdk.WithTransactionalID(*id),
+		sdk.WithTransactionTimeout(5*time.Second), sdk.WithGroupProtocol(sdk.GroupProtocol(*protocol)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "eosproc:", err)
+		os.Exit(1)
+	}
+	err = p.Run(ctx, eostest.Job)
+	p.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "eosproc:", err)
+		os.Exit(1)
+	}
+}
+
+// eosLevel is the log level: EOSPROC_LOG=debug for the engine's own lines.
+func eosLevel() slog.Level {
+	if os.Getenv("EOSPROC_LOG") == "debug" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
+}
+
+// runKgo is the same job on franz-go's GroupTransactSession alone.
+func runKgo(ctx context.Context, brokers []string, group, in, out, id, protocol string) error {
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.TransactionalID(id), kgo.TransactionTimeout(5 * time.Second),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic(out),
+		kgo.SessionTimeout(6 * time.Second), kgo.RebalanceTimeout(6 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond),
+		kgo.FetchMaxWait(100 * time.Millisecond), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a)))}
+	if protocol == "consumer" {
+		opts = append(opts, kgo.ServerSideBalancer())
+	}
+	s, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for {
+		fs := s.PollRecords(ctx, 10000)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := s.Begin(); err != nil {
+			return err
+		}
+		var recs []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			recs = append(recs, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)})
+		})
+		if err := s.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			fmt.Fprintln(os.Stderr, "eosproc: produce:", err)
+		}
+		if _, err := s.End(ctx, kgo.TryCommit); err != nil {
+			return err
+		}
+	}
+}
+
+// fnv32a is kafka-go's Hash balancer's hash (FNV-1a), so that a key's
+// output partition is the same under both engines.
+func fnv32a(b []byte) uint32 {
+	h := uint32(2166136261)
+	for _, c := range b {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return h
+}
