@@ -368,14 +368,7 @@ func (p *Processor) Close() error {
 	p.pollMu.Lock()
 	defer p.pollMu.Unlock()
 	p.mu.Lock()
-	var err error
-	if !p.began.IsZero() {
-		ctx, cancel := context.WithTimeout(context.Background(), p.conf.writeTimeout)
-		began := p.began
-		committed, aerr := p.endTxn(ctx, kgo.TryAbort)
-		err = p.settle("Close", began, committed, false, "close", aerr)
-		cancel()
-	}
+	err := p.abortAtCloseLocked()
 	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() {

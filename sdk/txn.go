@@ -339,17 +339,23 @@ func (tp *txnProducer) Close() error {
 	if tp.closed.Swap(true) {
 		return nil
 	}
-	var err error
-	if !tp.began.IsZero() {
-		ctx, cancel := context.WithTimeout(context.Background(), tp.conf.writeTimeout)
-		began := tp.began
-		committed, aerr := tp.endLocked(ctx, kgo.TryAbort)
-		err = tp.settle("Close", began, committed, false, "close", aerr)
-		cancel()
-	}
+	err := tp.abortAtCloseLocked()
 	tp.cl.Close()
 	tp.s.stop()
 	return err
+}
+
+// abortAtCloseLocked aborts the open transaction, if any, within
+// WriteTimeout, counting it as aborted by Close. tp.mu is held.
+func (tp *txnProducer) abortAtCloseLocked() error {
+	if tp.began.IsZero() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tp.conf.writeTimeout)
+	defer cancel()
+	began := tp.began
+	committed, err := tp.endTxn(ctx, kgo.TryAbort)
+	return tp.settle("Close", began, committed, false, "close", err)
 }
 
 // TxnStats are a TxnWriter's or a Processor's transactions since the
