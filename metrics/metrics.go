@@ -1,6 +1,7 @@
 // Package metrics is the hook point through which azkafka's clients report
 // what they do: sdk.Writer, sdk.Reader, the kafka-go clients given
-// sdk.NewAZAwareDialer or sdk.NewTransport, and iq.Client. It has no
+// sdk.NewAZAwareDialer or sdk.NewTransport, sdk.TxnWriter and
+// sdk.Processor, and iq.Client. It has no
 // dependencies; exporters implement it in their own modules
 // (github.com/azkafka/azkafka/contrib/prometheus and
 // github.com/azkafka/azkafka/contrib/otel):
@@ -75,6 +76,10 @@ type Client struct {
 	// Idempotent reports whether the Writer produces idempotently (see
 	// Recorder.ProducerID for when that changes).
 	Idempotent bool
+	// TransactionalID is the transactional ID of an sdk.TxnWriter's or
+	// sdk.Processor's Writer (its transactions: Recorder.TxnBegun and
+	// TxnEnded); "" for any other client.
+	TransactionalID string
 	// FetchFromFollower reports whether the Reader sends its AZ as its
 	// fetches' rack ID (KIP-392).
 	FetchFromFollower bool
@@ -206,6 +211,16 @@ type Recorder interface {
 	// replicas it tried, and how long it took. iq.Client. Delta.
 	Queried(store string, outcome QueryOutcome, chosen Copy, attempts int, d time.Duration)
 
+	// TxnBegun reports a transaction begun (TxnWriter.Begin; a
+	// Processor's FetchMessages). Writer of an sdk.TxnWriter or
+	// sdk.Processor (Client.TransactionalID set). Delta: one transaction.
+	TxnBegun()
+	// TxnEnded reports the end of a transaction TxnBegun reported:
+	// committed, or aborted and why, and its time from the begin to the
+	// end (TxnStats). Writer of an sdk.TxnWriter or sdk.Processor. Delta:
+	// one transaction.
+	TxnEnded(outcome TxnOutcome, d time.Duration)
+
 	// Closed reports that the client was closed: the states it reported
 	// no longer apply, and no event follows but ConnClosed. Writer,
 	// Reader.
@@ -333,6 +348,36 @@ var copyNames = [...]string{"none", "active", "standby_in_zone", "standby_other_
 // "standby_other_zone".
 func (c Copy) String() string { return name(copyNames[:], int(c)) }
 
+// TxnOutcome is how a transaction ended: committed, or aborted and why.
+type TxnOutcome uint8
+
+// Transaction outcomes.
+const (
+	// TxnCommitted: committed; what it wrote is visible to read_committed
+	// readers.
+	TxnCommitted TxnOutcome = iota
+	// TxnAbort: aborted as asked (Abort; a Processor's function returned
+	// an error).
+	TxnAbort
+	// TxnRebalance: aborted because the group rebalanced (a Processor).
+	TxnRebalance
+	// TxnTimeout: aborted after the transaction timeout.
+	TxnTimeout
+	// TxnFenced: another producer with the transactional ID, or a newer
+	// generation of the group, fenced this one: a zombie.
+	TxnFenced
+	// TxnFailed: a write or the commit failed.
+	TxnFailed
+	// TxnClose: aborted by Close.
+	TxnClose
+)
+
+var txnNames = [...]string{"committed", "abort", "rebalance", "timeout", "fenced", "failed", "close"}
+
+// String returns "committed", "abort", "rebalance", "timeout", "fenced",
+// "failed" or "close".
+func (o TxnOutcome) String() string { return name(txnNames[:], int(o)) }
+
 func name(names []string, i int) string {
 	if i < 0 || i >= len(names) {
 		return "unknown"
@@ -393,6 +438,12 @@ func (Nop) ZoneFallback(bool) {}
 
 // Queried records nothing.
 func (Nop) Queried(string, QueryOutcome, Copy, int, time.Duration) {}
+
+// TxnBegun records nothing.
+func (Nop) TxnBegun() {}
+
+// TxnEnded records nothing.
+func (Nop) TxnEnded(TxnOutcome, time.Duration) {}
 
 // Closed records nothing.
 func (Nop) Closed() {}

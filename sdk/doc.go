@@ -71,7 +71,8 @@
 // default) see aborted data too. The errors say what happened:
 // ErrTxnAborted (and ErrTxnRebalanced, ErrTxnTimedOut), ErrTxnFenced,
 // ErrTxnCoordinator, ErrTxnUnsupported, ErrNoTxn; TxnStats counts
-// transactions begun, committed and aborted by cause, and their duration.
+// transactions begun, committed and aborted by cause, and their duration,
+// and WithMetrics reports them (metrics.Recorder's TxnBegun and TxnEnded).
 //
 // # Zone affinity on Apache Kafka and MSK
 //

@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/azkafka/azkafka/metrics"
 )
 
 // Processor reads a consumer group's messages and writes what a program
@@ -273,14 +275,14 @@ func (p *Processor) poll(ctx context.Context, max int) kgo.Fetches {
 // again from the group's committed offsets, by this Processor or the
 // partitions' new owner. ErrTxnFenced: this instance is a zombie; Close it.
 func (p *Processor) Commit(ctx context.Context) error {
-	return p.end(ctx, kgo.TryCommit, "abort")
+	return p.end(ctx, kgo.TryCommit, metrics.TxnAbort)
 }
 
 // Abort aborts the open transaction: nothing written in it becomes
 // visible, and its messages are read again from the group's committed
 // offsets.
 func (p *Processor) Abort(ctx context.Context) error {
-	return p.end(ctx, kgo.TryAbort, "abort")
+	return p.end(ctx, kgo.TryAbort, metrics.TxnAbort)
 }
 
 // endSession ends the open transaction through the group session, which

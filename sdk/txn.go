@@ -129,7 +129,9 @@ func newTxnProducer(ctorName string, ctor ctor, kw *kafka.Writer, opts []Option,
 	}
 	tp := &txnProducer{s: s, topic: kw.Topic, conf: writerConfOf(kw, s)}
 	tp.endTxn = tp.endLocked
-	tp.hooks = startClient(s, metrics.Client{Kind: metrics.KindWriter, Topic: kw.Topic, Idempotent: true}, &tp.counters, false, strings.Split(kw.Addr.String(), ","))
+	tp.hooks = startClient(s, metrics.Client{Kind: metrics.KindWriter, Topic: kw.Topic, Idempotent: true, TransactionalID: s.txnID},
+		&tp.counters, false, strings.Split(kw.Addr.String(), ","))
+	tp.stats.rec = s.rec
 	balancer := kw.Balancer
 	if balancer == nil {
 		balancer = &kafka.RoundRobin{}
@@ -193,7 +195,7 @@ func (tp *txnProducer) Begin() error {
 		return txnError("Begin", err, time.Time{}, 0, false)
 	}
 	tp.began = time.Now()
-	tp.stats.begun.Add(1)
+	tp.stats.begin()
 	return nil
 }
 
@@ -251,18 +253,18 @@ func (tp *txnProducer) record(m *kafka.Message, now time.Time) *kgo.Record {
 // this producer was fenced (ErrTxnFenced: Close it). It waits for the
 // WriteMessages calls in flight. Without an open transaction: ErrNoTxn.
 func (tp *txnProducer) Commit(ctx context.Context) error {
-	return tp.end(ctx, kgo.TryCommit, "abort")
+	return tp.end(ctx, kgo.TryCommit, metrics.TxnAbort)
 }
 
 // Abort aborts the open transaction: nothing it wrote becomes visible to
 // read_committed readers. Without an open transaction: ErrNoTxn.
 func (tp *txnProducer) Abort(ctx context.Context) error {
-	return tp.end(ctx, kgo.TryAbort, "abort")
+	return tp.end(ctx, kgo.TryAbort, metrics.TxnAbort)
 }
 
 // end ends the open transaction, committing if commit; cause names an
 // abort for the stats.
-func (tp *txnProducer) end(ctx context.Context, commit kgo.TransactionEndTry, cause string) error {
+func (tp *txnProducer) end(ctx context.Context, commit kgo.TransactionEndTry, cause metrics.TxnOutcome) error {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	op := "Commit"
@@ -300,29 +302,29 @@ func (tp *txnProducer) endLocked(ctx context.Context, commit kgo.TransactionEndT
 // settle counts the end of the transaction begun at began and returns
 // op's error: nil when it ended as asked (committed, or aborted when
 // asked to abort).
-func (tp *txnProducer) settle(op string, began time.Time, committed, wantCommit bool, cause string, err error) error {
+func (tp *txnProducer) settle(op string, began time.Time, committed, wantCommit bool, cause metrics.TxnOutcome, err error) error {
 	tp.began = time.Time{}
-	tp.stats.duration.observe(time.Since(began))
+	d := time.Since(began)
 	if committed {
-		tp.stats.committed.Add(1)
+		tp.stats.end(metrics.TxnCommitted, d)
 		return nil
 	}
 	if err == nil && !wantCommit {
-		tp.stats.abort(cause)
+		tp.stats.end(cause, d)
 		return nil
 	}
 	out := txnError(op, err, began, tp.s.txnTimeout, true)
 	switch {
 	case errors.Is(out, ErrTxnFenced):
-		cause = "fenced"
+		cause = metrics.TxnFenced
 	case errors.Is(out, ErrTxnRebalanced):
-		cause = "rebalance"
+		cause = metrics.TxnRebalance
 	case errors.Is(out, ErrTxnTimedOut):
-		cause = "timeout"
+		cause = metrics.TxnTimeout
 	case wantCommit:
-		cause = "failed"
+		cause = metrics.TxnFailed
 	}
-	tp.stats.abort(cause)
+	tp.stats.end(cause, d)
 	if err == nil {
 		return nil
 	}
@@ -355,16 +357,17 @@ func (tp *txnProducer) abortAtCloseLocked() error {
 	defer cancel()
 	began := tp.began
 	committed, err := tp.endTxn(ctx, kgo.TryAbort)
-	return tp.settle("Close", began, committed, false, "close", err)
+	return tp.settle("Close", began, committed, false, metrics.TxnClose, err)
 }
 
 // TxnStats are a TxnWriter's or a Processor's transactions since the
 // previous call.
 type TxnStats struct {
 	Begun, Committed int64
-	// Aborted counts aborted transactions by cause: "abort" (Abort, or a
-	// Processor's function returned an error), "rebalance", "timeout",
-	// "fenced", "failed" (a write or the commit failed), "close".
+	// Aborted counts aborted transactions by cause (metrics.TxnOutcome's
+	// names): "abort" (Abort, or a Processor's function returned an
+	// error), "rebalance", "timeout", "fenced", "failed" (a write or the
+	// commit failed), "close".
 	Aborted map[string]int64
 	// Duration is from Begin to the end, committed or aborted.
 	Duration kafka.DurationStats
@@ -395,16 +398,34 @@ func (tp *txnProducer) Stats() TxnStats {
 	return st
 }
 
-// txnCounters are the counts behind TxnStats.
+// txnCounters are the counts behind TxnStats, and the client's Recorder
+// (nil without one).
 type txnCounters struct {
+	rec              metrics.Recorder
 	begun, committed atomic.Int64
-	aborted          sync.Map // cause -> *atomic.Int64
+	aborted          sync.Map // metrics.TxnOutcome's String -> *atomic.Int64
 	duration         summary[time.Duration]
 }
 
-func (c *txnCounters) abort(cause string) {
-	v, _ := c.aborted.LoadOrStore(cause, new(atomic.Int64))
-	v.(*atomic.Int64).Add(1)
+func (c *txnCounters) begin() {
+	c.begun.Add(1)
+	if c.rec != nil {
+		c.rec.TxnBegun()
+	}
+}
+
+// end counts a transaction's end after d from its begin.
+func (c *txnCounters) end(o metrics.TxnOutcome, d time.Duration) {
+	c.duration.observe(d)
+	if o == metrics.TxnCommitted {
+		c.committed.Add(1)
+	} else {
+		v, _ := c.aborted.LoadOrStore(o.String(), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}
+	if c.rec != nil {
+		c.rec.TxnEnded(o, d)
+	}
 }
 
 // balancerPartitioner is a kafka.Balancer as the engine's partitioner:

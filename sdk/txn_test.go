@@ -12,6 +12,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/internal/testkit/eostest"
+	"github.com/azkafka/azkafka/internal/testkit/metricstest"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -41,8 +42,9 @@ func all(byPartition map[int32][]string) []string {
 func TestTxnWriter(t *testing.T) {
 	t.Parallel()
 	c := embedded.StartT(t, embedded.Topic("txn-a", 2), embedded.Topic("txn-b", 1))
+	mp := metricstest.New()
 	w, err := sdk.NewTxnWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "txn-a", Balancer: &kafka.Hash{}},
-		testOptions(t, sdk.WithTransactionalID("txn-writer"))...)
+		testOptions(t, sdk.WithTransactionalID("txn-writer"), sdk.WithMetrics(mp))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +81,13 @@ func TestTxnWriter(t *testing.T) {
 	st := w.Stats()
 	if st.Begun != 3 || st.Committed != 2 || st.Aborted["abort"] != 1 || st.Open || st.Duration.Count != 3 {
 		t.Errorf("stats %+v, want 3 begun, 2 committed, 1 aborted by abort, none open", st)
+	}
+	rec := mp.Only(t)
+	if id := rec.Client().TransactionalID; id != "txn-writer" {
+		t.Errorf("the Recorder's client has transactional ID %q, want txn-writer", id)
+	}
+	if got := rec.Counts(); got["txn begun"] != 3 || got["txn committed"] != 2 || got["txn abort"] != 1 || got["txn ended"] != 3 || got["txn ns"] <= 0 {
+		t.Errorf("Recorder counts %v, want 3 begun, 2 committed, 1 abort, 3 ended with their durations", got)
 	}
 	for _, topic := range []struct {
 		name  string

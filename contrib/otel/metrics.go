@@ -50,18 +50,19 @@ const ScopeName = "github.com/azkafka/azkafka/contrib/otel"
 
 // Attribute keys of azkafka's own.
 const (
-	AttrAZ          = attribute.Key("azkafka.az")             // the client's availability zone
-	AttrRack        = attribute.Key("azkafka.broker.rack")    // the broker's rack
-	AttrInZone      = attribute.Key("azkafka.broker.in_zone") // "true", "false", "unknown"
-	AttrResult      = attribute.Key("azkafka.dial.result")    // "ok", "error"
-	AttrCloseCause  = attribute.Key("azkafka.close.cause")    // metrics.CloseCause
-	AttrWaitReason  = attribute.Key("azkafka.wait.reason")    // metrics.WaitReason
-	AttrResendCause = attribute.Key("azkafka.resend.cause")   // metrics.ResendCause
-	AttrOp          = attribute.Key("azkafka.reader.op")      // metrics.Op
-	AttrAPI         = attribute.Key("azkafka.kafka.api")      // a Kafka API key
-	AttrOutcome     = attribute.Key("azkafka.iq.outcome")     // metrics.QueryOutcome
-	AttrCopy        = attribute.Key("azkafka.iq.copy")        // metrics.Copy
-	AttrStore       = attribute.Key("azkafka.iq.store")       // a Kafka Streams store
+	AttrAZ          = attribute.Key("azkafka.az")                  // the client's availability zone
+	AttrRack        = attribute.Key("azkafka.broker.rack")         // the broker's rack
+	AttrInZone      = attribute.Key("azkafka.broker.in_zone")      // "true", "false", "unknown"
+	AttrResult      = attribute.Key("azkafka.dial.result")         // "ok", "error"
+	AttrCloseCause  = attribute.Key("azkafka.close.cause")         // metrics.CloseCause
+	AttrWaitReason  = attribute.Key("azkafka.wait.reason")         // metrics.WaitReason
+	AttrResendCause = attribute.Key("azkafka.resend.cause")        // metrics.ResendCause
+	AttrOp          = attribute.Key("azkafka.reader.op")           // metrics.Op
+	AttrAPI         = attribute.Key("azkafka.kafka.api")           // a Kafka API key
+	AttrOutcome     = attribute.Key("azkafka.iq.outcome")          // metrics.QueryOutcome
+	AttrCopy        = attribute.Key("azkafka.iq.copy")             // metrics.Copy
+	AttrStore       = attribute.Key("azkafka.iq.store")            // a Kafka Streams store
+	AttrTxnOutcome  = attribute.Key("azkafka.transaction.outcome") // metrics.TxnOutcome
 )
 
 // MetricsOption configures Metrics.
@@ -114,6 +115,9 @@ type Metrics struct {
 
 	queries, attempts metric.Int64Counter
 	queryDuration     metric.Float64Histogram
+
+	txnBegun, txns metric.Int64Counter
+	txnDuration    metric.Float64Histogram
 }
 
 var _ metrics.Provider = (*Metrics)(nil)
@@ -191,6 +195,10 @@ func NewMetrics(opts ...MetricsOption) (*Metrics, error) {
 	m.queries = counter("azkafka.iq.queries", "{query}", "Interactive queries by outcome and the copy that answered or was tried last.")
 	m.attempts = counter("azkafka.iq.query.attempts", "{attempt}", "Replicas interactive queries tried.")
 	m.queryDuration = histogram("azkafka.iq.query.duration", "Duration of interactive queries, failover included.")
+
+	m.txnBegun = counter("azkafka.transaction.begun", "{transaction}", "Transactions a TxnWriter or Processor began.")
+	m.txns = counter("azkafka.transactions", "{transaction}", "Transactions ended, by outcome (committed; aborted by abort, rebalance, timeout, fenced, failed, close).")
+	m.txnDuration = histogram("azkafka.transaction.duration", "Time from a transaction's begin to its end, committed or aborted.")
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -646,6 +654,14 @@ func (r *recorder) Queried(store string, outcome metrics.QueryOutcome, chosen me
 	r.m.queries.Add(bg, 1, addOpts(r.with(append(st, out, AttrCopy.String(chosen.String()))...)...)...)
 	r.m.attempts.Add(bg, int64(attempts), addOpts(r.with(st...)...)...)
 	r.m.queryDuration.Record(bg, d.Seconds(), recordOpts(r.with(out)...)...)
+}
+
+func (r *recorder) TxnBegun() { r.m.txnBegun.Add(bg, 1, r.client...) }
+
+func (r *recorder) TxnEnded(outcome metrics.TxnOutcome, d time.Duration) {
+	out := AttrTxnOutcome.String(outcome.String())
+	r.m.txns.Add(bg, 1, addOpts(r.with(out)...)...)
+	r.m.txnDuration.Record(bg, d.Seconds(), recordOpts(r.with()...)...)
 }
 
 // Closed takes the client's share out of the up-down counters.

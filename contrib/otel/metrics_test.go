@@ -271,3 +271,30 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 	mt, _ := newMetrics(t, azotel.WithTopicAttributes())
 	metricstest.HotPathAllocations(t, mt)
 }
+
+// TestTransactions: transactions begun and ended by outcome, with their
+// durations.
+func TestTransactions(t *testing.T) {
+	m, reader := newMetrics(t)
+	r := m.Recorder(metrics.Client{Kind: metrics.KindWriter, UserID: "w", AZ: "az-a", TransactionalID: "w-0"})
+	for range 3 {
+		r.TxnBegun()
+	}
+	r.TxnEnded(metrics.TxnCommitted, 20*time.Millisecond)
+	r.TxnEnded(metrics.TxnCommitted, 30*time.Millisecond)
+	r.TxnEnded(metrics.TxnFenced, time.Second)
+	got := collect(t, reader)
+	attrs := []attribute.KeyValue{kafkaSystem, attribute.String("messaging.client.id", "w"), azA}
+	if v, _ := point(t, got["azkafka.transaction.begun"], attrs...); v != 3 {
+		t.Errorf("azkafka.transaction.begun = %d, want 3", v)
+	}
+	for outcome, want := range map[string]int64{"committed": 2, "fenced": 1, "abort": 0} {
+		if v, _ := point(t, got["azkafka.transactions"], append(attrs, azotel.AttrTxnOutcome.String(outcome))...); v != want {
+			t.Errorf("azkafka.transactions{outcome=%s} = %d, want %d", outcome, v, want)
+		}
+	}
+	h, ok := got["azkafka.transaction.duration"].Data.(metricdata.Histogram[float64])
+	if !ok || len(h.DataPoints) != 1 || h.DataPoints[0].Count != 3 || h.DataPoints[0].Sum != 1.05 {
+		t.Errorf("azkafka.transaction.duration: %+v, want one point of 3 transactions summing 1.05 s", got["azkafka.transaction.duration"].Data)
+	}
+}

@@ -1,9 +1,10 @@
 // Package azprom exports the metrics of azkafka's clients (sdk.Writer,
 // sdk.Reader, the kafka-go Dialers and Transports of sdk.NewAZAwareDialer
-// and sdk.NewTransport, iq.Client) to Prometheus, zone signals included:
-// the share of bytes that crosses zones, connections closed by the peer,
-// re-dials and limiter waits, resends by cause, fetch from follower and
-// the zone fallback. Its import path is
+// and sdk.NewTransport, sdk.TxnWriter and sdk.Processor, iq.Client) to
+// Prometheus, zone signals included: the share of bytes that crosses
+// zones, connections closed by the peer, re-dials and limiter waits,
+// resends by cause, fetch from follower and the zone fallback; and
+// transactions by outcome. Its import path is
 // github.com/azkafka/azkafka/contrib/prometheus, a module of its own, so
 // that azkafka's core needs no Prometheus dependency.
 //
@@ -98,6 +99,10 @@ type Collector struct {
 	iqQueries  *prometheus.CounterVec
 	iqAttempts *prometheus.CounterVec
 	iqDuration *prometheus.HistogramVec
+
+	txnBegun    *prometheus.CounterVec
+	txnEnded    *prometheus.CounterVec
+	txnDuration *prometheus.HistogramVec
 
 	all []prometheus.Collector
 }
@@ -209,6 +214,14 @@ func New(opts ...Option) *Collector {
 		"Replicas interactive queries tried.", iqAttempts)
 	c.iqDuration = histogram("azkafka_iq_query_duration_seconds",
 		"Duration of interactive queries, failover included.", []string{"az", "outcome"})
+
+	c.txnBegun = counter("azkafka_transactions_begun_total",
+		"Transactions a TxnWriter or Processor began.", client)
+	c.txnEnded = counter("azkafka_transactions_total",
+		"Transactions ended, by outcome: committed, or aborted by abort (Abort, or the Processor's function failed), rebalance, timeout, fenced (a zombie), failed (a write or the commit), close.",
+		append(client, "outcome"))
+	c.txnDuration = histogram("azkafka_transaction_duration_seconds",
+		"Time from a transaction's begin to its end, committed or aborted.", client)
 	return c
 }
 

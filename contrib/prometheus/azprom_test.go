@@ -364,3 +364,47 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 	metricstest.HotPathAllocations(t, azprom.New())
 	metricstest.HotPathAllocations(t, azprom.New(azprom.WithTopicLabels()))
 }
+
+// TestTransactions: a TxnWriter's transactions on the embedded broker, by
+// outcome, with their durations.
+func TestTransactions(t *testing.T) {
+	c := embedded.StartT(t, embedded.Topic("payments", 1))
+	col, reg := newRegistry(t)
+	w, err := sdk.NewTxnWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "payments"},
+		append(clientOptions(col, "billing"), sdk.WithTransactionalID("billing-0"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i, commit := range []bool{true, false, true} {
+		if err := w.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "p%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		end := w.Abort
+		if commit {
+			end = w.Commit
+		}
+		if err := end(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	got := values(t, reg)
+	for series, want := range map[string]float64{
+		`azkafka_transactions_begun_total{az="az-a",client_id="billing"}`:               4,
+		`azkafka_transactions_total{az="az-a",client_id="billing",outcome="committed"}`: 2,
+		`azkafka_transactions_total{az="az-a",client_id="billing",outcome="abort"}`:     1,
+		`azkafka_transaction_duration_seconds_count{az="az-a",client_id="billing"}`:     3,
+	} {
+		if got[series] != want {
+			t.Errorf("%s = %v, want %v", series, got[series], want)
+		}
+	}
+}

@@ -383,6 +383,13 @@ func (r *recorder) Queried(store string, outcome metrics.QueryOutcome, chosen me
 	r.c.iqDuration.WithLabelValues(r.az, outcome.String()).Observe(d.Seconds())
 }
 
+func (r *recorder) TxnBegun() { r.c.txnBegun.WithLabelValues(r.clientID, r.az).Inc() }
+
+func (r *recorder) TxnEnded(outcome metrics.TxnOutcome, d time.Duration) {
+	r.c.txnEnded.WithLabelValues(r.clientID, r.az, outcome.String()).Inc()
+	r.c.txnDuration.WithLabelValues(r.clientID, r.az).Observe(d.Seconds())
+}
+
 // Closed drops the client's share of the gauges and its info series.
 func (r *recorder) Closed() {
 	r.mu.Lock()

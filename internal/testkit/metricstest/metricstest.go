@@ -113,7 +113,8 @@ type Query struct {
 //	"produced bytes", "produced compressed bytes", "failed <type>"
 //	(messages), "resent <cause>", "fetched batches", "fetched records",
 //	"fetched bytes", "fetched compressed bytes", "consumed messages",
-//	"consumed bytes", "released", "retried <op>", "client closed"
+//	"consumed bytes", "released", "retried <op>", "txn begun",
+//	"txn <outcome>", "txn ended", "txn ns", "client closed"
 //
 // Safe for concurrent use.
 type Recorder struct {
@@ -249,6 +250,13 @@ func (r *Recorder) update(f func()) {
 	f()
 	r.mu.Unlock()
 	r.p.notify()
+}
+
+func (r *Recorder) TxnBegun() { r.add(1, "txn begun") }
+
+func (r *Recorder) TxnEnded(outcome metrics.TxnOutcome, d time.Duration) {
+	r.add(1, "txn "+outcome.String(), "txn ended")
+	r.add(int64(d), "txn ns")
 }
 
 func (r *Recorder) Dialed(addr string, ok bool) {
