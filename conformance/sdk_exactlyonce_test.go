@@ -194,25 +194,175 @@ func TestSDKTxnWriterFenced(t *testing.T) {
 // more input comes, until the others have taken its partitions and
 // written every input's output, and resumed: a zombie, whose commit must
 // fail; then more input. read_committed sees each
-// input's output once, in the input's order per key; read_uncommitted
-// also shows what the kills and the zombie left aborted.
+// input's output once, in the input's order per key, and Kafka's Java
+// consumer read_committed sees the same; read_uncommitted also shows what
+// the kills and the zombie left aborted.
 // AZKAFKA_CONFORMANCE_EOS_MESSAGES sets the input's size (default 30,000).
 func TestSDKProcessorKilled(t *testing.T) {
 	addrs := brokers(t)
+	bin, n := buildEosproc(t), eosMessages(t)
+	for _, protocol := range []sdk.GroupProtocol{sdk.GroupProtocolClassic, sdk.GroupProtocolConsumer} {
+		t.Run(string(protocol), func(t *testing.T) { processorsKilled(t, addrs, bin, protocol, n) })
+	}
+}
+
+// buildEosproc builds conformance/cmd/eosproc into the test's temp dir
+// and returns the binary's path.
+func buildEosproc(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "eosproc")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/eosproc").CombinedOutput(); err != nil {
 		t.Fatalf("building eosproc: %v\n%s", err, out)
 	}
-	n := 30000
-	if v := os.Getenv("AZKAFKA_CONFORMANCE_EOS_MESSAGES"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
-			t.Fatalf("AZKAFKA_CONFORMANCE_EOS_MESSAGES=%q: want a number of at least 1000", v)
+	return bin
+}
+
+// eosMessages is the size of the input of the tests that kill eosproc
+// processes: AZKAFKA_CONFORMANCE_EOS_MESSAGES, default 30,000.
+func eosMessages(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("AZKAFKA_CONFORMANCE_EOS_MESSAGES")
+	if v == "" {
+		return 30000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1000 {
+		t.Fatalf("AZKAFKA_CONFORMANCE_EOS_MESSAGES=%q: want a number of at least 1000", v)
+	}
+	return n
+}
+
+// eosprocs are the eosproc processes of a test: process i runs with
+// transactional ID <group>-<i>.
+type eosprocs struct {
+	t              *testing.T
+	bin            string
+	addrs          []string
+	group, in, out string
+	protocol       sdk.GroupProtocol
+	procs          []*eosproc
+}
+
+// eosproc is one process, started at started; done is closed once it
+// exited, err is then Wait's.
+type eosproc struct {
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
+	err     error
+}
+
+// startEosprocs starts n eosproc processes of group from in to out; they
+// are stopped when the test ends.
+func startEosprocs(t *testing.T, bin string, addrs []string, group, in, out string, protocol sdk.GroupProtocol, n int) *eosprocs {
+	t.Helper()
+	e := &eosprocs{t: t, bin: bin, addrs: addrs, group: group, in: in, out: out, protocol: protocol}
+	for i := range n {
+		e.procs = append(e.procs, e.start(i))
+	}
+	t.Cleanup(func() {
+		for _, p := range e.procs {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			<-p.done
+		}
+	})
+	return e
+}
+
+// id is process i's transactional ID.
+func (e *eosprocs) id(i int) string { return fmt.Sprintf("%s-%d", e.group, i) }
+
+// start starts process i.
+func (e *eosprocs) start(i int) *eosproc {
+	e.t.Helper()
+	cmd := exec.Command(e.bin, "-brokers", strings.Join(e.addrs, ","), "-group", e.group, "-in", e.in, "-out", e.out,
+		"-id", e.id(i), "-protocol", string(e.protocol), "-engine", eosEngine())
+	cmd.Stderr = &prefixWriter{t: e.t, prefix: fmt.Sprintf("eosproc %d: ", i)}
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	p := &eosproc{cmd: cmd, started: started, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+// signal sends sig to process i.
+func (e *eosprocs) signal(i int, sig os.Signal) {
+	e.t.Helper()
+	if err := e.procs[i].cmd.Process.Signal(sig); err != nil {
+		e.t.Fatalf("eosproc %d: %v: %v", i, sig, err)
+	}
+}
+
+// killRestart kills process i with SIGKILL and starts it again with its
+// transactional ID.
+func (e *eosprocs) killRestart(i int) {
+	e.t.Helper()
+	_ = e.procs[i].cmd.Process.Kill()
+	<-e.procs[i].done
+	e.procs[i] = e.start(i)
+}
+
+// ended describes the processes that exited though not killed by
+// killRestart.
+func (e *eosprocs) ended() []string {
+	var out []string
+	for i, p := range e.procs {
+		select {
+		case <-p.done:
+			out = append(out, fmt.Sprintf("eosproc %d: %v", i, p.err))
+		default:
 		}
 	}
-	for _, protocol := range []sdk.GroupProtocol{sdk.GroupProtocolClassic, sdk.GroupProtocolConsumer} {
-		t.Run(string(protocol), func(t *testing.T) { processorsKilled(t, addrs, bin, protocol, n) })
-	}
+	return out
+}
+
+// inputWritten is what writeEosInput wrote: inputs from, from+1, ...
+// from+n-1, and the first error, if any.
+type inputWritten struct {
+	n   int
+	err error
+}
+
+// writeEosInput writes the inputs from, from+1, ... to topic in waves of
+// 1,000, 50 ms apart: n of them, and then, unless until is nil, more
+// waves until until is closed (for a test waiting on an event the input
+// makes happen, which must not run out of input first). The channel gets
+// what was written.
+func writeEosInput(ctx context.Context, addrs []string, topic string, from, n int, until <-chan struct{}) <-chan inputWritten {
+	out := make(chan inputWritten, 1)
+	go func() {
+		const wave = 1000
+		i := from
+	waves:
+		for {
+			size := min(wave, from+n-i)
+			if size <= 0 {
+				if until == nil {
+					break
+				}
+				select {
+				case <-until:
+					break waves
+				default:
+					size = wave
+				}
+			}
+			if err := eostest.WriteInput(ctx, addrs, topic, i, size, eosKeys); err != nil {
+				out <- inputWritten{n: i - from, err: err}
+				return
+			}
+			i += size
+			time.Sleep(50 * time.Millisecond)
+		}
+		out <- inputWritten{n: i - from}
+	}()
+	return out
 }
 
 func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.GroupProtocol, n int) {
@@ -222,65 +372,37 @@ func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.Gro
 	in, out, group := fmt.Sprintf("azkafka-eosk-in-%d", stamp), fmt.Sprintf("azkafka-eosk-out-%d", stamp), fmt.Sprintf("azkafka-eosk-%d", stamp)
 	createTopic(t, ctx, addrs, in, eosParts)
 	createTopic(t, ctx, addrs, out, eosParts)
-	start := func(i int) *exec.Cmd {
-		cmd := exec.Command(bin, "-brokers", strings.Join(addrs, ","), "-group", group, "-in", in, "-out", out,
-			"-id", fmt.Sprintf("%s-%d", group, i), "-protocol", string(protocol), "-engine", eosEngine())
-		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("eosproc %d: ", i)}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
+	if protocol == sdk.GroupProtocolConsumer {
+		// The zombie's partitions move after its session timeout: 6 s,
+		// as the classic members', rather than the broker's 45 s.
+		setG848GroupTimeouts(t, ctx, addrs[0], group)
 	}
-	procs := []*exec.Cmd{start(0), start(1), start(2)}
-	defer func() {
-		for _, p := range procs {
-			_ = p.Process.Signal(syscall.SIGCONT)
-			_ = p.Process.Signal(syscall.SIGTERM)
-			_ = p.Wait()
-		}
-	}()
-	written := make(chan error, 1)
-	go func() {
-		const wave = 1000
-		for i := 0; i < n; i += wave {
-			if err := eostest.WriteInput(ctx, addrs, in, i, min(wave, n-i), eosKeys); err != nil {
-				written <- err
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		written <- nil
-	}()
+	e := startEosprocs(t, bin, addrs, group, in, out, protocol, 3)
+	input := writeEosInput(ctx, addrs, in, 0, n, nil)
 	rng := rand.New(rand.NewPCG(uint64(stamp), 3))
 	const kills = 20
 	for range kills {
 		time.Sleep(time.Duration(200+rng.IntN(400)) * time.Millisecond)
-		i := rng.IntN(len(procs))
-		_ = procs[i].Process.Kill()
-		_ = procs[i].Wait()
-		procs[i] = start(i)
+		i := rng.IntN(len(e.procs))
+		e.killRestart(i)
 		t.Logf("killed and restarted process %d", i)
 	}
-	if err := <-written; err != nil {
-		t.Fatal(err)
+	if w := <-input; w.err != nil {
+		t.Fatal(w.err)
 	}
 	// The zombie: stopped while the group assigns it partitions, then
 	// more input, which the others can only process by taking its
 	// partitions (after its session timeout, and its open transaction's,
 	// if any, aborted by the cluster); then resumed, and more input.
-	zombie := rng.IntN(len(procs))
-	if err := procs[zombie].Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	zombie := rng.IntN(len(e.procs))
+	e.signal(zombie, syscall.SIGSTOP)
 	stopped := time.Now()
 	if err := eostest.WriteInput(ctx, addrs, in, n, 1000, eosKeys); err != nil {
 		t.Fatal(err)
 	}
 	waitOutput(t, ctx, addrs, out, n+1000)
 	t.Logf("with process %d stopped, the others wrote every output in %v", zombie, time.Since(stopped).Round(time.Millisecond))
-	if err := procs[zombie].Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	e.signal(zombie, syscall.SIGCONT)
 	if err := eostest.WriteInput(ctx, addrs, in, n+1000, 1000, eosKeys); err != nil {
 		t.Fatal(err)
 	}
@@ -289,6 +411,7 @@ func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.Gro
 	if err := eostest.Check(got, n, eosKeys); err != nil {
 		t.Fatalf("read_committed output of %d messages after %d kills and a zombie: %v", n, kills, err)
 	}
+	checkJavaAgrees(t, ctx, addrs, out, got)
 	all, err := eostest.ReadToEnd(ctx, addrs, out, eosParts, false)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -40,9 +41,9 @@ const (
 	readerBenchMaxWait = 500 * time.Millisecond
 )
 
-// readerBenchTopic is the pre-filled topic every reader benchmark of the
-// test binary reads: filled once, on first use.
-var readerBenchTopic struct {
+// benchInput is a pre-filled topic the benchmarks of a test binary read:
+// filled once, on first use.
+type benchInput struct {
 	once  sync.Once
 	addrs []string
 	name  string
@@ -50,6 +51,9 @@ var readerBenchTopic struct {
 	total int
 	err   error
 }
+
+// readerBenchTopic is the topic every reader benchmark reads.
+var readerBenchTopic benchInput
 
 func readerBenchMessages(tb testing.TB) int {
 	v := os.Getenv("AZKAFKA_CONFORMANCE_BENCH_MESSAGES")
@@ -63,76 +67,84 @@ func readerBenchMessages(tb testing.TB) int {
 	return n
 }
 
-// readerBenchFill returns the topic, filling it on the first call with
-// franz-go's producer: keys key-<index> (spread over the partitions by
-// murmur2, as kafka-go's and Java's key hashing would), 100-byte values,
-// no compression.
+// readerBenchFill returns the topic, filling it on the first call: keys
+// key-<index> (spread over the partitions by murmur2, as kafka-go's and
+// Java's key hashing would), 100-byte values.
 func readerBenchFill(b *testing.B) (addrs []string, topic string, ends []int64, total int) {
 	b.Helper()
-	rt := &readerBenchTopic
-	rt.once.Do(func() {
-		rt.addrs = brokers(b)
-		n := readerBenchMessages(b)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		rt.name = fmt.Sprintf("azkafka-reader-bench-%d", time.Now().UnixNano())
-		createTopic(b, ctx, rt.addrs, rt.name, readerBenchPartitions)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(rt.addrs...), kgo.DefaultProduceTopic(rt.name),
-			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(5*time.Millisecond))
-		if err != nil {
-			rt.err = err
-			return
-		}
-		defer cl.Close()
-		start := time.Now()
-		var mu sync.Mutex
-		for i := 0; i < n; i++ {
+	return readerBenchTopic.fill(b, "reader benchmark topic", "azkafka-reader-bench", readerBenchMessages, readerBenchPartitions,
+		func(i int) *kgo.Record {
 			v := make([]byte, readerBenchValueSize)
 			copy(v, fmt.Sprintf("value-%09d-", i))
 			for j := 16; j < len(v); j++ {
 				v[j] = byte('a' + (i+j)%26)
 			}
-			cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "key-%09d", i), Value: v}, func(_ *kgo.Record, err error) {
+			return &kgo.Record{Key: fmt.Appendf(nil, "key-%09d", i), Value: v}
+		}, nil)
+}
+
+// fill returns the topic, filling it on the first call with franz-go's
+// producer, uncompressed: messages(b) records record(i) on parts
+// partitions; then it readies the group coordinator, runs ready (if not
+// nil) and reads the whole topic once, so that no measured read runs on a
+// cold broker (JIT, page cache) and slows whichever engine comes first.
+// what names the topic in logs and errors, prefix begins its name.
+func (in *benchInput) fill(b *testing.B, what, prefix string, messages func(testing.TB) int, parts int,
+	record func(i int) *kgo.Record, ready func(ctx context.Context, addrs []string) error) (addrs []string, topic string, ends []int64, total int) {
+	b.Helper()
+	in.once.Do(func() {
+		in.addrs = brokers(b)
+		n := messages(b)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		in.name = fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+		createTopic(b, ctx, in.addrs, in.name, parts)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(in.addrs...), kgo.DefaultProduceTopic(in.name),
+			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(5*time.Millisecond))
+		if err != nil {
+			in.err = err
+			return
+		}
+		defer cl.Close()
+		start := time.Now()
+		var once sync.Once
+		var produceErr error
+		for i := range n {
+			cl.Produce(ctx, record(i), func(_ *kgo.Record, err error) {
 				if err != nil {
-					mu.Lock()
-					if rt.err == nil {
-						rt.err = err
-					}
-					mu.Unlock()
+					once.Do(func() { produceErr = err })
 				}
 			})
 		}
-		if err := cl.Flush(ctx); err != nil {
-			rt.err = err
+		if err := cl.Flush(ctx); err != nil || produceErr != nil {
+			in.err = errors.Join(err, produceErr)
 			return
 		}
-		if rt.err != nil {
+		if in.err = waitGroupCoordinator(ctx, in.addrs[0]); in.err != nil {
 			return
 		}
-		if rt.err = waitGroupCoordinator(ctx, rt.addrs[0]); rt.err != nil {
+		if ready != nil {
+			if in.err = ready(ctx, in.addrs); in.err != nil {
+				return
+			}
+		}
+		in.ends = make([]int64, parts)
+		for p, end := range deliverytest.EndOffsets(ctx, b, deliverytest.Topic{Addrs: in.addrs, Name: in.name, Partitions: parts}) {
+			in.ends[p] = end
+			in.total += int(end)
+		}
+		if in.err = readerBenchWarmUp(ctx, in.addrs, in.name, in.ends); in.err != nil {
 			return
 		}
-		rt.ends = make([]int64, readerBenchPartitions)
-		for p, end := range deliverytest.EndOffsets(ctx, b, deliverytest.Topic{Addrs: rt.addrs, Name: rt.name, Partitions: readerBenchPartitions}) {
-			rt.ends[p] = end
-			rt.total += int(end)
-		}
-		// One read of the whole topic before any measured one: the first
-		// read of fresh segments runs on a cold broker (JIT, page cache)
-		// and would slow whichever engine comes first.
-		if rt.err = readerBenchWarmUp(ctx, rt.addrs, rt.name, rt.ends); rt.err != nil {
-			return
-		}
-		b.Logf("reader benchmark topic %s: %d messages of %d bytes on %d partitions, produced in %v",
-			rt.name, rt.total, readerBenchValueSize, readerBenchPartitions, time.Since(start).Round(time.Millisecond))
+		b.Logf("%s %s: %d messages on %d partitions, produced in %v", what, in.name, in.total, parts, time.Since(start).Round(time.Millisecond))
 	})
-	if rt.err != nil {
-		b.Fatalf("filling the reader benchmark topic: %v", rt.err)
+	if in.err != nil {
+		b.Fatalf("filling the %s: %v", what, in.err)
 	}
-	if rt.total == 0 {
-		b.Fatal("the reader benchmark topic is empty")
+	if in.total == 0 {
+		b.Fatalf("the %s is empty", what)
 	}
-	return rt.addrs, rt.name, rt.ends, rt.total
+	return in.addrs, in.name, in.ends, in.total
 }
 
 // readerBenchWarmUp reads the whole topic once with franz-go, without a

@@ -31,3 +31,7 @@ func GatherWaiting(w *Writer) int {
 	}
 	return n
 }
+
+// HashPartition is the partition a TxnWriter's kafka.Hash gives key among
+// n partitions.
+func HashPartition(key []byte, n int) int { return hashPartition(key, n) }

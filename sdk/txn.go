@@ -441,6 +441,9 @@ func (p *balancerPartitioner) ForTopic(string) kgo.TopicPartitioner { return p }
 func (p *balancerPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
 
 func (p *balancerPartitioner) Partition(r *kgo.Record, n int) int {
+	if h, ok := p.b.(*kafka.Hash); ok && h.Hasher == nil && r.Key != nil {
+		return hashPartition(r.Key, n)
+	}
 	m := kafka.Message{Topic: r.Topic, Key: r.Key, Value: r.Value, Time: r.Timestamp}
 	if len(r.Headers) > 0 {
 		m.Headers = make([]kafka.Header, len(r.Headers))
@@ -457,4 +460,20 @@ func (p *balancerPartitioner) Partition(r *kgo.Record, n int) int {
 		return i
 	}
 	return 0
+}
+
+// hashPartition is kafka.Hash's partition of key among n (FNV-1a, the
+// sign handled as Sarama does), without a kafka.Message, a pooled hasher
+// and a lock per record.
+func hashPartition(key []byte, n int) int {
+	h := uint32(2166136261)
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	i := int32(h) % int32(n)
+	if i < 0 {
+		i = -i
+	}
+	return int(i)
 }

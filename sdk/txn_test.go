@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,6 +226,28 @@ func TestProcessorRefusals(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "sdk: NewProcessor") {
 			t.Errorf("%s: %v, want an error of NewProcessor naming %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestHashPartition: the transactional producer's kafka.Hash partitions
+// as kafka-go's kafka.Hash does, for keys of every length up to 40 bytes
+// and 1 to 64 partitions.
+func TestHashPartition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	h := &kafka.Hash{}
+	for range 20000 {
+		key := make([]byte, rng.IntN(41))
+		for i := range key {
+			key[i] = byte(rng.UintN(256))
+		}
+		n := 1 + rng.IntN(64)
+		parts := make([]int, n)
+		for i := range parts {
+			parts[i] = i
+		}
+		if got, want := sdk.HashPartition(key, n), h.Balance(kafka.Message{Key: key}, parts...); got != want {
+			t.Fatalf("key %x among %d: partition %d, kafka.Hash %d", key, n, got, want)
 		}
 	}
 }

@@ -1,5 +1,6 @@
 // Command eosproc is one instance of the conformance suite's exactly-once
-// job (TestSDKProcessorKilled): an sdk.Processor running eostest.Job from
+// job (TestSDKProcessorKilled, TestClusterProcessorCoordinatorKilled): an
+// sdk.Processor running eostest.Job from
 // -in to -out in group -group with transactional ID -id, until SIGTERM or
 // SIGINT (or a SIGKILL, which the test sends).
 //
@@ -78,50 +79,12 @@ func eosLevel() slog.Level {
 
 // runKgo is the same job on franz-go's GroupTransactSession alone.
 func runKgo(ctx context.Context, brokers []string, group, in, out, id, protocol string) error {
-	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.TransactionalID(id), kgo.TransactionTimeout(5 * time.Second),
-		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic(out),
-		kgo.SessionTimeout(6 * time.Second), kgo.RebalanceTimeout(6 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond),
-		kgo.FetchMaxWait(100 * time.Millisecond), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a)))}
+	opts := []kgo.Opt{kgo.TransactionTimeout(5 * time.Second), kgo.SessionTimeout(6 * time.Second),
+		kgo.RebalanceTimeout(6 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond), kgo.FetchMaxWait(100 * time.Millisecond)}
 	if protocol == "consumer" {
 		opts = append(opts, kgo.ServerSideBalancer())
 	}
-	s, err := kgo.NewGroupTransactSession(opts...)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	for {
-		fs := s.PollRecords(ctx, 10000)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if fs.NumRecords() == 0 {
-			continue
-		}
-		if err := s.Begin(); err != nil {
-			return err
-		}
-		var recs []*kgo.Record
-		fs.EachRecord(func(r *kgo.Record) {
-			recs = append(recs, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)})
-		})
-		if err := s.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			fmt.Fprintln(os.Stderr, "eosproc: produce:", err)
-		}
-		if _, err := s.End(ctx, kgo.TryCommit); err != nil {
-			return err
-		}
-	}
-}
-
-// fnv32a is kafka-go's Hash balancer's hash (FNV-1a), so that a key's
-// output partition is the same under both engines.
-func fnv32a(b []byte) uint32 {
-	h := uint32(2166136261)
-	for _, c := range b {
-		h ^= uint32(c)
-		h *= 16777619
-	}
-	return h
+	job := eostest.KgoJob{Brokers: brokers, Group: group, In: in, Out: out, ID: id, Opts: opts,
+		ProduceFailed: func(err error) { fmt.Fprintln(os.Stderr, "eosproc: produce:", err) }}
+	return job.Run(ctx)
 }

@@ -1,7 +1,8 @@
 // Package eostest is the rig of the exactly-once tests (the hermetic ones
 // in sdk, the conformance suite's on Kafka 4.3.1, and the exactlyonce
 // example): the input it writes, the job a Processor runs over it, and the
-// check of what read_committed and read_uncommitted readers see.
+// check of what read_committed and read_uncommitted readers see; and the
+// same job on franz-go alone, the control.
 package eostest
 
 import (
@@ -45,6 +46,75 @@ func Job(ctx context.Context, in []kafka.Message, out sdk.MessageWriter) error {
 		msgs[i] = kafka.Message{Key: m.Key, Value: append([]byte("out-"), m.Value...)}
 	}
 	return out.WriteMessages(ctx, msgs...)
+}
+
+// KgoJob is Job on franz-go's GroupTransactSession alone, the control the
+// Processor is compared with: from In to Out in group Group with
+// transactional ID ID, read_committed, one transaction per poll of at most
+// 10,000 records, output keys partitioned as kafka.Hash does.
+type KgoJob struct {
+	Brokers            []string
+	Group, In, Out, ID string
+	// Opts are more options of the session (timeouts, the group
+	// protocol); they come after the job's.
+	Opts []kgo.Opt
+	// ProduceFailed, if not nil, gets the error of a failed write; the
+	// transaction is ended all the same.
+	ProduceFailed func(error)
+	// Ended, if not nil, gets the input records of each transaction ended
+	// and whether it committed.
+	Ended func(records int, committed bool)
+}
+
+// Run runs the job until ctx ends (nil) or a transaction fails to begin or
+// end (its error).
+func (j *KgoJob) Run(ctx context.Context) error {
+	opts := append([]kgo.Opt{kgo.SeedBrokers(j.Brokers...), kgo.TransactionalID(j.ID),
+		kgo.ConsumerGroup(j.Group), kgo.ConsumeTopics(j.In), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic(j.Out),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a)))}, j.Opts...)
+	s, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for {
+		fs := s.PollRecords(ctx, 10000)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := s.Begin(); err != nil {
+			return err
+		}
+		recs := make([]*kgo.Record, 0, fs.NumRecords())
+		fs.EachRecord(func(r *kgo.Record) {
+			recs = append(recs, &kgo.Record{Key: r.Key, Value: append([]byte("out-"), r.Value...)})
+		})
+		if err := s.ProduceSync(ctx, recs...).FirstErr(); err != nil && j.ProduceFailed != nil {
+			j.ProduceFailed(err)
+		}
+		committed, err := s.End(ctx, kgo.TryCommit)
+		if err != nil {
+			return err
+		}
+		if j.Ended != nil {
+			j.Ended(len(recs), committed)
+		}
+	}
+}
+
+// fnv32a is kafka-go's Hash balancer's hash (FNV-1a), so that a key's
+// output partition is the same under both engines.
+func fnv32a(b []byte) uint32 {
+	h := uint32(2166136261)
+	for _, c := range b {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return h
 }
 
 // ReadToEnd reads every partition of topic (parts of them) with the
