@@ -29,16 +29,16 @@ import (
 // nodes (min.insync.replicas 2). While the first half of the input is
 // written, once a process's transaction is Ongoing at its coordinator
 // (DescribeTransactions), the coordinator's node is killed with SIGKILL,
-// then 3 times a process (restarted with its transactional ID) while the
+// then 10 times a process (restarted with its transactional ID) while the
 // cluster moves the node's leaderships. Once FindCoordinator names another
 // node, which describes the transactional ID, the node restarts while the
 // second half is written; once a process's transaction is Ongoing, the
-// process is killed, then twice more a process. read_committed then holds
+// process is killed, then 9 more times a process. read_committed then holds
 // each input's output once, in the input's order per key; Kafka's Java
 // consumer read_committed reads the same values in the same order;
 // read_uncommitted also shows what was aborted. No process may end on its
 // own. AZKAFKA_CONFORMANCE_EOS_MESSAGES sets the input's size (default
-// 30,000; each half goes on past its share until its kills are done).
+// 100,000; each half goes on past its share until its kills are done).
 func TestClusterProcessorCoordinatorKilled(t *testing.T) {
 	t0 := time.Now()
 	bin, n := buildEosproc(t), eosMessages(t)
@@ -51,9 +51,9 @@ func TestClusterProcessorCoordinatorKilled(t *testing.T) {
 	t.Logf("cluster up, topics %s and %s (%d partitions, every replica in sync) in %v", in, out, eosParts, time.Since(t0).Round(time.Millisecond))
 
 	t1 := time.Now()
-	e := startEosprocs(t, bin, c.Addrs(), group, in, out, sdk.GroupProtocolClassic, 3)
+	e := startEosprocs(t, bin, c.Addrs(), group, in, out, sdk.GroupProtocolClassic, false, 3)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-	const kills = 6
+	const kills = 20
 	killRestart := func(i int) {
 		e.killRestart(i)
 		t.Logf("killed and restarted process %d", i)
@@ -156,7 +156,7 @@ func waitTxnOngoing(t *testing.T, ctx context.Context, c *kafkaCluster, addrs []
 		for i, p := range e.procs {
 			coord := txnCoordinator(t, ctx, addrs, e.id(i), -1)
 			state, began, err := describeTxn(ctx, c.Node(int(coord)).Addrs()[0], e.id(i))
-			if err == nil && state == "Ongoing" && !began.Before(p.started.Truncate(time.Millisecond)) {
+			if err == nil && ongoingSince(state, began, p.started) {
 				t.Logf("%s: a transaction Ongoing at node %d after %v", e.id(i), coord, time.Since(start).Round(time.Millisecond))
 				return i, coord
 			}

@@ -197,12 +197,20 @@ func TestSDKTxnWriterFenced(t *testing.T) {
 // input's output once, in the input's order per key, and Kafka's Java
 // consumer read_committed sees the same; read_uncommitted also shows what
 // the kills and the zombie left aborted.
-// AZKAFKA_CONFORMANCE_EOS_MESSAGES sets the input's size (default 30,000).
+// AZKAFKA_CONFORMANCE_EOS_MESSAGES sets the input's size (default 100,000).
 func TestSDKProcessorKilled(t *testing.T) {
 	addrs := brokers(t)
 	bin, n := buildEosproc(t), eosMessages(t)
-	for _, protocol := range []sdk.GroupProtocol{sdk.GroupProtocolClassic, sdk.GroupProtocolConsumer} {
-		t.Run(string(protocol), func(t *testing.T) { processorsKilled(t, addrs, bin, protocol, n) })
+	for _, tc := range []struct {
+		name     string
+		protocol sdk.GroupProtocol
+		static   bool
+	}{
+		{"classic", sdk.GroupProtocolClassic, false},
+		{"consumer", sdk.GroupProtocolConsumer, false},
+		{"classic-static", sdk.GroupProtocolClassic, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { processorsKilled(t, addrs, bin, tc.protocol, tc.static, n) })
 	}
 }
 
@@ -218,12 +226,12 @@ func buildEosproc(t *testing.T) string {
 }
 
 // eosMessages is the size of the input of the tests that kill eosproc
-// processes: AZKAFKA_CONFORMANCE_EOS_MESSAGES, default 30,000.
+// processes: AZKAFKA_CONFORMANCE_EOS_MESSAGES, default 100,000.
 func eosMessages(t *testing.T) int {
 	t.Helper()
 	v := os.Getenv("AZKAFKA_CONFORMANCE_EOS_MESSAGES")
 	if v == "" {
-		return 30000
+		return 100000
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1000 {
@@ -240,6 +248,7 @@ type eosprocs struct {
 	addrs          []string
 	group, in, out string
 	protocol       sdk.GroupProtocol
+	static         bool // static members (-static)
 	procs          []*eosproc
 }
 
@@ -252,11 +261,11 @@ type eosproc struct {
 	err     error
 }
 
-// startEosprocs starts n eosproc processes of group from in to out; they
-// are stopped when the test ends.
-func startEosprocs(t *testing.T, bin string, addrs []string, group, in, out string, protocol sdk.GroupProtocol, n int) *eosprocs {
+// startEosprocs starts n eosproc processes of group from in to out,
+// static members if static; they are stopped when the test ends.
+func startEosprocs(t *testing.T, bin string, addrs []string, group, in, out string, protocol sdk.GroupProtocol, static bool, n int) *eosprocs {
 	t.Helper()
-	e := &eosprocs{t: t, bin: bin, addrs: addrs, group: group, in: in, out: out, protocol: protocol}
+	e := &eosprocs{t: t, bin: bin, addrs: addrs, group: group, in: in, out: out, protocol: protocol, static: static}
 	for i := range n {
 		e.procs = append(e.procs, e.start(i))
 	}
@@ -276,8 +285,12 @@ func (e *eosprocs) id(i int) string { return fmt.Sprintf("%s-%d", e.group, i) }
 // start starts process i.
 func (e *eosprocs) start(i int) *eosproc {
 	e.t.Helper()
-	cmd := exec.Command(e.bin, "-brokers", strings.Join(e.addrs, ","), "-group", e.group, "-in", e.in, "-out", e.out,
-		"-id", e.id(i), "-protocol", string(e.protocol), "-engine", eosEngine())
+	args := []string{"-brokers", strings.Join(e.addrs, ","), "-group", e.group, "-in", e.in, "-out", e.out,
+		"-id", e.id(i), "-protocol", string(e.protocol), "-engine", eosEngine()}
+	if e.static {
+		args = append(args, "-static")
+	}
+	cmd := exec.Command(e.bin, args...)
 	cmd.Stderr = &prefixWriter{t: e.t, prefix: fmt.Sprintf("eosproc %d: ", i)}
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -365,7 +378,7 @@ func writeEosInput(ctx context.Context, addrs []string, topic string, from, n in
 	return out
 }
 
-func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.GroupProtocol, n int) {
+func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.GroupProtocol, static bool, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	stamp := time.Now().UnixNano()
@@ -377,15 +390,27 @@ func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.Gro
 		// as the classic members', rather than the broker's 45 s.
 		setG848GroupTimeouts(t, ctx, addrs[0], group)
 	}
-	e := startEosprocs(t, bin, addrs, group, in, out, protocol, 3)
+	e := startEosprocs(t, bin, addrs, group, in, out, protocol, static, 3)
 	input := writeEosInput(ctx, addrs, in, 0, n, nil)
 	rng := rand.New(rand.NewPCG(uint64(stamp), 3))
 	const kills = 20
+	interrupted := 0
 	for range kills {
 		time.Sleep(time.Duration(200+rng.IntN(400)) * time.Millisecond)
 		i := rng.IntN(len(e.procs))
+		// A static member restarted takes its partitions back at once,
+		// so its kill can wait (up to a second) for an open transaction
+		// to interrupt; a dynamic one's group rebalances after each kill.
+		wait := time.Duration(0)
+		if static {
+			wait = time.Second
+		}
+		ongoing := txnOngoing(ctx, addrs[0], e.id(i), e.procs[i].started, wait)
 		e.killRestart(i)
-		t.Logf("killed and restarted process %d", i)
+		if ongoing {
+			interrupted++
+		}
+		t.Logf("killed and restarted process %d (its transaction open: %v)", i, ongoing)
 	}
 	if w := <-input; w.err != nil {
 		t.Fatal(w.err)
@@ -416,8 +441,32 @@ func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.Gro
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: %d inputs, %d SIGKILLs and a SIGSTOP zombie: read_committed saw each output once, in order per key; read_uncommitted %d, %d of them aborted",
-		protocol, n, kills, eostest.Count(all), eostest.Count(all)-n)
+	t.Logf("%s (static members: %v): %d inputs, %d SIGKILLs (%d of a process with its transaction open) and a SIGSTOP zombie: read_committed saw each output once, in order per key; read_uncommitted %d, %d of them aborted",
+		protocol, static, n, kills, interrupted, eostest.Count(all), eostest.Count(all)-n)
+}
+
+// txnOngoing reports whether transactional ID id has a transaction begun
+// since since Ongoing at the coordinator at addr, asking every 10 ms for
+// up to wait (once when wait is 0).
+func txnOngoing(ctx context.Context, addr, id string, since time.Time, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		state, began, err := describeTxn(ctx, addr, id)
+		if err == nil && ongoingSince(state, began, since) {
+			return true
+		}
+		if !time.Now().Before(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ongoingSince reports whether a transaction described as state, begun at
+// began (a millisecond timestamp), is open and began at or after since: not
+// one a killed process left open.
+func ongoingSince(state string, began, since time.Time) bool {
+	return state == "Ongoing" && !began.Before(since.Truncate(time.Millisecond))
 }
 
 // waitOutput reads topic read_committed until it holds at least n values.
