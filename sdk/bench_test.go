@@ -20,7 +20,9 @@ import (
 // (sdk-idempotent-unguarded: with the frame guard off, to measure its
 // cost; sdk-idempotent-ungathered: without the gathering of synchronous
 // calls, see the Writer's doc)
-// and 100-byte values:
+// and 100-byte values (franz-go-uncompressed: franz-go without its
+// default snappy compression, sending the bytes the others send, which
+// the in-process broker, in the same CPU budget, then copies):
 //
 //   - sync-100: one synchronous call of 100 messages at a time;
 //     sync-100-acks1 and sync-100-acks0 the same with RequireOne and
@@ -109,6 +111,10 @@ func BenchmarkWriter(b *testing.B) {
 			}},
 			{"franz-go", func(b *testing.B) writebench.Writer {
 				return writebench.NewKgo(b, acks, kgo.SeedBrokers(c.Addrs()...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(sc.batchTimeout))
+			}},
+			{"franz-go-uncompressed", func(b *testing.B) writebench.Writer {
+				return writebench.NewKgo(b, acks, kgo.SeedBrokers(c.Addrs()...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(sc.batchTimeout),
+					kgo.ProducerBatchCompression(kgo.NoCompression()))
 			}},
 		}
 		if sc.service {
