@@ -33,6 +33,18 @@ import (
 // partitions, keys keys.
 const eosParts, eosKeys = 6, 97
 
+// eosTopics creates the input and output topics of an exactly-once test,
+// eosParts partitions each, named after prefix and the time, and returns
+// them with a group name of the same stamp.
+func eosTopics(t *testing.T, ctx context.Context, addrs []string, prefix string) (in, out, group string) {
+	t.Helper()
+	stamp := time.Now().UnixNano()
+	in, out, group = fmt.Sprintf("%s-in-%d", prefix, stamp), fmt.Sprintf("%s-out-%d", prefix, stamp), fmt.Sprintf("%s-%d", prefix, stamp)
+	createTopic(t, ctx, addrs, in, eosParts)
+	createTopic(t, ctx, addrs, out, eosParts)
+	return in, out, group
+}
+
 // startProcessor starts a Processor of group with transactional ID id
 // running eostest.Job from in to out; done gets Run's error.
 func startProcessor(t *testing.T, ctx context.Context, addrs []string, group, in, out, id string) (*sdk.Processor, chan error) {
@@ -57,22 +69,9 @@ func TestSDKProcessorMembersComeAndGo(t *testing.T) {
 	addrs := brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	stamp := time.Now().UnixNano()
-	in, out, group := fmt.Sprintf("azkafka-eos-in-%d", stamp), fmt.Sprintf("azkafka-eos-out-%d", stamp), fmt.Sprintf("azkafka-eos-%d", stamp)
-	createTopic(t, ctx, addrs, in, eosParts)
-	createTopic(t, ctx, addrs, out, eosParts)
+	in, out, group := eosTopics(t, ctx, addrs, "azkafka-eos")
 	const n, restarts = 20000, 20
-	written := make(chan error, 1)
-	go func() {
-		for i := 0; i < n; i += 500 {
-			if err := eostest.WriteInput(ctx, addrs, in, i, 500, eosKeys); err != nil {
-				written <- err
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		written <- nil
-	}()
+	input := writeEosInput(ctx, addrs, in, 0, n, nil)
 	type member struct {
 		p    *sdk.Processor
 		done chan error
@@ -100,8 +99,8 @@ func TestSDKProcessorMembersComeAndGo(t *testing.T) {
 		p, done := startProcessor(t, ctx, addrs, group, in, out, fmt.Sprintf("%s-%d", group, i))
 		members[i] = member{p, done}
 	}
-	if err := <-written; err != nil {
-		t.Fatal(err)
+	if w := <-input; w.err != nil {
+		t.Fatal(w.err)
 	}
 	for {
 		got, err := eostest.ReadToEnd(ctx, addrs, out, eosParts, true)
@@ -381,10 +380,7 @@ func writeEosInput(ctx context.Context, addrs []string, topic string, from, n in
 func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.GroupProtocol, static bool, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	stamp := time.Now().UnixNano()
-	in, out, group := fmt.Sprintf("azkafka-eosk-in-%d", stamp), fmt.Sprintf("azkafka-eosk-out-%d", stamp), fmt.Sprintf("azkafka-eosk-%d", stamp)
-	createTopic(t, ctx, addrs, in, eosParts)
-	createTopic(t, ctx, addrs, out, eosParts)
+	in, out, group := eosTopics(t, ctx, addrs, "azkafka-eosk")
 	if protocol == sdk.GroupProtocolConsumer {
 		// The zombie's partitions move after its session timeout: 6 s,
 		// as the classic members', rather than the broker's 45 s.
@@ -392,7 +388,9 @@ func processorsKilled(t *testing.T, addrs []string, bin string, protocol sdk.Gro
 	}
 	e := startEosprocs(t, bin, addrs, group, in, out, protocol, static, 3)
 	input := writeEosInput(ctx, addrs, in, 0, n, nil)
-	rng := rand.New(rand.NewPCG(uint64(stamp), 3))
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kills at random moments, seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
 	const kills = 20
 	interrupted := 0
 	for range kills {
