@@ -1,6 +1,7 @@
 // Package azotel exports the metrics of azkafka's clients (sdk.Writer,
 // sdk.Reader, the kafka-go Dialers and Transports of sdk.NewAZAwareDialer
-// and sdk.NewTransport, iq.Client) to OpenTelemetry, and traces produce
+// and sdk.NewTransport, sdk.TxnWriter and sdk.Processor, iq.Client) to
+// OpenTelemetry, and traces produce
 // and consume with the span context carried in the messages' headers (W3C
 // trace context). Its import path is
 // github.com/azkafka/azkafka/contrib/otel, a module of its own, so that
@@ -21,7 +22,8 @@
 // bytes to and from each broker and rack and whether it is in the
 // client's zone, connections, their closes by cause, re-dials and waits,
 // resends by cause, epoch bumps, lag, fetch from follower, the zone
-// fallback, and iq's queries. The README's Metrics section lists them.
+// fallback, transactions by outcome and their durations, and iq's
+// queries. The README's Metrics section lists them.
 // Attributes are bounded like contrib/prometheus' labels; no partition,
 // no message-derived value.
 //
