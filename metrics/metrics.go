@@ -368,7 +368,7 @@ const (
 	TxnFenced
 	// TxnFailed: a write or the commit failed.
 	TxnFailed
-	// TxnClose: aborted by Close.
+	// TxnClose: aborted by Close. The last outcome: new ones go before it.
 	TxnClose
 )
 

@@ -383,28 +383,27 @@ func (tp *txnProducer) Stats() TxnStats {
 	tp.mu.RUnlock()
 	st := TxnStats{
 		Begun:     tp.stats.begun.Swap(0),
-		Committed: tp.stats.committed.Swap(0),
+		Committed: tp.stats.ended[metrics.TxnCommitted].Swap(0),
 		Aborted:   map[string]int64{},
 		Duration:  durationStats(&tp.stats.duration),
 		Open:      open,
 		SDK:       tp.counters.snapshot(tp.s),
 	}
-	tp.stats.aborted.Range(func(k, v any) bool {
-		if n := v.(*atomic.Int64).Swap(0); n > 0 {
-			st.Aborted[k.(string)] = n
+	for o := metrics.TxnCommitted + 1; o <= metrics.TxnClose; o++ {
+		if n := tp.stats.ended[o].Swap(0); n > 0 {
+			st.Aborted[o.String()] = n
 		}
-		return true
-	})
+	}
 	return st
 }
 
 // txnCounters are the counts behind TxnStats, and the client's Recorder
 // (nil without one).
 type txnCounters struct {
-	rec              metrics.Recorder
-	begun, committed atomic.Int64
-	aborted          sync.Map // metrics.TxnOutcome's String -> *atomic.Int64
-	duration         summary[time.Duration]
+	rec      metrics.Recorder
+	begun    atomic.Int64
+	ended    [metrics.TxnClose + 1]atomic.Int64 // by outcome
+	duration summary[time.Duration]
 }
 
 func (c *txnCounters) begin() {
@@ -417,12 +416,7 @@ func (c *txnCounters) begin() {
 // end counts a transaction's end after d from its begin.
 func (c *txnCounters) end(o metrics.TxnOutcome, d time.Duration) {
 	c.duration.observe(d)
-	if o == metrics.TxnCommitted {
-		c.committed.Add(1)
-	} else {
-		v, _ := c.aborted.LoadOrStore(o.String(), new(atomic.Int64))
-		v.(*atomic.Int64).Add(1)
-	}
+	c.ended[o].Add(1)
 	if c.rec != nil {
 		c.rec.TxnEnded(o, d)
 	}
