@@ -172,6 +172,8 @@ type readerBenchProgress struct {
 	ends, next []int64
 	left       int // partitions not read to the end
 	read       int
+	// limit, when not 0, ends the read after that many messages.
+	limit int
 	// commits and committing count the synchronous CommitMessages calls
 	// and the time spent in them.
 	commits    int
@@ -198,7 +200,7 @@ func (p *readerBenchProgress) saw(partition int, offset int64) bool {
 		}
 		p.next[partition] = offset + 1
 	}
-	return p.left == 0
+	return p.left == 0 || p.limit > 0 && p.read >= p.limit
 }
 
 // readerBenchIter is one iteration: read the whole topic with a fresh
@@ -373,20 +375,25 @@ func BenchmarkReaderGroup(b *testing.B) {
 }
 
 // BenchmarkReaderFetchCommit: FetchMessage with a synchronous
-// CommitMessages of every 100 messages (CommitInterval 0), on sdk.Reader
-// and kafka-go's kafka.Reader.
+// CommitMessages (CommitInterval 0) of every 100 messages, over the whole
+// topic, and of every message, over its first 20,000 messages, on
+// sdk.Reader and kafka-go's kafka.Reader.
 func BenchmarkReaderFetchCommit(b *testing.B) {
 	addrs, topic, _, _ := readerBenchFill(b)
-	b.Run("engine=sdk", func(b *testing.B) {
-		readerBenchRun(b, "sdk", func(ctx context.Context, b *testing.B, group string, prog *readerBenchProgress) (time.Time, func() error) {
-			r := readerBenchSDK(b, readerBenchConfig(addrs, topic, group, 0))
-			return fetchCommit(ctx, b, r, prog, 100), r.Close
+	for _, every := range []struct{ n, limit int }{{100, 0}, {1, 20000}} {
+		b.Run(fmt.Sprintf("every=%d/engine=sdk", every.n), func(b *testing.B) {
+			readerBenchRun(b, "sdk", func(ctx context.Context, b *testing.B, group string, prog *readerBenchProgress) (time.Time, func() error) {
+				prog.limit = every.limit
+				r := readerBenchSDK(b, readerBenchConfig(addrs, topic, group, 0))
+				return fetchCommit(ctx, b, r, prog, every.n), r.Close
+			})
 		})
-	})
-	b.Run("engine=kafka-go", func(b *testing.B) {
-		readerBenchRun(b, "kafka-go", func(ctx context.Context, b *testing.B, group string, prog *readerBenchProgress) (time.Time, func() error) {
-			r := kafka.NewReader(readerBenchConfig(addrs, topic, group, 0))
-			return fetchCommit(ctx, b, r, prog, 100), r.Close
+		b.Run(fmt.Sprintf("every=%d/engine=kafka-go", every.n), func(b *testing.B) {
+			readerBenchRun(b, "kafka-go", func(ctx context.Context, b *testing.B, group string, prog *readerBenchProgress) (time.Time, func() error) {
+				prog.limit = every.limit
+				r := kafka.NewReader(readerBenchConfig(addrs, topic, group, 0))
+				return fetchCommit(ctx, b, r, prog, every.n), r.Close
+			})
 		})
-	})
+	}
 }

@@ -201,6 +201,11 @@ type Reader struct {
 	// run of one topic's messages marks into.
 	marks          map[string]map[int32]kgo.EpochOffset
 	lastMarks      map[int32]kgo.EpochOffset
+	// topicIDs are the IDs of the topics fetched (group mode), which a
+	// commit names them by (OffsetCommit v10+); see commitOnce.
+	topicIDs map[string][16]byte
+	// commitMu orders the commits sent directly (commitOnce).
+	commitMu sync.Mutex
 	lastMarksTopic string
 	// handed and handedBytes count the messages handed out (key and
 	// value bytes) since the last Stats.
@@ -338,6 +343,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		ctl: controls{pausedTopics: map[string]bool{}, pausedParts: map[topicPartition]bool{},
 			rewind: map[topicPartition]int64{}, sought: map[topicPartition]uint64{}},
 		marks:      map[string]map[int32]kgo.EpochOffset{},
+		topicIDs:   map[string][16]byte{},
 		offset:     kafka.FirstOffset,
 		commitStop: make(chan struct{}),
 		commitDone: make(chan struct{}),

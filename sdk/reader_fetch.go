@@ -198,10 +198,17 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	r.buf, r.head = r.buf[:0], 0
 	var n, bytes int64
 	rewound := false
-	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		kept, kb, rw := r.keepLocked(p, moves)
-		n, bytes, rewound = n+kept, bytes+kb, rewound || rw
-	})
+	for _, f := range fs {
+		for _, t := range f.Topics {
+			if t.TopicID != ([16]byte{}) && r.group && r.topicIDs[t.Topic] != t.TopicID {
+				r.topicIDs[t.Topic] = t.TopicID
+			}
+			for i := range t.Partitions {
+				kept, kb, rw := r.keepLocked(kgo.FetchTopicPartition{Topic: t.Topic, FetchPartition: t.Partitions[i]}, moves)
+				n, bytes, rewound = n+kept, bytes+kb, rewound || rw
+			}
+		}
+	}
 	r.mu.Unlock()
 	if rewound {
 		r.applyRewinds()
