@@ -40,6 +40,7 @@ import (
 // own. AZKAFKA_CONFORMANCE_EOS_MESSAGES sets the input's size (default
 // 100,000; each half goes on past its share until its kills are done).
 func TestClusterProcessorCoordinatorKilled(t *testing.T) {
+	inLane(t, &clusterLane)
 	t0 := time.Now()
 	bin, n := buildEosproc(t), eosMessages(t)
 	c := startCluster(t, clusterConfig{})

@@ -211,6 +211,7 @@ func startSecureCluster(t *testing.T, extra ...string) secureCluster {
 // produce stall per election (from the event to the first acknowledged
 // write on a moved partition) is measured for both.
 func TestClusterFailover(t *testing.T) {
+	inLane(t, &clusterLane)
 	// Kafka's default broker heartbeat and session timeout (the cluster
 	// template shortens them): a killed leader keeps its partitions for
 	// 9 s before the controller fences it.

@@ -205,6 +205,7 @@ func (s *fffSettle) onMessage(read, partitions int) {
 //     read everything within the deadline; the longest pause between two
 //     messages after the kill and the durations are recorded.
 func TestClusterFetchFromFollower(t *testing.T) {
+	inLane(t, &clusterLane)
 	c := startCluster(t, clusterConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -60,6 +60,7 @@ func perHundredMB(bytes int64, payload int64) float64 {
 //     election (leader.imbalance.check.interval.seconds, 5 s here, 300 s
 //     by default) has given it its leaderships back.
 func TestClusterZoneAffinity(t *testing.T) {
+	inLane(t, &clusterLane)
 	// Kafka's default initial rebalance delay (the template has 0): a
 	// new group's first generation waits 3 s after the last join, so the
 	// three members created back to back are assigned together. With 0,

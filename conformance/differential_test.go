@@ -3,6 +3,7 @@
 package conformance
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/azkafka/azkafka/internal/testkit/difftest"
@@ -18,12 +19,17 @@ func TestDifferential(t *testing.T) {
 	addrs := brokers(t)
 	f := difftest.SDKFactory(sdk.WithAZ("az-a"), sdk.WithGetenv(func(string) string { return "" }))
 	seed, n := difftest.PropertyInputs(t, 6)
+	// As many scenarios at once as go test's default -parallel, whatever
+	// run.sh passes for the lanes (see clusterLane).
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for _, sc := range append(difftest.Scenarios(), difftest.Properties(seed, n)...) {
 		if sc.EmbeddedOnly {
 			continue
 		}
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			difftest.Run(t, difftest.Shared(addrs), sc, f)
 		})
 	}

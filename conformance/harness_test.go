@@ -25,6 +25,25 @@ import (
 // AZKAFKA_CONFORMANCE_BROKERS to answer a Metadata request.
 const brokerReadyBudget = 15 * time.Second
 
+// The suite's two lanes. The cluster tests (each with its own 3-node
+// cluster) spend the CPU of three brokers; the broker-lane tests, on the
+// shared broker or a dedicated one, mostly wait: on session timeouts,
+// restarts, killed processes. After the sequential tests, the two lanes
+// run side by side, each one test at a time; run.sh gives go test the
+// -parallel that lets every laned test wait for its lane. No test of a
+// lane touches what another test uses: the clusters and the dedicated
+// brokers are their own, and the tests of the shared broker that run
+// beside a cluster test name their own topics and groups.
+var clusterLane, brokerLane sync.Mutex
+
+// inLane runs t in lane, beside the other lane (see clusterLane).
+func inLane(t *testing.T, lane *sync.Mutex) {
+	t.Helper()
+	t.Parallel()
+	lane.Lock()
+	t.Cleanup(lane.Unlock)
+}
+
 var brokerCheck struct {
 	once sync.Once
 	err  error

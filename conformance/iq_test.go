@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/azkafka/azkafka/conformance/internal/kafkanode"
 	"github.com/azkafka/azkafka/internal/iqinspect"
 	"github.com/azkafka/azkafka/iq"
 	"github.com/segmentio/kafka-go"
@@ -147,18 +147,10 @@ func (a *iqApp) dumpLogs() {
 }
 
 func freeLoopbackPorts(t *testing.T, n int) []int {
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+	t.Helper()
+	ports, err := kafkanode.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

@@ -20,7 +20,7 @@
 #      formats a single-node KRaft (broker+controller) log dir in a temp dir and
 #      starts kafka.Kafka on free loopback ports; then waits until the broker
 #      answers a Metadata request;
-#   4. runs `go test -tags conformance -count=1 -timeout 40m -v ./conformance/...`
+#   4. runs `go test -tags conformance -count=1 -timeout 40m -parallel 16 -v ./conformance/...`
 #      (with CONFORMANCE_BENCH set, the benchmarks instead: see below) with
 #      AZKAFKA_CONFORMANCE_BROKERS and AZKAFKA_CONFORMANCE_JAVA_DIR exported
 #      (and AZKAFKA_CONFORMANCE_BROKER_CLASSPATH, the file holding the broker's
@@ -390,7 +390,9 @@ main() {
 		test_args+=("${bench_flags[@]}")
 		test_args+=(./conformance)
 	else
-		test_args=(-tags conformance -count=1 -timeout 40m -v)
+		# -parallel 16: every test of the two lanes (clusterLane in
+		# harness_test.go) waits for its lane holding a slot of go test's.
+		test_args=(-tags conformance -count=1 -timeout 40m -parallel 16 -v)
 		[ -z "${CONFORMANCE_RUN:-}" ] || test_args+=(-run "$CONFORMANCE_RUN")
 		test_args+=(./conformance/...)
 	fi

@@ -271,6 +271,7 @@ var restartBrokerConfig = []string{
 // in the order they were handed over. No flush setting is needed: SIGKILL
 // ends the process, and the page cache keeps what the broker wrote.
 func TestSDKIdempotentBrokerRestart(t *testing.T) {
+	inLane(t, &brokerLane)
 	t0 := time.Now()
 	b := startDedicatedBroker(t, restartBrokerConfig...)
 	t.Logf("dedicated broker answered Metadata %v after its first start", time.Since(t0).Round(time.Millisecond))

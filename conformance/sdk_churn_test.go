@@ -254,6 +254,7 @@ func TestSDKReaderFaults(t *testing.T) {
 // a consumer-group sdk.Reader on the real broker while the proxy kills a
 // connection at random about every 200 ms during production.
 func TestSDKChurn(t *testing.T) {
+	inLane(t, &brokerLane)
 	const n = 100000
 	rig := newSDKCRig(t, "churn", 6)
 	sent := deliverytest.Messages("churn", n)

@@ -198,6 +198,7 @@ func TestSDKTxnWriterFenced(t *testing.T) {
 // the kills and the zombie left aborted.
 // AZKAFKA_CONFORMANCE_EOS_MESSAGES sets the input's size (default 100,000).
 func TestSDKProcessorKilled(t *testing.T) {
+	inLane(t, &brokerLane)
 	addrs := brokers(t)
 	bin, n := buildEosproc(t), eosMessages(t)
 	for _, tc := range []struct {

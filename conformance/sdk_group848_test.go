@@ -316,6 +316,7 @@ type g848Result struct {
 // consumption around each change is logged, over the whole group and on
 // the worst partition; it is not judged.
 func TestSDKConsumerProtocolGroup(t *testing.T) {
+	inLane(t, &brokerLane)
 	addrs := brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

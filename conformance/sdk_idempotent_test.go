@@ -144,6 +144,7 @@ func idempotentChurn(t *testing.T, n int, idempotent, async bool) churnFigures {
 // runs lose nothing, store no duplicate and keep each call's order in
 // every partition.
 func TestSDKIdempotentChurn(t *testing.T) {
+	inLane(t, &brokerLane)
 	const n = 100000
 	var rows []churnFigures
 	for _, c := range []struct{ idempotent, async bool }{{true, false}, {true, true}, {false, false}} {

@@ -246,6 +246,7 @@ func TestSDKReaderPauseAcrossRebalance(t *testing.T) {
 // members the same restart moves partitions to the other member. Under
 // both group protocols (KIP-345 and KIP-848's static membership).
 func TestSDKReaderStaticMembership(t *testing.T) {
+	inLane(t, &brokerLane)
 	addrs := brokers(t)
 	for _, protocol := range []sdk.GroupProtocol{sdk.GroupProtocolClassic, sdk.GroupProtocolConsumer} {
 		for _, static := range []bool{true, false} {

@@ -201,12 +201,12 @@ type Reader struct {
 	// run of one topic's messages marks into.
 	marks          map[string]map[int32]kgo.EpochOffset
 	lastMarks      map[int32]kgo.EpochOffset
+	lastMarksTopic string
 	// topicIDs are the IDs of the topics fetched (group mode), which a
 	// commit names them by (OffsetCommit v10+); see commitOnce.
 	topicIDs map[string][16]byte
 	// commitMu orders the commits sent directly (commitOnce).
 	commitMu sync.Mutex
-	lastMarksTopic string
 	// handed and handedBytes count the messages handed out (key and
 	// value bytes) since the last Stats.
 	handed, handedBytes int64

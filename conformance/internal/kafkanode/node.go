@@ -363,18 +363,53 @@ func (n *Node) LogTails(lines int) []string {
 
 // FreePorts returns n distinct TCP ports that were free on 127.0.0.1. All n
 // listeners stay open until every port is chosen, so the ports differ;
-// another process may still take one before the broker binds it.
+// another process may still take one before the broker binds it. The
+// ports are picked at random below the kernel's ephemeral range (where
+// it can tell it, on Linux): the kernel gives every outgoing connection a
+// local port from that range, and one given the port between the pick and
+// the broker's bind would keep the broker from starting.
 func FreePorts(n int) ([]int, error) {
+	lo, hi := belowEphemeral()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if hi > lo && tries < 100*n {
+			var b [2]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, err
+			}
+			addr = "127.0.0.1:" + strconv.Itoa(lo+(int(b[0])<<8|int(b[1]))%(hi-lo))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("listen on 127.0.0.1:0: %w", err)
+			if addr != "127.0.0.1:0" {
+				continue // taken: pick another
+			}
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
 		}
 		defer l.Close()
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// belowEphemeral is the range FreePorts picks from: [lo, hi), from 10000
+// to the first port of /proc/sys/net/ipv4/ip_local_port_range; lo == hi
+// when that cannot be read or leaves fewer than 1000 ports.
+func belowEphemeral() (lo, hi int) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	first, err := strconv.Atoi(f[0])
+	if err != nil || first < 11000 {
+		return 0, 0
+	}
+	return 10000, first
 }
 
 // NewClusterID returns a KRaft cluster ID in the form Kafka's
