@@ -17,15 +17,19 @@ import (
 )
 
 // serviceCases are the web-service pattern: many goroutines, each making
-// synchronous calls of one (or four) keyed 200-byte messages, acks=all.
+// synchronous calls of one (or four) keyed 200-byte messages, acks=all;
+// and pinned-12x4, a goroutine per partition making calls of four, one
+// after another (TestClusterFailover's producers).
 var serviceCases = []struct {
 	name                string
 	goroutines, perCall int
+	keys                writebench.Keys
 }{
-	{"service-16x1", 16, 1},
-	{"service-64x1", 64, 1},
-	{"service-256x1", 256, 1},
-	{"service-12x4", 12, 4},
+	{"service-16x1", 16, 1, writebench.Spread},
+	{"service-64x1", 64, 1, writebench.Spread},
+	{"service-256x1", 256, 1, writebench.Spread},
+	{"service-12x4", 12, 4, writebench.Spread},
+	{"pinned-12x4", 12, 4, writebench.Pinned},
 }
 
 // BenchmarkClusterService runs the web-service pattern on a 3-node Kafka
@@ -58,13 +62,33 @@ func BenchmarkBrokerService(b *testing.B) {
 // (kafka.Hash, BatchTimeout 1 ms, and its default 1 s as
 // raw-default-timeout), sdk.Writer made from the same kafka.Writer
 // (idempotent, its default at acks=all) and franz-go with its defaults
-// (idempotent, ProduceSync, keys hashed with murmur2).
+// (idempotent, ProduceSync, keys hashed with murmur2). In pinned-12x4
+// every client puts each goroutine's messages in its own partition.
 func benchService(b *testing.B, addrs []string, topic string) {
+	for _, sc := range serviceCases {
+		var balancer kafka.Balancer = &kafka.Hash{}
+		var part []kgo.Opt
+		if sc.keys == writebench.Pinned {
+			balancer, part = writebench.PinnedBalancer, []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}
+		}
+		for _, cl := range serviceClients(addrs, topic, balancer, part) {
+			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
+				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 200, sc.keys)
+			})
+		}
+	}
+}
+
+// serviceClients are benchService's clients.
+func serviceClients(addrs []string, topic string, balancer kafka.Balancer, part []kgo.Opt) []struct {
+	name string
+	new  func(*testing.B) writebench.Writer
+} {
 	kw := func(batchTimeout time.Duration) *kafka.Writer {
-		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: &kafka.Hash{},
+		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: balancer,
 			RequiredAcks: kafka.RequireAll, BatchTimeout: batchTimeout}
 	}
-	clients := []struct {
+	return []struct {
 		name string
 		new  func(*testing.B) writebench.Writer
 	}{
@@ -79,14 +103,7 @@ func benchService(b *testing.B, addrs []string, topic string) {
 			return w
 		}},
 		{"franz-go", func(b *testing.B) writebench.Writer {
-			return writebench.NewKgo(b, kafka.RequireAll, kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic))
+			return writebench.NewKgo(b, kafka.RequireAll, append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic)}, part...)...)
 		}},
-	}
-	for _, sc := range serviceCases {
-		for _, cl := range clients {
-			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
-				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 200, true)
-			})
-		}
 	}
 }

@@ -362,7 +362,7 @@ func BenchmarkSDKIdempotentWriter(b *testing.B) {
 	for _, sc := range idempotentBenchCases {
 		for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout, sc.acks) {
 			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
-				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 100, false)
+				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 100, writebench.Same)
 			})
 		}
 	}
@@ -393,7 +393,7 @@ func TestSDKIdempotentBenchmark(t *testing.T) {
 	for round := 0; round < 6; round++ {
 		for _, sc := range idempotentBenchCases {
 			for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout, sc.acks) {
-				r := testing.Benchmark(func(b *testing.B) { writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 100, false) })
+				r := testing.Benchmark(func(b *testing.B) { writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 100, writebench.Same) })
 				line := fmt.Sprintf("BenchmarkSDKIdempotentWriter/case=%s/client=%s-%d\t%s\t%s\n", sc.name, cl.name, runtime.GOMAXPROCS(0), r.String(), r.MemString())
 				lines.WriteString(line)
 				t.Log(strings.TrimSpace(line))

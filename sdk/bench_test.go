@@ -36,7 +36,11 @@ import (
 //     web-service pattern, many goroutines each making synchronous calls
 //     of 1 (or 4) keyed 200-byte messages (kafka.Hash, a new key each
 //     call), on a topic of 12 partitions; raw kafka-go with BatchTimeout
-//     1ms, and with its default (raw-default-timeout).
+//     1ms, and with its default (raw-default-timeout);
+//   - pinned-12x4: 12 goroutines, each making calls of 4 200-byte
+//     messages to a partition of its own (of 12), one after another;
+//     sdk-idempotent-unheld without the hold for returning callers (see
+//     the Writer's doc).
 //
 // BatchTimeout is 10ms (5ms for concurrent-12x4, 1ms for the service
 // cases) outside the default-timeout ones. It reports msgs/s, allocs/msg
@@ -52,27 +56,35 @@ func BenchmarkWriter(b *testing.B) {
 		name                string
 		goroutines, perCall int
 		batchTimeout        time.Duration
-		service             bool // keyed 200-byte messages, kafka.Hash, 12 partitions
+		service             bool // keyed 200-byte messages, 12 partitions
 		acks                kafka.RequiredAcks
+		keys                writebench.Keys // for service: Spread (kafka.Hash) or Pinned
 	}{
-		{"sync-100", 1, 100, 10 * time.Millisecond, false, 0},
-		{"sync-100-acks1", 1, 100, 10 * time.Millisecond, false, kafka.RequireOne},
-		{"sync-100-acks0", 1, 100, 10 * time.Millisecond, false, kafka.RequireNone},
-		{"sync-10-default-timeout", 1, 10, 0, false, 0},
-		{"pipelined-4x500", 4, 500, 10 * time.Millisecond, false, 0},
-		{"concurrent-12x4", 12, 4, 5 * time.Millisecond, false, 0},
-		{"service-16x1", 16, 1, time.Millisecond, true, 0},
-		{"service-64x1", 64, 1, time.Millisecond, true, 0},
-		{"service-256x1", 256, 1, time.Millisecond, true, 0},
-		{"service-12x4", 12, 4, time.Millisecond, true, 0},
+		{"sync-100", 1, 100, 10 * time.Millisecond, false, 0, 0},
+		{"sync-100-acks1", 1, 100, 10 * time.Millisecond, false, kafka.RequireOne, 0},
+		{"sync-100-acks0", 1, 100, 10 * time.Millisecond, false, kafka.RequireNone, 0},
+		{"sync-10-default-timeout", 1, 10, 0, false, 0, 0},
+		{"pipelined-4x500", 4, 500, 10 * time.Millisecond, false, 0, 0},
+		{"concurrent-12x4", 12, 4, 5 * time.Millisecond, false, 0, 0},
+		{"service-16x1", 16, 1, time.Millisecond, true, 0, 0},
+		{"service-64x1", 64, 1, time.Millisecond, true, 0, 0},
+		{"service-256x1", 256, 1, time.Millisecond, true, 0, 0},
+		{"service-12x4", 12, 4, time.Millisecond, true, 0, 0},
+		{"pinned-12x4", 12, 4, time.Millisecond, true, 0, writebench.Pinned},
 	} {
 		topic, size, acks := "bench", 100, kafka.RequireAll
 		if sc.acks != 0 {
 			acks = sc.acks
 		}
 		var balancer kafka.Balancer
-		if sc.service {
-			topic, size, balancer = "service", 200, &kafka.Hash{}
+		var part []kgo.Opt
+		keys := writebench.Same
+		switch {
+		case sc.keys == writebench.Pinned:
+			topic, size, balancer, keys = "service", 200, writebench.PinnedBalancer, writebench.Pinned
+			part = []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}
+		case sc.service:
+			topic, size, balancer, keys = "service", 200, &kafka.Hash{}, writebench.Spread
 		}
 		kwWith := func(batchTimeout time.Duration) *kafka.Writer {
 			return &kafka.Writer{
@@ -110,11 +122,11 @@ func BenchmarkWriter(b *testing.B) {
 				return newSDK(b, true)
 			}},
 			{"franz-go", func(b *testing.B) writebench.Writer {
-				return writebench.NewKgo(b, acks, kgo.SeedBrokers(c.Addrs()...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(sc.batchTimeout))
+				return writebench.NewKgo(b, acks, append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(sc.batchTimeout)}, part...)...)
 			}},
 			{"franz-go-uncompressed", func(b *testing.B) writebench.Writer {
-				return writebench.NewKgo(b, acks, kgo.SeedBrokers(c.Addrs()...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(sc.batchTimeout),
-					kgo.ProducerBatchCompression(kgo.NoCompression()))
+				return writebench.NewKgo(b, acks, append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(sc.batchTimeout),
+					kgo.ProducerBatchCompression(kgo.NoCompression())}, part...)...)
 			}},
 		}
 		if sc.service {
@@ -123,9 +135,19 @@ func BenchmarkWriter(b *testing.B) {
 				new  func(*testing.B) writebench.Writer
 			}{"raw-default-timeout", func(*testing.B) writebench.Writer { return kwWith(0) }})
 		}
+		if keys == writebench.Pinned {
+			clients = append(clients, struct {
+				name string
+				new  func(*testing.B) writebench.Writer
+			}{"sdk-idempotent-unheld", func(b *testing.B) writebench.Writer {
+				sdk.SetGatherHold(-1) // while this Writer runs
+				b.Cleanup(func() { sdk.SetGatherHold(0) })
+				return newSDK(b, true)
+			}})
+		}
 		for _, cl := range clients {
 			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
-				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, size, sc.service)
+				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, size, keys)
 			})
 		}
 	}

@@ -32,6 +32,19 @@ func GatherWaiting(w *Writer) int {
 	return n
 }
 
+// SetGatherHold replaces how long a lane holds its next wave for the
+// callers of the last one (see gather): 0 restores the default, a
+// negative d holds none.
+func SetGatherHold(d time.Duration) { gatherHold.Store(int64(d)) }
+
+// GatherWaves is how many waves the Writer's lanes sent and how many
+// calls they carried.
+func GatherWaves(w *Writer) (waves, calls int) {
+	w.gather.mu.Lock()
+	defer w.gather.mu.Unlock()
+	return w.gather.waves, w.gather.calls
+}
+
 // HashPartition is the partition a TxnWriter's kafka.Hash gives key among
 // n partitions.
 func HashPartition(key []byte, n int) int { return hashPartition(key, n) }

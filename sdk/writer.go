@@ -105,7 +105,13 @@ import (
 // few large requests instead of many one-message requests queued behind
 // each other, as kafka-go's per-partition batches do; a lone caller is
 // sent at once, and a call's messages to one broker always travel
-// together. Records of a partition whose leader the engine has not loaded
+// together. Callers that call again as soon as they return (a goroutine
+// per partition) come back one by one as a request is answered: the next
+// request waits for as many of them as the last one carried, at most a
+// quarter of its round trip and 10 ms, so that they travel together
+// instead of the first back going alone; where callers do not come back
+// (keys spread over every partition, handlers that end), a wait that
+// times out turns the waiting off for the next 1 to 64 requests. Records of a partition whose leader the engine has not loaded
 // yet (a topic's first calls), re-sends after an error, RequireNone
 // (nothing is answered) and async mode (where the engine pipelines up to
 // 5 requests per broker) do not wait so. It returns nil, kafka-go's
@@ -423,6 +429,9 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	start := time.Now()
+	if w.gather != nil {
+		w.gather.release()
+	}
 	if w.awaited.Load() == 0 {
 		w.idleOnce.Do(func() { close(w.idle) })
 	}

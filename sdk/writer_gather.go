@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -31,6 +32,18 @@ import (
 // broker, are sent at once; records of partitions whose leader the
 // engine does not know yet, re-sends, and async mode (paced by
 // BatchTimeout) do not pass here.
+//
+// Callers that call again as soon as their call returns (a goroutine per
+// partition, each making one call after another) come back one by one
+// as their wave's records get their outcome. Sent as they come, the first
+// back would take the idle broker alone and the others would wait for its
+// round trip: two round trips a call. So when a wave has its outcome the
+// lane holds its next one until as many calls wait as the last wave had
+// plus those that waited before it was answered, or a quarter of the last
+// wave's round trip (at most holdMax) has passed. A hold that times out
+// means the callers were not coming back to this broker (keys spread over
+// every partition, handlers that end): the lane then sends at once for
+// the next 1, 2, 4 ... 64 waves before it holds again.
 type gather struct {
 	w  *Writer
 	mu sync.Mutex
@@ -42,15 +55,49 @@ type gather struct {
 	parts map[batchKey]pinned
 	// wg counts the goroutines handing a wave over: Close waits for them.
 	wg sync.WaitGroup
-	// held counts the records in lanes (waiting or in flight).
+	// held counts the records in lanes (waiting or in flight), and
+	// each hold as one.
 	held atomic.Int64
+	// waves and calls count the waves sent and the calls they carried.
+	waves, calls int
 }
 
 // lane is one broker's synchronous traffic.
 type lane struct {
 	busy    int // records of the wave in flight without their outcome
 	waiting []*kgo.Record
+	calls   int // calls with records in waiting
+	// before counts the calls of waiting that came before any record of
+	// the wave in flight had its outcome: none of them is a caller of
+	// that wave coming back.
+	before   int
+	answered bool      // a record of the wave in flight has its outcome
+	wave     int       // calls in the wave in flight
+	sent     time.Time // when the wave in flight was handed to the engine
+	// The hold of the next wave (see gather): want calls, hold tells
+	// one hold from the next, skip counts the waves sent without one.
+	holding       bool
+	want          int
+	hold          uint64
+	skip, timeout int
 }
+
+// holdMax bounds how long a lane holds its next wave for returning
+// callers.
+const holdMax = 10 * time.Millisecond
+
+// holdFor is how long a lane holds its next wave after one that took rtt.
+func holdFor(rtt time.Duration) time.Duration {
+	if d := gatherHold.Load(); d != 0 {
+		return time.Duration(d)
+	}
+	return min(rtt/4, holdMax)
+}
+
+// gatherHold, when not 0, replaces holdFor's answer (negative: no hold),
+// so that tests can wait for the event alone and benchmarks can measure
+// what the hold brings.
+var gatherHold atomic.Int64
 
 // pinned is a partition's lane while it has records there.
 type pinned struct {
@@ -76,8 +123,8 @@ func (g *gather) take(cl *kgo.Client, slots []slot) bool {
 		return false
 	}
 	var sendBuf [8]*kgo.Record
-	var freshBuf [4]*lane
-	send, fresh := sendBuf[:0], freshBuf[:0]
+	var freshBuf, joinedBuf [4]*lane
+	send, fresh, joined := sendBuf[:0], freshBuf[:0], joinedBuf[:0]
 	var direct []*kgo.Record
 	g.mu.Lock()
 	for i := range slots {
@@ -90,9 +137,19 @@ func (g *gather) take(cl *kgo.Client, slots []slot) bool {
 		sl.st.lane = l
 		switch {
 		case slices.Contains(fresh, l):
-		case l.busy == 0 && len(l.waiting) == 0:
+		case l.busy == 0 && len(l.waiting) == 0 && !l.holding:
 			fresh = append(fresh, l)
+			l.wave, l.answered, l.sent = 1, false, time.Now()
+			g.waves++
+			g.calls++
 		default:
+			if !slices.Contains(joined, l) {
+				joined = append(joined, l)
+				l.calls++
+				if l.busy > 0 && !l.answered {
+					l.before++
+				}
+			}
 			l.waiting = append(l.waiting, &sl.rec)
 			continue
 		}
@@ -101,7 +158,16 @@ func (g *gather) take(cl *kgo.Client, slots []slot) bool {
 	for _, r := range send {
 		r.Context.(*recState).lane.busy++
 	}
-	g.held.Add(int64(len(slots) - len(direct)))
+	ended := 0
+	for _, l := range joined {
+		if l.holding && l.calls >= l.want {
+			// Every caller the hold waited for is here.
+			l.holding, l.timeout = false, 0
+			send = g.launch(l, send)
+			ended++
+		}
+	}
+	g.held.Add(int64(len(slots) - len(direct) - ended))
 	g.mu.Unlock()
 	// Direct ones first: a record of the same partition that got a lane
 	// after them (its leader loaded meanwhile) comes later in the call.
@@ -109,6 +175,7 @@ func (g *gather) take(cl *kgo.Client, slots []slot) bool {
 		cl.Produce(context.Background(), r, g.w.promise)
 	}
 	for _, r := range send {
+		r.Context.(*recState).cl = cl // a hold's wave may have others' records
 		cl.Produce(context.Background(), r, g.w.promise)
 	}
 	return true
@@ -152,25 +219,94 @@ func (g *gather) done(r *kgo.Record, st *recState) {
 		g.parts[k] = pp
 	}
 	l.busy--
+	l.answered = true
 	g.held.Add(-1)
 	var wave []*kgo.Record
-	if l.busy == 0 && len(l.waiting) > 0 {
-		wave, l.waiting = l.waiting, nil
-		l.busy = len(wave)
+	if l.busy == 0 {
+		want := l.wave + l.before
+		switch {
+		case g.w.closed.Load():
+			wave = g.launch(l, nil)
+		case l.skip > 0:
+			l.skip--
+			wave = g.launch(l, nil)
+		case l.calls >= want || holdFor(0) < 0:
+			l.timeout = 0
+			wave = g.launch(l, nil)
+		default:
+			// Hold the next wave for the callers coming back; the
+			// hold counts as a record held until it ends.
+			l.holding, l.want = true, want
+			l.hold++
+			g.held.Add(1)
+			hold := l.hold
+			time.AfterFunc(holdFor(time.Since(l.sent)), func() { g.expire(l, hold) })
+		}
 	}
 	g.mu.Unlock()
-	if wave == nil {
+	if len(wave) > 0 {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			g.produce(wave)
+		}()
+	}
+}
+
+// launch makes what waits in l its wave in flight and appends its
+// records to send. g.mu is held.
+func (g *gather) launch(l *lane, send []*kgo.Record) []*kgo.Record {
+	if len(l.waiting) == 0 {
+		return send
+	}
+	send = append(send, l.waiting...)
+	l.busy += len(l.waiting)
+	l.wave, l.answered, l.sent = l.calls, false, time.Now()
+	g.waves++
+	g.calls += l.calls
+	l.waiting, l.calls, l.before = nil, 0, 0
+	return send
+}
+
+// expire ends l's hold number hold when not all the callers it waited
+// for came: l sends what gathered, and holds no wave for a while.
+func (g *gather) expire(l *lane, hold uint64) {
+	g.mu.Lock()
+	if !l.holding || l.hold != hold {
+		g.mu.Unlock()
 		return
 	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		cl := g.w.engine()
-		for _, r := range wave {
-			r.Context.(*recState).cl = cl
-			cl.Produce(context.Background(), r, g.w.promise)
+	l.holding = false
+	l.timeout = min(l.timeout+1, 7)
+	l.skip = 1 << (l.timeout - 1)
+	wave := g.launch(l, nil)
+	g.held.Add(-1)
+	g.mu.Unlock()
+	g.produce(wave)
+}
+
+// release ends every hold: the Writer is closing.
+func (g *gather) release() {
+	var wave []*kgo.Record
+	g.mu.Lock()
+	for _, l := range g.lanes {
+		if l.holding {
+			l.holding = false
+			wave = g.launch(l, wave)
+			g.held.Add(-1)
 		}
-	}()
+	}
+	g.mu.Unlock()
+	g.produce(wave)
+}
+
+// produce hands wave to the Writer's current engine.
+func (g *gather) produce(wave []*kgo.Record) {
+	cl := g.w.engine()
+	for _, r := range wave {
+		r.Context.(*recState).cl = cl
+		cl.Produce(context.Background(), r, g.w.promise)
+	}
 }
 
 // gatherOff turns gathering off for the Writers made after it, so that

@@ -169,3 +169,107 @@ func TestWriterGathersConcurrentCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestWriterHoldsForReturningCallers: four goroutines, each making calls
+// of four messages to a partition of its own one after another, every
+// produce answer 20 ms late. Each wave's callers come back one by one as
+// their messages get their outcome; the Writer holds the next wave until
+// all four are back, so that waves carry the four calls instead of
+// alternating between the first caller back alone and the other three
+// (two round trips a call). The hold is set long in the middle of the
+// run, where the calls per wave are counted, so that only the callers'
+// coming back ends it; the control without a hold is recorded.
+// Every message is stored once, each caller's in order.
+func TestWriterHoldsForReturningCallers(t *testing.T) {
+	for _, hold := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			const callers, calls, perCall = 4, 30, 4
+			rig := newFaultRig(t, "hold", callers)
+			rig.proxy.OnResponse(func(r kproxy.Request, resp []byte) []byte {
+				if r.Key == int16(kmsg.Produce) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				return resp
+			})
+			if hold {
+				sdk.SetGatherHold(10 * time.Second)
+			} else {
+				sdk.SetGatherHold(-1)
+			}
+			defer sdk.SetGatherHold(0)
+			w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic,
+				RequiredAcks: kafka.RequireAll, Balancer: byKey}, testOptions(t)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			ctx := testCtx(t)
+			var warm []kafka.Message
+			for p := range callers {
+				warm = append(warm, kafka.Message{Key: fmt.Appendf(nil, "p%d", p), Value: []byte("w")})
+			}
+			if err := w.WriteMessages(ctx, warm...); err != nil {
+				t.Fatal(err)
+			}
+			var made atomic.Int64
+			type snap struct{ waves, calls int }
+			var from, to snap
+			var fromOnce, toOnce sync.Once
+			var wg sync.WaitGroup
+			for g := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for c := range calls {
+						msgs := make([]kafka.Message, perCall)
+						for i := range msgs {
+							msgs[i] = kafka.Message{Key: fmt.Appendf(nil, "p%d", g), Value: fmt.Appendf(nil, "%d-%d", c, i)}
+						}
+						if err := w.WriteMessages(ctx, msgs...); err != nil {
+							t.Error(err)
+							return
+						}
+						// The middle of the run: past the first waves, before
+						// any caller finishes. Then holds get short: a
+						// caller that finishes never comes back, and the
+						// others' last calls would wait out a long hold.
+						switch made.Add(1) {
+						case callers * calls / 4:
+							fromOnce.Do(func() { from.waves, from.calls = sdk.GatherWaves(w) })
+						case callers * calls * 3 / 4:
+							toOnce.Do(func() {
+								to.waves, to.calls = sdk.GatherWaves(w)
+								if hold {
+									sdk.SetGatherHold(time.Millisecond)
+								}
+							})
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			perWave := float64(to.calls-from.calls) / float64(to.waves-from.waves)
+			t.Logf("calls per wave in the middle of the run: %.2f (%d calls, %d waves)", perWave, to.calls-from.calls, to.waves-from.waves)
+			if hold && perWave < callers-0.5 {
+				t.Errorf("%.2f calls per wave with the hold; want about %d, every caller in each", perWave, callers)
+			}
+			for p, vs := range deliverytest.PartitionValues(ctx, t, rig.checkTopic()) {
+				var want []string
+				if p < callers {
+					want = append(want, "w")
+					for c := range calls {
+						for i := range perCall {
+							want = append(want, fmt.Sprintf("%d-%d", c, i))
+						}
+					}
+				}
+				if !slices.Equal(vs, want) {
+					t.Errorf("partition %d: stored %d messages %v..., want %d in order", p, len(vs), vs[:min(len(vs), 6)], len(want))
+				}
+			}
+		})
+	}
+}

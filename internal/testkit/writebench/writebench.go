@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,28 +29,51 @@ type Writer interface {
 	Close() error
 }
 
+// Keys says which keys a benchmark's messages have.
+type Keys int
+
+const (
+	// Same: every call writes the same keys.
+	Same Keys = iota
+	// Spread: each call's messages have keys of their own (each
+	// goroutine cycles through 64 sets), as a web service's requests do.
+	Spread
+	// Pinned: goroutine g writes to partition g alone (its messages'
+	// Partition, and their keys "pNN-..." for the Pinned balancer),
+	// one call after another, as a consumer-per-partition pipeline does.
+	Pinned
+)
+
+// PinnedBalancer puts a message of a Pinned run in its goroutine's
+// partition, named by its key.
+var PinnedBalancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int {
+	n, _ := strconv.Atoi(string(m.Key[1:3]))
+	return n
+})
+
 // Run makes b.N calls of perCall messages of size-byte values through w,
-// spread over goroutines, then closes w. With keyed, each call's messages
-// have keys of their own (each goroutine cycles through 64 sets), as a
-// web service's requests do; otherwise every call writes the same keys.
+// spread over goroutines, then closes w; keys says which keys they have.
 // A first call before the timer connects and loads metadata.
 //
 // It reports msgs/s, allocs/msg (the whole process: with an in-process
 // broker, its allocations too), cpu-ns/msg (the process's user and
 // system time, GC included), and each call's p50-ms and p99-ms.
-func Run(b *testing.B, w Writer, goroutines, perCall, size int, keyed bool) {
+func Run(b *testing.B, w Writer, goroutines, perCall, size int, keys Keys) {
 	defer w.Close()
 	const sets = 64
 	msgs := make([][][]kafka.Message, goroutines)
 	for g := range msgs {
 		n := 1
-		if keyed {
+		if keys == Spread {
 			n = sets
 		}
 		for i := range n {
 			ms := deliverytest.Messages(fmt.Sprintf("bench-%d-%d", g, i), perCall)
 			for j := range ms {
 				ms[j].Value = append(make([]byte, 0, size), ms[j].Value...)[:size]
+				if keys == Pinned {
+					ms[j].Key, ms[j].Partition = fmt.Appendf(nil, "p%02d-%d", g, j), g
+				}
 			}
 			msgs[g] = append(msgs[g], ms)
 		}
@@ -109,7 +133,7 @@ func processCPU() int64 {
 }
 
 // Kgo is franz-go's client used directly: a call is one ProduceSync of
-// its messages (keys and values only).
+// its messages (keys, values, and partitions for a ManualPartitioner).
 type Kgo struct{ Client *kgo.Client }
 
 // NewKgo is a franz-go client with opts, for acks as kafka-go names them:
@@ -133,7 +157,7 @@ func NewKgo(tb testing.TB, acks kafka.RequiredAcks, opts ...kgo.Opt) Kgo {
 func (w Kgo) WriteMessages(ctx context.Context, msgs ...kafka.Message) error {
 	recs := make([]*kgo.Record, len(msgs))
 	for i := range msgs {
-		recs[i] = &kgo.Record{Key: msgs[i].Key, Value: msgs[i].Value}
+		recs[i] = &kgo.Record{Key: msgs[i].Key, Value: msgs[i].Value, Partition: int32(msgs[i].Partition)}
 	}
 	return w.Client.ProduceSync(ctx, recs...).FirstErr()
 }
