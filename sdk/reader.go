@@ -197,11 +197,11 @@ type Reader struct {
 	ctl      controls
 	rewindMu sync.Mutex
 	// marks are the offsets CommitMessages marked with CommitInterval >
-	// 0, not yet committed; lastMarks is marks[lastMarksTopic], the map a
-	// run of one topic's messages marks into.
-	marks          map[string]map[int32]kgo.EpochOffset
-	lastMarks      map[int32]kgo.EpochOffset
-	lastMarksTopic string
+	// 0, not yet committed; pend is the mark of the run of one
+	// partition's messages ReadMessage is handing out, which joins marks
+	// when the run ends or before marks is read (marksLocked).
+	marks map[string]map[int32]kgo.EpochOffset
+	pend  pendingMark
 	// topicIDs are the IDs of the topics fetched (group mode), which a
 	// commit names them by (OffsetCommit v10+); see commitOnce.
 	topicIDs map[string][16]byte
@@ -240,9 +240,21 @@ type Reader struct {
 	rebalances atomic.Int64
 }
 
+// fetched is a buffered record, with its partition's state in group mode
+// (drop and Seek take a partition's records out of the buffer when its
+// state goes).
 type fetched struct {
 	rec *kgo.Record
 	hwm int64
+	st  *partState
+}
+
+// pendingMark is a mark not yet in Reader.marks.
+type pendingMark struct {
+	st        *partState // nil: none
+	topic     string
+	partition int32
+	next      int64
 }
 
 type topicPartition struct {

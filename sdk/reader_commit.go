@@ -116,7 +116,7 @@ func (r *Reader) drop(ps map[string][]int32) {
 			delete(r.owned, tp)
 			delete(r.ctl.rewind, tp)
 			delete(r.ctl.sought, tp)
-			if m := r.marks[t]; m != nil {
+			if m := r.marksLocked()[t]; m != nil {
 				delete(m, p)
 			}
 			if m := r.hooks.metrics; m != nil {
@@ -161,7 +161,7 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 	for _, m := range msgs {
 		tp := topicPartition{m.Topic, int32(m.Partition)}
 		if r.config.CommitInterval > 0 {
-			r.markLocked(m.Topic, tp.partition, m.Offset)
+			raise(partitionsOf(r.marks, m.Topic), tp.partition, m.Offset+1)
 			continue
 		}
 		if offsets == nil {
@@ -329,7 +329,7 @@ func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error
 	r.mu.Lock()
 	moves := r.moves
 	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for t, ps := range r.marks {
+	for t, ps := range r.marksLocked() {
 		for p, o := range ps {
 			if only != nil && !containsPartition(only[t], p) {
 				continue

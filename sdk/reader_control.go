@@ -225,7 +225,7 @@ func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset i
 	r.ctl.sought[tp] = r.moves
 	st.position = offset
 	delete(r.ctl.rewind, tp)
-	if m := r.marks[topic]; m != nil {
+	if m := r.marksLocked()[topic]; m != nil {
 		delete(m, tp.partition)
 	}
 	kept := r.buf[:r.head]

@@ -84,12 +84,10 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 			r.handed++
 			r.handedBytes += int64(len(f.rec.Key) + len(f.rec.Value))
 			if mark {
-				r.markLocked(f.rec.Topic, f.rec.Partition, f.rec.Offset)
+				r.markLocked(f)
 			}
 			if r.group {
-				if st := r.owned[topicPartition{f.rec.Topic, f.rec.Partition}]; st != nil {
-					st.position = f.rec.Offset + 1
-				}
+				f.st.position = f.rec.Offset + 1
 			} else {
 				r.offset = f.rec.Offset + 1
 				r.lag = max(f.hwm-r.offset, 0)
@@ -104,15 +102,30 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 	}
 }
 
-// markLocked marks offset+1 of topic's partition for the next commit,
-// unless a higher mark is there. r.mu is held.
-func (r *Reader) markLocked(topic string, partition int32, offset int64) {
-	ps := r.lastMarks
-	if ps == nil || r.lastMarksTopic != topic {
-		ps = partitionsOf(r.marks, topic)
-		r.lastMarks, r.lastMarksTopic = ps, topic
+// markLocked marks the offset after f's for the next commit, unless a
+// higher mark is there: in r.pend while f continues a run of its
+// partition's messages. r.mu is held.
+func (r *Reader) markLocked(f fetched) {
+	if r.pend.st != f.st {
+		r.flushMarkLocked()
+		r.pend = pendingMark{st: f.st, topic: f.rec.Topic, partition: f.rec.Partition, next: f.rec.Offset + 1}
+		return
 	}
-	raise(ps, partition, offset+1)
+	r.pend.next = max(r.pend.next, f.rec.Offset+1)
+}
+
+// flushMarkLocked moves r.pend into r.marks. r.mu is held.
+func (r *Reader) flushMarkLocked() {
+	if r.pend.st != nil {
+		raise(partitionsOf(r.marks, r.pend.topic), r.pend.partition, r.pend.next)
+		r.pend = pendingMark{}
+	}
+}
+
+// marksLocked is r.marks, with r.pend in it. r.mu is held.
+func (r *Reader) marksLocked() map[string]map[int32]kgo.EpochOffset {
+	r.flushMarkLocked()
+	return r.marks
 }
 
 // message converts a record to kafka-go's Message.
@@ -236,13 +249,14 @@ func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n, bytes i
 		return 0, 0, false
 	}
 	tp := topicPartition{p.Topic, p.Partition}
+	var st *partState
 	if r.group {
 		// A partition revoked while this poll ran and owned again was
 		// restarted by the engine at the committed offset: these
 		// records are the new start, keep them. Only those of a
 		// partition the Reader no longer owns go.
-		st, ok := r.owned[tp]
-		if !ok {
+		var ok bool
+		if st, ok = r.owned[tp]; !ok {
 			return 0, 0, false
 		}
 		st.hwm = max(st.hwm, p.HighWatermark)
@@ -258,7 +272,7 @@ func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n, bytes i
 		return 0, 0, true
 	}
 	for _, rec := range p.Records {
-		r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark})
+		r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark, st: st})
 		bytes += int64(len(rec.Key) + len(rec.Value))
 	}
 	if m := r.s.rec; m != nil {
