@@ -114,7 +114,8 @@ func newGather(w *Writer) *gather {
 // the Writer's only one waiting and no record is in a lane: a lone caller
 // goes to the engine directly, with nothing to wait for. A lane idle
 // before the call sends the call's records there at once, as its wave; a
-// busy one keeps them, in order, for its next wave. A record whose
+// busy or holding one keeps them, in order, for its next wave, which a
+// hold sends once the call is the last it waited for. A record whose
 // partition has no lane (not chosen yet, or its leader not loaded by the
 // engine) goes to the engine at once: none of its partition waits in a
 // lane.
