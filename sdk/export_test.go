@@ -37,6 +37,20 @@ func GatherWaiting(w *Writer) int {
 // negative d holds none.
 func SetGatherHold(d time.Duration) { gatherHold.Store(int64(d)) }
 
+// GatherHolding is how many of the Writer's lanes hold their next wave
+// for returning callers.
+func GatherHolding(w *Writer) int {
+	w.gather.mu.Lock()
+	defer w.gather.mu.Unlock()
+	n := 0
+	for _, l := range w.gather.lanes {
+		if l.holding {
+			n++
+		}
+	}
+	return n
+}
+
 // GatherWaves is how many waves the Writer's lanes sent and how many
 // calls they carried.
 func GatherWaves(w *Writer) (waves, calls int) {

@@ -1,7 +1,9 @@
 package sdk_test
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -271,5 +273,91 @@ func TestWriterHoldsForReturningCallers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWriterCloseEndsHold: two goroutines make calls of one message to a
+// partition each, one after another, with a hold that only the callers'
+// coming back ends. One goroutine stops; the other's next call waits in
+// a hold for it. Close sends the held message at once: the call returns
+// nil, Close returns, and every message is stored once, in order.
+func TestWriterCloseEndsHold(t *testing.T) {
+	rig := newFaultRig(t, "hold-close", 2)
+	rig.proxy.OnResponse(func(r kproxy.Request, resp []byte) []byte {
+		if r.Key == int16(kmsg.Produce) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return resp
+	})
+	sdk.SetGatherHold(time.Hour)
+	defer sdk.SetGatherHold(0)
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic,
+		RequiredAcks: kafka.RequireAll, Balancer: byKey}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("p0"), Value: []byte("w")}, kafka.Message{Key: []byte("p1"), Value: []byte("w")}); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var made [2]atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	stopped := make(chan struct{}) // caller 0 returned
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if g == 0 {
+				defer close(stopped)
+			}
+			for c := 0; g == 1 || !stop.Load(); c++ {
+				if err := w.WriteMessages(ctx, kafka.Message{Key: fmt.Appendf(nil, "p%d", g), Value: fmt.Appendf(nil, "%d", c)}); err != nil {
+					if !errors.Is(err, io.ErrClosedPipe) {
+						errs <- fmt.Errorf("caller %d, call %d: %w", g, c, err)
+					}
+					return
+				}
+				made[g].Add(1)
+			}
+		}()
+	}
+	// Both callers in the waves; then caller 0 stops, and caller 1's
+	// call waits in a hold for it.
+	for made[0].Load() < 10 || made[1].Load() < 10 {
+		if ctx.Err() != nil {
+			t.Fatal("the callers made no 10 calls each")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop.Store(true)
+	<-stopped
+	for sdk.GatherHolding(w) != 1 || sdk.GatherWaiting(w) != 1 {
+		if ctx.Err() != nil {
+			t.Fatalf("no call held: %d lanes holding, %d records waiting", sdk.GatherHolding(w), sdk.GatherWaiting(w))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	held := made[1].Load()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if made[1].Load() != held+1 {
+		t.Fatalf("caller 1 made %d calls after its call was held; want the held one to return nil", made[1].Load()-held)
+	}
+	for p, vs := range deliverytest.PartitionValues(ctx, t, rig.checkTopic()) {
+		want := []string{"w"}
+		for c := range int(made[p].Load()) {
+			want = append(want, fmt.Sprint(c))
+		}
+		if !slices.Equal(vs, want) {
+			t.Errorf("partition %d: stored %d messages, want %d in order", p, len(vs), len(want))
+		}
 	}
 }
