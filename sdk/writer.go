@@ -410,7 +410,9 @@ func deliveryBudget(attempts int, timeout, backoffMax time.Duration) time.Durati
 // engine is the Writer's current kgo client.
 func (w *Writer) engine() *kgo.Client { return w.client.Load() }
 
-// Close sends the messages waiting for BatchTimeout at once and waits
+// Close sends the messages waiting for BatchTimeout, and those of
+// synchronous calls held for returning callers (see Calls), at once and
+// waits
 // until the messages of async calls and of synchronous calls still
 // waiting have their outcome, but at most the Writer's WriteTimeout (10 s
 // by default: set kafka.Writer.WriteTimeout to change it), and not at all
