@@ -412,8 +412,7 @@ func (w *Writer) engine() *kgo.Client { return w.client.Load() }
 
 // Close sends the messages waiting for BatchTimeout, and those of
 // synchronous calls held for returning callers (see Calls), at once and
-// waits
-// until the messages of async calls and of synchronous calls still
+// waits until the messages of async calls and of synchronous calls still
 // waiting have their outcome, but at most the Writer's WriteTimeout (10 s
 // by default: set kafka.Writer.WriteTimeout to change it), and not at all
 // after a refusal no retry fixes (TLS, SASL, authorization). It never
