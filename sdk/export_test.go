@@ -37,6 +37,14 @@ func GatherWaiting(w *Writer) int {
 // negative d holds none.
 func SetGatherHold(d time.Duration) { gatherHold.Store(int64(d)) }
 
+// CoordCommits is how many commits the Reader's own connection to its
+// coordinator answered.
+func CoordCommits(r *Reader) int64 {
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	return r.coord.sent
+}
+
 // GatherHolding is how many of the Writer's lanes hold their next wave
 // for returning callers.
 func GatherHolding(w *Writer) int {

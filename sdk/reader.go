@@ -141,7 +141,10 @@ import (
 //     kafka.OffsetOutOfRange.
 //   - CommitInterval (0): 0 makes CommitMessages synchronous; > 0 marks,
 //     committed every interval, before a partition is revoked and in Close
-//     (within 10 s).
+//     (within 10 s). Commits go to the group's coordinator on a connection
+//     of the Reader's own, written and read by the committing goroutine
+//     as kafka-go's commit loop does (not with a SASLMechanism: then
+//     through the engine's connection).
 //   - GroupBalancers (range, round-robin): classic protocol, each one with
 //     its protocol name and user data (CooperativeStickyGroupBalancer
 //     first makes the group cooperative while every member lists it); consumer protocol, ignored but for
@@ -205,8 +208,10 @@ type Reader struct {
 	// topicIDs are the IDs of the topics fetched (group mode), which a
 	// commit names them by (OffsetCommit v10+); see commitOnce.
 	topicIDs map[string][16]byte
-	// commitMu orders the commits sent directly (commitOnce).
+	// commitMu orders the commits sent directly (commitOnce), which go
+	// on coord when it is there.
 	commitMu sync.Mutex
+	coord    coordConn
 	// handed and handedBytes count the messages handed out (key and
 	// value bytes) since the last Stats.
 	handed, handedBytes int64
@@ -504,6 +509,7 @@ func (r *Reader) Close() error {
 			if r.group {
 				r.leave(ctx)
 			}
+			r.closeCoordinator()
 			r.engine().Close()
 			done <- cerr
 		}()
@@ -513,6 +519,7 @@ func (r *Reader) Close() error {
 			err = fmt.Errorf("sdk: Close: the cluster did not answer within %v: marked offsets may not be committed, and the group learns of the leave when the session times out", ReaderCloseTimeout)
 			r.s.logger.Warn("azkafka: Reader.Close returned before the engine closed: the cluster did not answer in time",
 				"bound", ReaderCloseTimeout, "group", r.config.GroupID, "cause", r.hooks.since(0))
+			r.closeCoordinator()
 		}
 		r.s.stop()
 	})

@@ -222,14 +222,15 @@ func (r *Reader) dropDeleted(offsets map[string]map[int32]kgo.EpochOffset, err e
 // commitOnce commits offsets once. When the Reader has fetched every
 // topic of offsets (it knows their IDs), the OffsetCommit request goes
 // straight to the group's coordinator with the group's current member
-// and generation, on the caller's goroutine: the engine's commit path
-// adds a goroutine and its own bookkeeping of commits the Reader does not
-// use (its autocommit is off): 23 allocations per commit, and a fifth of
-// a commit's time where the round trip is short (the embedded broker).
-// commitMu keeps the commits in the order they are made, as
-// the engine's path does. Other topics (CommitMessages may commit any
+// and generation, written and read on the caller's goroutine over the
+// Reader's own connection to the coordinator (coordConn): the engine's
+// commit path adds its own bookkeeping of commits the Reader does not use
+// (its autocommit is off), and its request path two goroutines a round
+// trip. commitMu keeps the commits in the order they are made, as the
+// engine's path does. Other topics (CommitMessages may commit any
 // partition, as kafka-go's does) go through the engine, which knows how
-// to name a topic it has not fetched.
+// to name a topic it has not fetched, and so does a commit the
+// connection cannot carry (see coordConn).
 func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	if req := r.commitRequest(offsets); req != nil {
 		return r.commitDirect(ctx, req, offsets)
@@ -292,7 +293,8 @@ func (r *Reader) commitRequest(offsets map[string]map[int32]kgo.EpochOffset) *km
 }
 
 // commitDirect sends req, the commit of offsets, to the group's
-// coordinator (see commitOnce).
+// coordinator on the Reader's own connection, or else through the engine
+// (see commitOnce).
 func (r *Reader) commitDirect(ctx context.Context, req *kmsg.OffsetCommitRequest, offsets map[string]map[int32]kgo.EpochOffset) error {
 	cl := r.engine()
 	r.commitMu.Lock()
@@ -303,7 +305,10 @@ func (r *Reader) commitDirect(ctx context.Context, req *kmsg.OffsetCommitRequest
 		// engine's path waits for the join, or says why there is none.
 		return r.commitEngine(ctx, offsets)
 	}
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := r.coordCommit(ctx, req)
+	if errors.Is(err, errCoordConn) {
+		return r.commitEngine(ctx, offsets)
+	}
 	if err == nil {
 		// A v10+ response names its topics by ID only.
 		for i := range resp.Topics {

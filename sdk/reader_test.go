@@ -24,6 +24,7 @@ const (
 	keyFetch        = 1
 	keyOffsetCommit = 8
 	keyHeartbeat    = 12
+	keyApiVersions  = 18
 )
 
 // produceDirect writes msgs straight to the broker, with no fault.
