@@ -1,7 +1,10 @@
 // Package kframe parses the parts of Kafka frames that the SDK's
 // connection wrappers and test tools look at before a client decodes them:
 // request headers, the acks of a Produce request, KIP-482 tagged fields.
-// Every length is checked against the bytes at hand.
+// Every length is checked against the bytes at hand. Request makes one
+// request's round trip on a connection of the caller's own (the IQ
+// cluster source's, the Reader's to its coordinator), kmsg encoding and
+// decoding.
 package kframe
 
 import (

@@ -3,7 +3,6 @@ package wire
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -74,7 +73,7 @@ func DescribeStreamsGroup(conn net.Conn, addr, clientID, group string) (*kmsg.St
 	req := kmsg.NewPtrStreamsGroupDescribeRequest()
 	req.Version = 0
 	req.Groups = []string{group}
-	resp, err := Request(conn, clientID, 1, req)
+	resp, err := kframe.Request(conn, clientID, 1, req)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			// Brokers close the connection on an API key they do not know.
@@ -99,7 +98,7 @@ func saslAuthenticate(ctx context.Context, conn net.Conn, mech sasl.Mechanism, c
 	corr := int32(100)
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Version, hs.Mechanism = 1, mech.Name()
-	resp, err := Request(conn, clientID, corr, hs)
+	resp, err := kframe.Request(conn, clientID, corr, hs)
 	if err != nil {
 		return fmt.Errorf("SASL handshake with %s: %w", addr, err)
 	}
@@ -114,7 +113,7 @@ func saslAuthenticate(ctx context.Context, conn net.Conn, mech sasl.Mechanism, c
 		corr++
 		auth := kmsg.NewPtrSASLAuthenticateRequest()
 		auth.Version, auth.SASLAuthBytes = 1, msg
-		resp, err := Request(conn, clientID, corr, auth)
+		resp, err := kframe.Request(conn, clientID, corr, auth)
 		if err != nil {
 			return fmt.Errorf("SASL authenticate with %s: %w", addr, err)
 		}
@@ -141,45 +140,4 @@ func ErrorName(code int16) string {
 		return e.Message
 	}
 	return fmt.Sprintf("error code %d", code)
-}
-
-// MaxResponseBytes bounds a response Request reads: 64 MiB.
-const MaxResponseBytes = 64 << 20
-
-// Request writes req, framed by kmsg with clientID and correlation ID corr,
-// reads one response and decodes it with kmsg. An I/O error is returned as
-// it is; a response of the wrong size or correlation ID, or that does not
-// decode, is an error that says so.
-func Request(conn net.Conn, clientID string, corr int32, req kmsg.Request) (kmsg.Response, error) {
-	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)).AppendRequest(nil, req, corr)
-	if _, err := conn.Write(frame); err != nil {
-		return nil, err
-	}
-	var size [4]byte
-	if _, err := io.ReadFull(conn, size[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(size[:])
-	if n < 4 || n > MaxResponseBytes {
-		return nil, fmt.Errorf("response size %d out of range 4..%d", n, MaxResponseBytes)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(conn, b); err != nil {
-		return nil, err
-	}
-	if got := int32(binary.BigEndian.Uint32(b)); got != corr {
-		return nil, fmt.Errorf("response correlation ID %d, want %d", got, corr)
-	}
-	off := 4
-	if kframe.ResponseHeaderFlexible(req.Key(), req.GetVersion()) {
-		var err error
-		if off, err = kframe.SkipTags(b, off); err != nil {
-			return nil, fmt.Errorf("response header: %w", err)
-		}
-	}
-	resp := req.ResponseKind()
-	if err := resp.ReadFrom(b[off:]); err != nil {
-		return nil, fmt.Errorf("decoding the %s response: %w", kmsg.NameForKey(req.Key()), err)
-	}
-	return resp, nil
 }
