@@ -143,8 +143,7 @@ import (
 //     committed every interval, before a partition is revoked and in Close
 //     (within 10 s). Commits go to the group's coordinator on a connection
 //     of the Reader's own, written and read by the committing goroutine
-//     as kafka-go's commit loop does (not with a SASLMechanism: then
-//     through the engine's connection).
+//     as kafka-go's commit loop does.
 //   - GroupBalancers (range, round-robin): classic protocol, each one with
 //     its protocol name and user data (CooperativeStickyGroupBalancer
 //     first makes the group cooperative while every member lists it); consumer protocol, ignored but for

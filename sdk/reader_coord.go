@@ -32,8 +32,9 @@ import (
 // commit loop does. Whatever goes wrong on it (the dial, the connection, a
 // coordinator that moved) closes it, and that commit goes through the
 // engine, which finds the coordinator again; the next commit dials anew,
-// after a pause when the dial failed. Not with SASL: commits then go
-// through the engine.
+// after a pause when the dial failed. With a SASLMechanism it
+// authenticates as kafka-go does, and dials anew before the session the
+// broker gave ends.
 type coordConn struct {
 	mu sync.Mutex // guards c against Close; commitMu orders its use
 	c  net.Conn
@@ -43,8 +44,11 @@ type coordConn struct {
 	corr    int32
 	// retryAt is when a dial may be tried again after one failed.
 	retryAt time.Time
-	closed  bool
-	sent    int64 // commits answered on it
+	// expiry is when to dial anew, before the broker ends the SASL
+	// session (KIP-368); zero without one.
+	expiry time.Time
+	closed bool
+	sent   int64 // commits answered on it
 }
 
 // coordDialPause is how long commits go through the engine after the
@@ -70,6 +74,10 @@ func (r *Reader) coordCommit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 	cc.mu.Unlock()
 	if closed {
 		return nil, errCoordConn
+	}
+	if c != nil && !cc.expiry.IsZero() && time.Now().After(cc.expiry) {
+		r.dropCoordinator(c)
+		c = nil
 	}
 	if c == nil {
 		var err error
@@ -112,10 +120,10 @@ func (r *Reader) dialCoordinator(ctx context.Context) (net.Conn, error) {
 	if d == nil {
 		d = kafka.DefaultDialer
 	}
-	if d.SASLMechanism != nil || time.Now().Before(cc.retryAt) {
+	if time.Now().Before(cc.retryAt) {
 		return nil, errCoordConn
 	}
-	c, version, err := r.openCoordinator(ctx, d)
+	c, version, lifetime, err := r.openCoordinator(ctx, d)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -132,17 +140,22 @@ func (r *Reader) dialCoordinator(ctx context.Context) (net.Conn, error) {
 		return nil, errCoordConn
 	}
 	cc.c, cc.version, cc.corr = c, version, 0
+	cc.expiry = time.Time{}
+	if lifetime > 0 {
+		// Dialed anew before the broker ends the SASL session.
+		cc.expiry = time.Now().Add(lifetime * 9 / 10)
+	}
 	return c, nil
 }
 
 // openCoordinator dials the group's coordinator with d and asks it for its
 // API versions.
-func (r *Reader) openCoordinator(ctx context.Context, d *kafka.Dialer) (net.Conn, int16, error) {
+func (r *Reader) openCoordinator(ctx context.Context, d *kafka.Dialer) (c net.Conn, version int16, lifetime time.Duration, err error) {
 	find := kmsg.NewPtrFindCoordinatorRequest()
 	find.CoordinatorKey, find.CoordinatorKeys = r.config.GroupID, []string{r.config.GroupID}
 	found, err := find.RequestWith(ctx, r.engine())
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	host, port, code := found.Host, found.Port, found.ErrorCode
 	if len(found.Coordinators) > 0 {
@@ -150,35 +163,44 @@ func (r *Reader) openCoordinator(ctx context.Context, d *kafka.Dialer) (net.Conn
 		host, port, code = c.Host, c.Port, c.ErrorCode
 	}
 	if err := kerr.ErrorForCode(code); err != nil {
-		return nil, 0, fmt.Errorf("finding the coordinator of group %s: %w", r.config.GroupID, err)
+		return nil, 0, 0, fmt.Errorf("finding the coordinator of group %s: %w", r.config.GroupID, err)
 	}
-	c, err := r.s.engineDial(d, r.hooks)(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(port))))
-	if err != nil {
-		return nil, 0, err
+	addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+	if c, err = r.s.engineDial(d, r.hooks)(ctx, "tcp", addr); err != nil {
+		return nil, 0, 0, err
+	}
+	if d.SASLMechanism != nil {
+		sctx, cancel := context.WithTimeout(ctx, coordRequestTimeout)
+		lifetime, err = kframe.SASLAuthenticate(sctx, c, d.SASLMechanism, r.s.clientID, addr)
+		cancel()
+		if err != nil {
+			c.Close()
+			return nil, 0, 0, err
+		}
 	}
 	versions := kmsg.NewPtrApiVersionsRequest()
 	versions.SetVersion(0)
 	answer, err := roundTrip(ctx, c, r.s.clientID, 0, versions)
 	if err != nil {
 		c.Close()
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	vresp := answer.(*kmsg.ApiVersionsResponse)
 	if err := kerr.ErrorForCode(vresp.ErrorCode); err != nil {
 		c.Close()
-		return nil, 0, fmt.Errorf("ApiVersions: %w", err)
+		return nil, 0, 0, fmt.Errorf("ApiVersions: %w", err)
 	}
 	for _, k := range vresp.ApiKeys {
 		if k.ApiKey == int16(kmsg.OffsetCommit) {
 			// Version 2 is the oldest a group member's commit (with
 			// its generation) takes the shape the request has here.
 			if v := min(k.MaxVersion, kmsg.NewPtrOffsetCommitRequest().MaxVersion()); v >= 2 {
-				return c, v, nil
+				return c, v, lifetime, nil
 			}
 		}
 	}
 	c.Close()
-	return nil, 0, errors.New("the coordinator takes no OffsetCommit version from 2 on")
+	return nil, 0, 0, errors.New("the coordinator takes no OffsetCommit version from 2 on")
 }
 
 // dropCoordinator closes c, if it is still the coordinator connection.

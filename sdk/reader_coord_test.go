@@ -1,11 +1,15 @@
 package sdk_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
@@ -52,18 +56,7 @@ func TestReaderCommitsOnItsOwnConnection(t *testing.T) {
 			}
 			defer r.Close()
 			ctx := testCtx(t)
-			for i := range n {
-				m, err := r.FetchMessage(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := r.CommitMessages(ctx, m); err != nil {
-					t.Fatalf("commit %d: %v", i, err)
-				}
-			}
-			if got := sdk.CoordCommits(r); got != n {
-				t.Errorf("%d of %d commits answered on the Reader's own connection", got, n)
-			}
+			commitEach(ctx, t, r, n)
 			clientID := r.Stats().ClientID
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
@@ -92,20 +85,44 @@ func TestReaderCommitsOnItsOwnConnection(t *testing.T) {
 			// A new member starts after the last commit.
 			after := kafka.Message{Key: []byte("after"), Value: []byte("after")}
 			produceDirect(t, rig, []kafka.Message{after})
-			r2, err := sdk.NewReader(groupTestConfig(rig, "coord"), testOptions(t)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r2.Close()
-			m, err := r2.FetchMessage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(m.Value) != "after" || m.Offset != n {
+			if m := nextMember(ctx, t, groupTestConfig(rig, "coord")); string(m.Value) != "after" || m.Offset != n {
 				t.Errorf("the next member read %q at offset %d, want %q at %d", m.Value, m.Offset, "after", n)
 			}
 		})
 	}
+}
+
+// commitEach fetches n messages with r and commits each one, and checks
+// that r's own coordinator connection answered every commit.
+func commitEach(ctx context.Context, t *testing.T, r *sdk.Reader, n int) {
+	t.Helper()
+	for i := range n {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CommitMessages(ctx, m); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if got := sdk.CoordCommits(r); got != int64(n) {
+		t.Errorf("%d of %d commits answered on the Reader's own connection", got, n)
+	}
+}
+
+// nextMember is the first message a new member of cfg's group fetches.
+func nextMember(ctx context.Context, t *testing.T, cfg kafka.ReaderConfig) kafka.Message {
+	t.Helper()
+	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func countKey(ks []int16, key int16) int {
@@ -116,4 +133,40 @@ func countKey(ks []int16, key int16) int {
 		}
 	}
 	return c
+}
+
+// TestReaderCommitsOnItsOwnConnectionWithSASL: with SASL/PLAIN required
+// by the broker, the Reader's own coordinator connection authenticates
+// and answers every commit.
+func TestReaderCommitsOnItsOwnConnectionWithSASL(t *testing.T) {
+	t.Parallel()
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "sasl-coord"),
+		kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	mech := plain.Mechanism{Username: "admin", Password: "secret"}
+	ctx := testCtx(t)
+	const n = 20
+	w := &kafka.Writer{Addr: kafka.TCP(k.ListenAddrs()...), Topic: "sasl-coord", Transport: &kafka.Transport{SASL: mech}}
+	defer w.Close()
+	if err := w.WriteMessages(ctx, deliverytest.Messages("s", n+1)...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.ReaderConfig{Brokers: k.ListenAddrs(), GroupID: "sasl-coord", Topic: "sasl-coord",
+		StartOffset: kafka.FirstOffset, MaxWait: 50 * time.Millisecond,
+		Dialer: &kafka.Dialer{Timeout: 5 * time.Second, SASLMechanism: mech}}
+	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	commitEach(ctx, t, r, n)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextMember(ctx, t, cfg); m.Offset != n {
+		t.Errorf("the next member started at offset %d, want %d", m.Offset, n)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/azkafka/azkafka/internal/kframe"
 	"github.com/azkafka/azkafka/iq/internal/wire"
 )
 
@@ -33,7 +34,7 @@ func Streams(g *kmsg.StreamsGroupDescribeResponseGroup, cfg Config) (*View, erro
 		if g.ErrorMessage != nil {
 			msg = *g.ErrorMessage
 		}
-		return nil, fmt.Errorf("iq: group %s: StreamsGroupDescribe: %s: %s", group, wire.ErrorName(g.ErrorCode), msg)
+		return nil, fmt.Errorf("iq: group %s: StreamsGroupDescribe: %s: %s", group, kframe.ErrorName(g.ErrorCode), msg)
 	case len(g.Members) == 0:
 		return nil, fmt.Errorf("iq: group %s: state %s with 0 members: is the application running? (%w)", group, wire.Quote(g.State), ErrGroupNotFound)
 	case g.Topology == nil || len(g.Topology.Subtopologies) == 0:

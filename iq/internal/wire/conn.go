@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/frameguard"
@@ -57,7 +54,7 @@ func Dial(ctx context.Context, t *kafka.Transport, addr, clientID string, maxRes
 	}
 	conn = frameguard.Wrap(conn, addr, maxResponse, nil) // as is when the Transport's Dial guards it
 	if t != nil && t.SASL != nil {
-		if err := saslAuthenticate(ctx, conn, t.SASL, clientID, addr); err != nil {
+		if _, err := kframe.SASLAuthenticate(ctx, conn, t.SASL, clientID, addr); err != nil {
 			conn.Close()
 			return nil, err
 		}
@@ -88,56 +85,4 @@ func DescribeStreamsGroup(conn net.Conn, addr, clientID, group string) (*kmsg.St
 		}
 	}
 	return nil, fmt.Errorf("StreamsGroupDescribe response from %s does not list group %s", addr, Quote(group))
-}
-
-// saslAuthenticate runs SaslHandshake v1 and SaslAuthenticate v1.
-func saslAuthenticate(ctx context.Context, conn net.Conn, mech sasl.Mechanism, clientID, addr string) error {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	corr := int32(100)
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, mech.Name()
-	resp, err := kframe.Request(conn, clientID, corr, hs)
-	if err != nil {
-		return fmt.Errorf("SASL handshake with %s: %w", addr, err)
-	}
-	if r := resp.(*kmsg.SASLHandshakeResponse); r.ErrorCode != 0 {
-		return fmt.Errorf("SASL handshake with %s: mechanism %s refused (%s; the broker offers %s)", addr, mech.Name(), ErrorName(r.ErrorCode), strings.Join(r.SupportedMechanisms, ", "))
-	}
-	sess, msg, err := mech.Start(ctx)
-	if err != nil {
-		return fmt.Errorf("SASL %s: %w", mech.Name(), err)
-	}
-	for done := false; !done; {
-		corr++
-		auth := kmsg.NewPtrSASLAuthenticateRequest()
-		auth.Version, auth.SASLAuthBytes = 1, msg
-		resp, err := kframe.Request(conn, clientID, corr, auth)
-		if err != nil {
-			return fmt.Errorf("SASL authenticate with %s: %w", addr, err)
-		}
-		r := resp.(*kmsg.SASLAuthenticateResponse)
-		if r.ErrorCode != 0 {
-			emsg := ""
-			if r.ErrorMessage != nil {
-				emsg = ": " + *r.ErrorMessage
-			}
-			return fmt.Errorf("SASL authenticate with %s: %s%s", addr, ErrorName(r.ErrorCode), emsg)
-		}
-		done, msg, err = sess.Next(ctx, r.SASLAuthBytes)
-		if err != nil {
-			return fmt.Errorf("SASL %s: %w", mech.Name(), err)
-		}
-	}
-	return nil
-}
-
-// ErrorName names a Kafka error code, e.g. "GROUP_AUTHORIZATION_FAILED";
-// "error code N" for a code kerr does not know.
-func ErrorName(code int16) string {
-	if e := kerr.TypedErrorForCode(code); e != nil && e.Code == code {
-		return e.Message
-	}
-	return fmt.Sprintf("error code %d", code)
 }
