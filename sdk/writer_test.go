@@ -46,7 +46,12 @@ type faultRig struct {
 // kafka-go's Writer.
 func (rig *faultRig) write(t testing.TB, msgs ...kafka.Message) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll}
+	// A Transport of its own: kafka-go's DefaultTransport caches metadata
+	// per address, and a port of a cluster an earlier test closed may be
+	// this rig's, with other topics.
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll, Transport: tr}
 	defer w.Close()
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
