@@ -348,7 +348,7 @@ func TestCloseIsBoundedWhenTheClusterStopsAnswering(t *testing.T) {
 func TestFetchWithEndedCtxHandsOutNothing(t *testing.T) {
 	t.Parallel()
 	c := embedded.StartT(t, embedded.Topic("ended", 1))
-	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "ended", RequiredAcks: kafka.RequireAll}
+	w := &kafka.Writer{Transport: ownTransport(t), Addr: kafka.TCP(c.Addrs()...), Topic: "ended", RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("0")}, kafka.Message{Value: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}

@@ -299,7 +299,7 @@ func TestWithEngineHooks(t *testing.T) {
 // produceTo writes msgs to topic with a kafka-go Writer.
 func produceTo(t *testing.T, addrs []string, topic string, msgs []kafka.Message) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchSize: 20, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Transport: ownTransport(t), Addr: kafka.TCP(addrs...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchSize: 20, BatchTimeout: time.Millisecond}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -159,7 +159,7 @@ func TestReaderConsumerProtocolGroup(t *testing.T) {
 	check := deliverytest.Topic{Addrs: c.Addrs(), Name: topic, Partitions: parts}
 	sent := deliverytest.Messages("kip848", 3*chunk)
 	produce := func(msgs []kafka.Message) {
-		w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: topic, Balancer: &kafka.Hash{},
+		w := &kafka.Writer{Transport: ownTransport(t), Addr: kafka.TCP(c.Addrs()...), Topic: topic, Balancer: &kafka.Hash{},
 			RequiredAcks: kafka.RequireAll, BatchSize: 50, BatchTimeout: time.Millisecond}
 		defer w.Close()
 		if err := w.WriteMessages(testCtx(t), msgs...); err != nil {

@@ -22,7 +22,7 @@ import (
 // writeSpread writes n messages to each of rig's partitions ("p<partition>-<i>").
 func writeSpread(t *testing.T, rig *faultRig, n int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+	w := &kafka.Writer{Transport: ownTransport(t), Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
 		Balancer: kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return int(m.Key[0]) })}
 	defer w.Close()
 	var msgs []kafka.Message

@@ -28,7 +28,7 @@ func TestReaderHealthyRunIsQuiet(t *testing.T) {
 		t.Run(map[bool]string{false: "partition", true: "group"}[group], func(t *testing.T) {
 			t.Parallel()
 			c := embedded.StartT(t, embedded.Topic("quiet", 1))
-			w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "quiet", RequiredAcks: kafka.RequireAll, BatchSize: 5, BatchTimeout: time.Millisecond}
+			w := &kafka.Writer{Transport: ownTransport(t), Addr: kafka.TCP(c.Addrs()...), Topic: "quiet", RequiredAcks: kafka.RequireAll, BatchSize: 5, BatchTimeout: time.Millisecond}
 			if err := w.WriteMessages(testCtx(t), deliverytest.Messages("q", 40)...); err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestReaderHealthyRunIsQuiet(t *testing.T) {
 func TestReaderConsumerProtocolNeedsTheBroker(t *testing.T) {
 	t.Parallel()
 	c := embedded.StartT(t, embedded.Topic("old", 2), embedded.KfakeOptions(kfake.MaxVersions(kversion.V3_9_0())))
-	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "old", RequiredAcks: kafka.RequireAll}
+	w := &kafka.Writer{Transport: ownTransport(t), Addr: kafka.TCP(c.Addrs()...), Topic: "old", RequiredAcks: kafka.RequireAll}
 	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("old", 4)...); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestReaderGroupLag(t *testing.T) {
 	t.Parallel()
 	rig := newFaultRig(t, "group-lag", 3)
 	const total, read = 30, 10
-	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, Balancer: &kafka.RoundRobin{}, RequiredAcks: kafka.RequireAll}
+	w := &kafka.Writer{Transport: ownTransport(t), Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, Balancer: &kafka.RoundRobin{}, RequiredAcks: kafka.RequireAll}
 	msgs := make([]kafka.Message, total)
 	for i := range msgs {
 		msgs[i] = kafka.Message{Value: fmt.Appendf(nil, "m%d", i)}

@@ -46,16 +46,21 @@ type faultRig struct {
 // kafka-go's Writer.
 func (rig *faultRig) write(t testing.TB, msgs ...kafka.Message) {
 	t.Helper()
-	// A Transport of its own: kafka-go's DefaultTransport caches metadata
-	// per address, and a port of a cluster an earlier test closed may be
-	// this rig's, with other topics.
-	tr := &kafka.Transport{}
-	defer tr.CloseIdleConnections()
-	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll, Transport: tr}
+	w := &kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll, Transport: ownTransport(t)}
 	defer w.Close()
 	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ownTransport is a kafka-go Transport for one test's raw kafka.Writer:
+// kafka-go's DefaultTransport caches metadata per broker address, and the
+// port of an embedded cluster an earlier test closed may be this test's,
+// with other topics.
+func ownTransport(t testing.TB) *kafka.Transport {
+	tr := &kafka.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
 }
 
 func newFaultRig(t testing.TB, topic string, parts int) *faultRig {
