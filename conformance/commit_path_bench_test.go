@@ -3,11 +3,8 @@
 package conformance
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"testing"
@@ -24,10 +21,11 @@ import (
 // group coordinator of run.sh's broker (a simple commit: generation -1,
 // one partition, v8), the same request two ways: path=engine through
 // the engine's request path (kgo's Client.Request, which the Reader's
-// CommitMessages uses: the request goes to the broker's writer
-// goroutine, the response is read by another), and path=conn written
+// commits take when they cannot go on its own connection: the request
+// goes to the broker's writer goroutine, the response is read by another), and path=conn written
 // and read on the caller's goroutine over a connection of its own, as
-// kafka-go's commit loop does. The difference is what a commit per
+// kafka-go's commit loop does (kframe.Request, which the Reader's own
+// coordinator connection uses). The difference is what a commit per
 // message pays for the engine's path:
 //
 //	AZKAFKA_CONFORMANCE_BROKERS=host:port go test -tags conformance -run '^$' \
@@ -81,46 +79,12 @@ func BenchmarkOffsetCommitPath(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		br := bufio.NewReader(c)
-		buf := make([]byte, 0, 256)
 		for i := 0; b.Loop(); i++ {
-			req := commit(int64(i))
-			buf = binary.BigEndian.AppendUint32(buf[:0], 0) // the size, below
-			buf = binary.BigEndian.AppendUint16(buf, uint16(req.Key()))
-			buf = binary.BigEndian.AppendUint16(buf, uint16(req.GetVersion()))
-			buf = binary.BigEndian.AppendUint32(buf, uint32(i))
-			buf = binary.BigEndian.AppendUint16(buf, 0) // client ID ""
-			if req.IsFlexible() {
-				buf = append(buf, 0)
-			}
-			buf = req.AppendTo(buf)
-			binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-			if _, err := c.Write(buf); err != nil {
+			resp, err := kframe.Request(c, "", int32(i), commit(int64(i)))
+			if err != nil {
 				b.Fatal(err)
 			}
-			var size [4]byte
-			if _, err := io.ReadFull(br, size[:]); err != nil {
-				b.Fatal(err)
-			}
-			body := make([]byte, binary.BigEndian.Uint32(size[:]))
-			if _, err := io.ReadFull(br, body); err != nil {
-				b.Fatal(err)
-			}
-			if corr := int32(binary.BigEndian.Uint32(body)); corr != int32(i) {
-				b.Fatalf("response with correlation ID %d to request %d", corr, i)
-			}
-			resp := kmsg.NewPtrOffsetCommitResponse()
-			resp.SetVersion(req.GetVersion())
-			off := 4
-			if kframe.ResponseHeaderFlexible(req.Key(), req.GetVersion()) {
-				if off, err = kframe.SkipTags(body, off); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := resp.ReadFrom(body[off:]); err != nil {
-				b.Fatal(err)
-			}
-			check(resp)
+			check(resp.(*kmsg.OffsetCommitResponse))
 		}
 	})
 }
