@@ -123,8 +123,12 @@ import (
 //     handshake; DialFunc, LocalAddr, KeepAlive, FallbackDelay and Resolver
 //     make the dial under the connection policy; TransactionalID is
 //     ignored (a Reader produces nothing).
-//   - QueueCapacity (100): records taken from the engine per poll;
-//     Stats().QueueLength is what is left of them.
+//   - QueueCapacity (100): when set, the most records taken from the
+//     engine per poll. Unset, a poll takes all the engine has buffered (at
+//     most a fetch response per broker), so that the engine fetches the
+//     next responses while these are handed out: ReadMessage then keeps
+//     pace with a franz-go poll loop. Stats().QueueLength is what is left
+//     of the records taken, and may be above Stats().QueueCapacity (100).
 //   - MinBytes (1), MaxBytes (1 MB), MaxWait (10 s): the fetch's min
 //     bytes, max bytes per partition and max wait; a response per broker
 //     holds up to max(MaxBytes, DefaultFetchMaxBytes), once the first
@@ -179,6 +183,9 @@ type Reader struct {
 	// (GroupProtocolConsumer then asks the broker for range).
 	rangeFirst bool
 
+	// pollMax is the most records a poll takes from the engine: the
+	// config's QueueCapacity when it was set, else 0 (all it buffered).
+	pollMax int
 	// pollSem admits one poller of the engine at a time.
 	pollSem chan struct{}
 
@@ -333,6 +340,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
 	rangeFirst := len(config.GroupBalancers) > 0 && isRange(config.GroupBalancers[0])
+	pollMax := config.QueueCapacity // before the default
 	var shown kafka.ReaderConfig
 	if err := readerDefaults(&config, &shown); err != nil {
 		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
@@ -353,6 +361,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 
 		group:      config.GroupID != "",
 		rangeFirst: rangeFirst,
+		pollMax:    pollMax,
 		pollSem:    make(chan struct{}, 1),
 		created:    time.Now(),
 		owned:      map[topicPartition]*partState{},

@@ -205,7 +205,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		return r.interrupted(ctx, pctx, mark, err)
 	}
 	r.checkGroupProtocol(pctx)
-	fs := r.engine().PollRecords(pctx, r.config.QueueCapacity)
+	fs := r.engine().PollRecords(pctx, r.pollMax)
 
 	r.mu.Lock()
 	r.buf, r.head = r.buf[:0], 0

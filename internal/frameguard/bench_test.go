@@ -11,8 +11,10 @@ import (
 )
 
 // BenchmarkFetchThroughput reads Fetch responses (v12, one partition
-// carrying a record set of the given size) over loopback TCP the way a
-// client does (size prefix, then the body), with and without the guard.
+// carrying a record set of the given size) over loopback TCP the way each
+// client does (size prefix, then the body: kafka-go through a
+// bufio.Reader, kgo from the connection itself), with and without the
+// guard.
 //
 //	go test -run '^$' -bench FetchThroughput -benchmem -count 6 ./internal/frameguard | benchstat -col /guard -
 func BenchmarkFetchThroughput(b *testing.B) {
@@ -22,43 +24,51 @@ func BenchmarkFetchThroughput(b *testing.B) {
 	}{{"records=16KiB", 16 << 10}, {"records=1MiB", 1 << 20}} {
 		resp := fetchResponse(size.bytes)
 		req := request(kmsg.NewPtrFetchRequest(), 12, 1)
-		for _, guard := range []string{"off", "on"} {
-			b.Run(size.name+"/guard="+guard, func(b *testing.B) {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer ln.Close()
-				go serveFetches(ln, resp)
-				raw, err := net.Dial("tcp", ln.Addr().String())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer raw.Close()
-				c := raw
-				switch guard {
-				case "on":
-					c = Wrap(raw, testAddr, 0, nil)
-				}
-				br := bufio.NewReader(c) // as kgo and kafka-go read
-				body := make([]byte, len(resp)-4)
-				var sz [4]byte
-				b.SetBytes(int64(len(resp)))
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					binary.BigEndian.PutUint32(req[8:], uint32(i)) // correlation ID
-					if _, err := c.Write(req); err != nil {
-						b.Fatal(err)
-					}
-					if _, err := io.ReadFull(br, sz[:]); err != nil {
-						b.Fatal(err)
-					}
-					if _, err := io.ReadFull(br, body); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+		for _, client := range []string{"kafka-go", "kgo"} {
+			for _, guard := range []string{"off", "on"} {
+				b.Run(size.name+"/client="+client+"/guard="+guard, func(b *testing.B) {
+					fetchThroughput(b, resp, req, client == "kgo", guard == "on")
+				})
+			}
+		}
+	}
+}
+
+func fetchThroughput(b *testing.B, resp, req []byte, direct, guard bool) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go serveFetches(ln, resp)
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	c := raw
+	if guard {
+		c = Wrap(raw, testAddr, 0, nil)
+	}
+	var r io.Reader = bufio.NewReader(c) // kafka-go's way
+	if direct {
+		r = c // kgo's
+	}
+	body := make([]byte, len(resp)-4)
+	var sz [4]byte
+	b.SetBytes(int64(len(resp)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		binary.BigEndian.PutUint32(req[8:], uint32(i)) // correlation ID
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(r, sz[:]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(r, body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

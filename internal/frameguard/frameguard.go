@@ -8,7 +8,10 @@
 // response whole, checks that its correlation ID is the one due, and
 // decodes it with kmsg for its request's API key and version, whose
 // decoder never takes a length or count beyond the bytes at hand; only a
-// response that decodes is passed on. kafka-go's decoder, which trusts
+// response that decodes is passed on. A client whose read cannot hold a
+// whole frame gets the checked size prefix first; a body it then reads
+// into one buffer (kgo does) is read there and checked before the read
+// returns. kafka-go's decoder, which trusts
 // every count, then never meets one larger than the frame, and kgo's
 // errors name what was wrong.
 //
@@ -82,7 +85,7 @@ func Wrap(c net.Conn, addr string, limit int, onRefuse func(*Error)) net.Conn {
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	return &Conn{Conn: c, addr: addr, limit: limit, br: bufio.NewReader(c), onRefuse: onRefuse}
+	return &Conn{Conn: c, addr: addr, limit: limit, direct: directMin, br: bufio.NewReader(c), onRefuse: onRefuse}
 }
 
 // Conn is a guarded connection. Safe for one reader and one writer at a
@@ -91,6 +94,7 @@ type Conn struct {
 	net.Conn
 	addr     string
 	limit    int
+	direct   int // directMin, but in tests
 	onRefuse func(*Error)
 
 	failed atomic.Pointer[Error]
@@ -112,9 +116,13 @@ type Conn struct {
 
 	rmu   sync.Mutex
 	br    *bufio.Reader
-	frame []byte          // the current frame as read so far, size prefix included
-	need  int             // the current frame's length; 0 between frames
-	off   int             // bytes of frame served
+	frame []byte // the current frame as read so far, size prefix included
+	need  int    // the current frame's length; 0 between frames
+	off   int    // bytes of frame served
+	// body is the size of the current frame's body when its size prefix
+	// was served alone and the body is to be read straight into the
+	// caller's buffer (see readValidated); 0 otherwise.
+	body  int
 	resps []kmsg.Response // decoded into, one per API key met
 }
 
@@ -204,11 +212,35 @@ func textPrefix(b []byte) string {
 // readValidated serves p from the current frame, reading and checking the
 // next one first when the current one is served. A read error (a
 // deadline) leaves what was read in place, and the next call goes on.
+//
+// A read at the start of a large frame (a body over directMin bytes) that
+// cannot hold it gets its checked size prefix alone. When the next read's
+// buffer holds the whole
+// body (kgo reads a body into a buffer of its size), the body is read
+// straight into it and checked there before the call returns: no copy of
+// the frame is made, and no byte of a body that does not decode is handed
+// out. A shorter read falls back to the frame buffer.
 func (c *Conn) readValidated(p []byte) (int, error) {
+	if c.body > 0 {
+		if len(p) >= c.body {
+			return c.readBody(p[:c.body])
+		}
+		c.toFrame(nil)
+	}
 	if c.need == 0 {
 		size, err := c.nextSize()
 		if err != nil {
 			return 0, err
+		}
+		if size > c.direct && len(p) >= 4 && len(p) < 4+size {
+			// A large frame that does not fit: the prefix alone, and
+			// the body straight into the next read's buffer if it
+			// holds it.
+			b, _ := c.br.Peek(4) // buffered: nextSize peeked it
+			copy(p, b)
+			c.br.Discard(4)
+			c.body = size
+			return 4, nil
 		}
 		c.need, c.off = 4+size, 0
 		if cap(c.frame) < min(c.need, firstBuffer) {
@@ -220,7 +252,7 @@ func (c *Conn) readValidated(p []byte) (int, error) {
 		if err := c.fill(); err != nil {
 			return 0, err
 		}
-		if err := c.check(c.frame[4:]); err != nil {
+		if err := c.check(c.frame[4:], keepBuffer); err != nil {
 			return 0, err
 		}
 	}
@@ -233,6 +265,43 @@ func (c *Conn) readValidated(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// readBody reads the body whose size prefix was served into p (its
+// length), and checks it. A read error keeps what was read in the frame
+// buffer, where the next call goes on.
+func (c *Conn) readBody(p []byte) (int, error) {
+	n, err := io.ReadFull(c.br, p)
+	if err != nil {
+		c.toFrame(p[:n])
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the peer closed inside a frame
+		}
+		return 0, err
+	}
+	c.body = 0
+	// The decoded response would alias p, the caller's buffer: not kept.
+	if err := c.check(p, 0); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// directMin is the smallest body read straight into a caller's buffer; a
+// smaller one is read whole before any of it is handed out, size prefix
+// included, and copied.
+const directMin = 64 << 10
+
+// toFrame moves a body being read into the caller's buffer to the frame
+// buffer: the size prefix, served, and got, the body's bytes read so far.
+func (c *Conn) toFrame(got []byte) {
+	c.need, c.off = 4+c.body, 4
+	c.body = 0
+	if want := max(min(c.need, firstBuffer), 4+len(got)); cap(c.frame) < want {
+		c.frame = make([]byte, 0, want)
+	}
+	c.frame = binary.BigEndian.AppendUint32(c.frame[:0], uint32(c.need-4))
+	c.frame = append(c.frame, got...)
 }
 
 // fill reads the rest of the current frame. The buffer grows with what
@@ -257,8 +326,10 @@ func (c *Conn) fill() error {
 }
 
 // check matches body, a whole response after its size prefix, with the
-// request due and decodes it with kmsg.
-func (c *Conn) check(body []byte) error {
+// request due and decodes it with kmsg. The decoded response, which
+// aliases body, is kept for the next response of its key unless body is
+// longer than keep.
+func (c *Conn) check(body []byte, keep int) error {
 	corr := int32(binary.BigEndian.Uint32(body))
 	c.qmu.Lock()
 	if c.qh == len(c.q) {
@@ -293,10 +364,10 @@ func (c *Conn) check(body []byte) error {
 		}
 		off = end
 	}
-	// Unsafe: strings alias the frame, and the response is dropped with
-	// a frame the connection does not keep.
+	// Unsafe: strings alias body, and the response is dropped with a body
+	// the connection does not keep.
 	err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body[off:])
-	if len(body) > keepBuffer {
+	if len(body) > keep {
 		c.forget(p.key)
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -122,26 +123,126 @@ func readAll(c net.Conn) ([]byte, error) {
 	}
 }
 
-func TestValidResponsesPassUnchanged(t *testing.T) {
-	for _, version := range []int16{1, 8, 9, 12} {
-		resp := response(metadataResponse(), version, 7)
-		pc := &pipeConn{in: [][]byte{resp[:3], resp[3:10], resp[10:]}}
-		c := Wrap(pc, testAddr, 0, nil)
-		req := request(kmsg.NewPtrMetadataRequest(), version, 7)
-		if _, err := c.Write(req[:5]); err != nil {
-			t.Fatal(err)
+// readSized reads from c as kgo does, until an error: a 4-byte size
+// prefix, then the body into a buffer of that size. It returns what the
+// reads handed out.
+func readSized(c net.Conn) ([]byte, error) {
+	var got []byte
+	for {
+		var size [4]byte
+		n, err := io.ReadFull(c, size[:])
+		got = append(got, size[:n]...)
+		if err != nil {
+			return got, err
 		}
-		if _, err := c.Write(req[5:]); err != nil {
-			t.Fatal(err)
-		}
-		got, err := readAll(c)
-		if !bytes.Equal(got, resp) || err != io.EOF {
-			t.Errorf("v%d: read %d bytes, err %v; want the %d-byte response and EOF", version, len(got), err, len(resp))
-		}
-		if !bytes.Equal(pc.out.Bytes(), req) {
-			t.Errorf("v%d: the request was not sent unchanged", version)
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		n, err = io.ReadFull(c, body)
+		got = append(got, body[:n]...)
+		if err != nil {
+			return got, err
 		}
 	}
+}
+
+// reader is a way clients read responses, from a guard whose bodies of
+// more than direct bytes are read straight into the client's buffer.
+type reader struct {
+	name   string
+	read   func(net.Conn) ([]byte, error)
+	direct int
+}
+
+// readers are kafka-go's way, through a buffer that cuts frames anywhere
+// (small reads here), and kgo's, a size prefix then the whole body; each
+// with the guard's default and with every body read straight (direct 0).
+var readers = []reader{
+	{"chunks", readAll, directMin}, {"sized", readSized, directMin},
+	{"chunks/direct", readAll, 0}, {"sized/direct", readSized, 0},
+}
+
+// wrap guards pc as rd's test wants.
+func (rd reader) wrap(pc net.Conn, limit int) net.Conn {
+	c := Wrap(pc, testAddr, limit, nil)
+	c.(*Conn).direct = rd.direct
+	return c
+}
+
+// prefixOf is how much of a frame beginning with in that is not passed on
+// may reach the client: its size prefix, when its body is read straight.
+func (rd reader) prefixOf(in []byte) int {
+	if len(in) >= 4 && int(int32(binary.BigEndian.Uint32(in))) > rd.direct {
+		return 4
+	}
+	return 0
+}
+
+func TestValidResponsesPassUnchanged(t *testing.T) {
+	for _, rd := range readers {
+		for _, version := range []int16{1, 8, 9, 12} {
+			resp := response(metadataResponse(), version, 7)
+			pc := &pipeConn{in: [][]byte{resp[:3], resp[3:10], resp[10:]}}
+			c := rd.wrap(pc, 0)
+			req := request(kmsg.NewPtrMetadataRequest(), version, 7)
+			if _, err := c.Write(req[:5]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Write(req[5:]); err != nil {
+				t.Fatal(err)
+			}
+			got, err := rd.read(c)
+			if !bytes.Equal(got, resp) || err != io.EOF {
+				t.Errorf("%s, v%d: read %d bytes, err %v; want the %d-byte response and EOF", rd.name, version, len(got), err, len(resp))
+			}
+			if !bytes.Equal(pc.out.Bytes(), req) {
+				t.Errorf("%s, v%d: the request was not sent unchanged", rd.name, version)
+			}
+		}
+	}
+}
+
+// TestSizedReadsOfLargeResponses reads Fetch responses larger than the
+// frame buffer's first size, and a small one between them, kgo's way, and
+// then a body read in two parts after its prefix: each passes unchanged.
+func TestSizedReadsOfLargeResponses(t *testing.T) {
+	var reqs, resps []byte
+	for i, n := range []int{3 << 20, 100, directMin + 1} {
+		reqs = append(reqs, request(kmsg.NewPtrFetchRequest(), 12, int32(i))...)
+		resps = append(resps, withCorrelation(fetchResponse(n), int32(i))...)
+	}
+	pc := &pipeConn{in: [][]byte{resps}}
+	c := Wrap(pc, testAddr, 0, nil)
+	if _, err := c.Write(reqs); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readSized(c); !bytes.Equal(got, resps) || err != io.EOF {
+		t.Errorf("read %d of %d bytes, err %v", len(got), len(resps), err)
+	}
+
+	resp := withCorrelation(fetchResponse(directMin+5000), 9)
+	pc = &pipeConn{in: [][]byte{resp}}
+	c = Wrap(pc, testAddr, 0, nil)
+	if _, err := c.Write(request(kmsg.NewPtrFetchRequest(), 12, 9)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(resp))
+	if _, err := io.ReadFull(c, got[:4]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, got[4:100]); err != nil { // shorter than the body
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, got[100:]); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, resp) {
+		t.Error("a body read in parts after its prefix changed")
+	}
+}
+
+// withCorrelation is frame, a response, with correlation ID corr.
+func withCorrelation(frame []byte, corr int32) []byte {
+	binary.BigEndian.PutUint32(frame[4:], uint32(corr))
+	return frame
 }
 
 func TestPipelinedRequestsAndAcksZero(t *testing.T) {
@@ -156,14 +257,16 @@ func TestPipelinedRequestsAndAcksZero(t *testing.T) {
 		response(kmsg.NewPtrProduceResponse(), 9, 3),
 		response(kmsg.NewPtrApiVersionsResponse(), 3, 4),
 	}, nil)
-	pc := &pipeConn{in: [][]byte{resps}}
-	c := Wrap(pc, testAddr, 0, nil)
-	if _, err := c.Write(reqs); err != nil {
-		t.Fatal(err)
-	}
-	got, err := readAll(c)
-	if !bytes.Equal(got, resps) || err != io.EOF {
-		t.Errorf("read %d of %d bytes, err %v", len(got), len(resps), err)
+	for _, rd := range readers {
+		pc := &pipeConn{in: [][]byte{resps}}
+		c := rd.wrap(pc, 0)
+		if _, err := c.Write(reqs); err != nil {
+			t.Fatal(err)
+		}
+		got, err := rd.read(c)
+		if !bytes.Equal(got, resps) || err != io.EOF {
+			t.Errorf("%s: read %d of %d bytes, err %v", rd.name, len(got), len(resps), err)
+		}
 	}
 }
 
@@ -195,6 +298,24 @@ func TestReadResumesAfterTimeout(t *testing.T) {
 	if got, err := readAll(c); !bytes.Equal(got, resp) || err != io.EOF {
 		t.Errorf("after the timeout: read %d of %d bytes, err %v", len(got), len(resp), err)
 	}
+
+	// Read kgo's way, the timeout comes inside the body: the next body
+	// read goes on from what was read.
+	pc = &pipeConn{in: [][]byte{resp[:20], nil, resp[20:]}}
+	c = reader{direct: 0}.wrap(pc, 0)
+	if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, buf[:4]); err != nil {
+		t.Fatal(err)
+	}
+	body := buf[4:len(resp)]
+	if n, err := c.Read(body); n != 0 || !isTimeout(err) {
+		t.Fatalf("body read: %d bytes, err %v; want the timeout and nothing of the partial body", n, err)
+	}
+	if n, err := io.ReadFull(c, body); err != nil || !bytes.Equal(buf[:len(resp)], resp) {
+		t.Errorf("after the timeout: read %d of %d body bytes, err %v", n, len(body), err)
+	}
 }
 
 func isTimeout(err error) bool {
@@ -204,15 +325,20 @@ func isTimeout(err error) bool {
 
 func TestPeerClosingInsideAFrame(t *testing.T) {
 	resp := response(metadataResponse(), 9, 1)
-	{
-		pc := &pipeConn{in: [][]byte{resp[:len(resp)-1]}}
-		c := Wrap(pc, testAddr, 0, nil)
-		if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
-			t.Fatal(err)
-		}
-		_, err := readAll(c)
-		if errors.Is(err, ErrRefused) || !(err == io.EOF || err == io.ErrUnexpectedEOF) {
-			t.Errorf("err %v; a close is not a refusal", err)
+	for _, rd := range readers {
+		for _, cut := range []int{len(resp) - 1, 4} {
+			pc := &pipeConn{in: [][]byte{resp[:cut]}}
+			c := rd.wrap(pc, 0)
+			if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := rd.read(c)
+			if errors.Is(err, ErrRefused) || !(err == io.EOF || err == io.ErrUnexpectedEOF) {
+				t.Errorf("%s, closed after %d bytes: err %v; a close is not a refusal", rd.name, cut, err)
+			}
+			if len(got) > rd.prefixOf(resp) {
+				t.Errorf("%s, closed after %d bytes: %d bytes of the cut frame reached the client", rd.name, cut, len(got))
+			}
 		}
 	}
 }
@@ -250,43 +376,56 @@ func TestRefusals(t *testing.T) {
 		{"metadata count bomb", frame(bomb), 0, []string{"malformed Metadata v9 response (98 bytes)", "runs past its end"}},
 		{"header tag bomb", frame(tagBomb), 0, []string{"malformed Metadata v9 response header"}},
 		{"random body", frame([]byte{0, 0, 0, 1}, bytes.Repeat([]byte{0xa5, 0x17, 0xff}, 300)), 0, []string{"malformed Metadata v9 response", "(904 bytes)"}},
+		{"large random body", frame([]byte{0, 0, 0, 1}, bytes.Repeat([]byte{0xa5, 0x17, 0xff}, directMin/3+100)), 0, []string{"malformed Metadata v9 response", fmt.Sprintf("(%d bytes)", 4+3*(directMin/3+100))}},
+		{"large, wrong correlation ID", withCorrelation(fetchResponse(directMin), 2), 0, []string{"correlation ID 2 where 1 (Metadata v9) was due"}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			pc := &pipeConn{in: [][]byte{tc.in}}
-			c := Wrap(pc, testAddr, tc.limit, nil)
-			if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
-				t.Fatal(err)
-			}
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			got, err := readAll(c)
-			runtime.ReadMemStats(&after)
-			var ge *Error
-			if !errors.As(err, &ge) || !errors.Is(err, ErrRefused) {
-				t.Fatalf("err = %v (%T), want an *Error", err, err)
-			}
-			if !strings.HasPrefix(err.Error(), testAddr+": ") {
-				t.Errorf("error %q does not begin with the address", err)
-			}
-			for _, w := range tc.words {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
-				}
-			}
-			if len(got) > 0 {
-				t.Errorf("%d bytes of a refused frame reached the client", len(got))
-			}
-			if !pc.closed {
-				t.Error("the connection was not closed")
-			}
-			if _, werr := c.Write([]byte{0, 0, 0, 0}); werr != err {
-				t.Errorf("a later Write: %v, want the refusal", werr)
-			}
-			if d := after.TotalAlloc - before.TotalAlloc; d > 256<<10 {
-				t.Errorf("the guard allocated %d bytes refusing a %d-byte reply", d, len(tc.in))
-			}
-		})
+	for _, rd := range readers {
+		for _, tc := range cases {
+			t.Run(rd.name+"/"+tc.name, func(t *testing.T) {
+				refused(t, rd, tc.in, tc.limit, tc.words)
+			})
+		}
+	}
+}
+
+// refused feeds in to a guarded connection read by rd and checks that it
+// is refused with an error that says words, that the connection is
+// closed, that later calls fail alike, and that the guard allocated
+// little. Only a size prefix read alone may reach the client.
+func refused(t *testing.T, rd reader, in []byte, limit int, words []string) {
+	t.Helper()
+	pc := &pipeConn{in: [][]byte{in}}
+	c := rd.wrap(pc, limit)
+	if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got, err := rd.read(c)
+	runtime.ReadMemStats(&after)
+	var ge *Error
+	if !errors.As(err, &ge) || !errors.Is(err, ErrRefused) {
+		t.Fatalf("err = %v (%T), want an *Error", err, err)
+	}
+	if !strings.HasPrefix(err.Error(), testAddr+": ") {
+		t.Errorf("error %q does not begin with the address", err)
+	}
+	for _, w := range words {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %q", err, w)
+		}
+	}
+	if len(got) > rd.prefixOf(in) {
+		t.Errorf("%d bytes of a refused frame reached the client", len(got))
+	}
+	if !pc.closed {
+		t.Error("the connection was not closed")
+	}
+	if _, werr := c.Write([]byte{0, 0, 0, 0}); werr != err {
+		t.Errorf("a later Write: %v, want the refusal", werr)
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 256<<10 {
+		t.Errorf("the guard allocated %d bytes refusing a %d-byte reply", d, len(in))
 	}
 }
 
@@ -351,24 +490,28 @@ func TestGuardedOnce(t *testing.T) {
 }
 
 // FuzzGuardResponses hands arbitrary response bytes to a guarded
-// connection after a Metadata and a Produce request: the guard never
-// panics, every error is a refusal or the end of the bytes, and every
-// frame it passes on decodes with kmsg.
+// connection after a Metadata and a Produce request, read in each of the
+// readers' ways: the guard never panics, every error is a refusal or the
+// end of the bytes, every frame it passes on decodes with kmsg, and of a
+// frame not passed on at most a size prefix read alone reaches the client.
 func FuzzGuardResponses(f *testing.F) {
-	f.Add(response(metadataResponse(), 9, 1))
-	f.Add(append(response(metadataResponse(), 9, 1), response(kmsg.NewPtrProduceResponse(), 9, 2)...))
-	f.Add([]byte("HTTP/1.1 400 Bad Request\r\n"))
-	f.Add([]byte{0x7f, 0xff, 0xff, 0xff})
-	f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 1, 1, 0, 0xff, 0xff})
-	f.Fuzz(func(t *testing.T, in []byte) {
+	for way := range readers {
+		f.Add(response(metadataResponse(), 9, 1), uint8(way))
+		f.Add(append(response(metadataResponse(), 9, 1), response(kmsg.NewPtrProduceResponse(), 9, 2)...), uint8(way))
+		f.Add([]byte("HTTP/1.1 400 Bad Request\r\n"), uint8(way))
+		f.Add([]byte{0x7f, 0xff, 0xff, 0xff}, uint8(way))
+		f.Add([]byte{0, 0, 0, 8, 0, 0, 0, 1, 1, 0, 0xff, 0xff}, uint8(way))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, way uint8) {
+		rd := readers[int(way)%len(readers)]
 		pc := &pipeConn{in: [][]byte{in}}
-		c := Wrap(pc, testAddr, 1<<16, nil)
+		c := rd.wrap(pc, 1<<16)
 		prod := kmsg.NewPtrProduceRequest()
 		prod.Acks = 1
 		if _, err := c.Write(append(request(kmsg.NewPtrMetadataRequest(), 9, 1), request(prod, 9, 2)...)); err != nil {
 			t.Fatal(err)
 		}
-		got, err := readAll(c)
+		got, err := rd.read(c)
 		if !errors.Is(err, ErrRefused) && err != io.EOF && err != io.ErrUnexpectedEOF {
 			t.Fatalf("err = %v", err)
 		}
@@ -376,9 +519,12 @@ func FuzzGuardResponses(f *testing.F) {
 			t.Fatalf("read %d bytes of %d", len(got), len(in))
 		}
 		keys := []kmsg.Key{kmsg.Metadata, kmsg.Produce}
-		for i := 0; len(got) > 0; i++ {
+		for i := 0; len(got) >= 4 && 4+int(binary.BigEndian.Uint32(got)) <= len(got); i++ {
 			size := int(binary.BigEndian.Uint32(got))
 			body := got[4 : 4+size]
+			if i == len(keys) {
+				t.Fatalf("a frame passed on beyond the %d responses due", len(keys))
+			}
 			r := kmsg.ResponseForKey(int16(keys[i]))
 			r.SetVersion(9)
 			off, err := kframe.SkipTags(body, 4)
@@ -386,6 +532,9 @@ func FuzzGuardResponses(f *testing.F) {
 				t.Fatalf("frame %d passed on but does not decode", i)
 			}
 			got = got[4+size:]
+		}
+		if len(got) > rd.prefixOf(got) {
+			t.Fatalf("%d bytes of a frame not passed whole reached the client", len(got))
 		}
 	})
 }
