@@ -27,16 +27,17 @@ import (
 // commit did not (ctx done, or an error that is not transient), it returns
 // the message together with the error, so that the caller can still
 // process it (kafka-go drops it): the commit may have been stored.
-func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
+func (r *Reader) ReadMessage(ctx context.Context) (m kafka.Message, err error) {
 	if r.group && r.config.CommitInterval > 0 {
 		// Marking needs no round trip: hand out and mark under one lock.
 		f, err := r.next(ctx, true)
 		if err != nil {
 			return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
 		}
-		return message(f), nil
+		setMessage(&m, f) // in place: the Message is large to copy
+		return m, nil
 	}
-	m, err := r.FetchMessage(ctx)
+	m, err = r.FetchMessage(ctx)
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
 	}
@@ -52,12 +53,13 @@ func (r *Reader) ReadMessage(ctx context.Context) (kafka.Message, error) {
 // kafka.Reader.FetchMessage. It blocks until a message is there, ctx is
 // done (see Reader for the error then), the Reader is closed (io.EOF), or
 // an error waiting cannot fix.
-func (r *Reader) FetchMessage(ctx context.Context) (kafka.Message, error) {
+func (r *Reader) FetchMessage(ctx context.Context) (m kafka.Message, err error) {
 	f, err := r.next(ctx, false)
 	if err != nil {
 		return kafka.Message{}, err
 	}
-	return message(f), nil
+	setMessage(&m, f)
+	return m, nil
 }
 
 // next hands out the next record, polling the engine when none is
@@ -130,23 +132,27 @@ func (r *Reader) marksLocked() map[string]map[int32]kgo.EpochOffset {
 
 // message converts a record to kafka-go's Message.
 func message(f fetched) kafka.Message {
+	var m kafka.Message
+	setMessage(&m, f)
+	return m
+}
+
+// setMessage sets m, a zero Message, to the record f.
+func setMessage(m *kafka.Message, f fetched) {
 	rec := f.rec
-	m := kafka.Message{
-		Topic:         rec.Topic,
-		Partition:     int(rec.Partition),
-		Offset:        rec.Offset,
-		HighWaterMark: f.hwm,
-		Key:           orNil(rec.Key),
-		Value:         orNil(rec.Value),
-		Time:          messageTime(rec.Timestamp),
-	}
+	m.Topic = rec.Topic
+	m.Partition = int(rec.Partition)
+	m.Offset = rec.Offset
+	m.HighWaterMark = f.hwm
+	m.Key = orNil(rec.Key)
+	m.Value = orNil(rec.Value)
+	m.Time = messageTime(rec.Timestamp)
 	if len(rec.Headers) > 0 {
 		m.Headers = make([]kafka.Header, len(rec.Headers))
 		for i, h := range rec.Headers {
 			m.Headers[i] = kafka.Header{Key: h.Key, Value: orNil(h.Value)}
 		}
 	}
-	return m
 }
 
 // orNil is b, or nil when it is empty: kafka-go's Reader hands out an
