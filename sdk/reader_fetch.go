@@ -81,8 +81,13 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 		r.mu.Lock()
 		if r.head < len(r.buf) {
 			f := r.buf[r.head]
-			r.buf[r.head] = fetched{}
-			r.head++
+			if r.head++; r.head == len(r.buf) {
+				// The poll's last record: the buffer lets go of them
+				// all at once, not one by one (each a write barrier
+				// while the garbage collector runs).
+				clear(r.buf)
+				r.buf, r.head = r.buf[:0], 0
+			}
 			r.handed++
 			r.handedBytes += int64(len(f.rec.Key) + len(f.rec.Value))
 			if mark {
