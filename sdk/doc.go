@@ -259,7 +259,9 @@
 // clients, whose decoder trusts every count and length, the guard also
 // reads each response whole, checks that its correlation ID is the one
 // due and decodes it with franz-go's kmsg for its request's API key and
-// version before kafka-go sees a byte; kmsg never takes a count or length
+// version before kafka-go sees a byte of it past its checked size prefix
+// (a large response's body is read straight into the reader's buffer when
+// that holds it all, and checked there); kmsg never takes a count or length
 // beyond the bytes at hand, so a response claiming a million topics in 96
 // bytes is refused, not allocated. TLS is done in the SDK's dial function
 // so that the guard reads plaintext.
