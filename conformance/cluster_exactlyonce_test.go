@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/eostest"
@@ -125,7 +126,16 @@ func TestClusterProcessorCoordinatorKilled(t *testing.T) {
 	}
 	t.Logf("node %d answered again %v after the kill", coord, back.Sub(killed).Round(time.Millisecond))
 
-	got := waitOutput(t, ctx, c.Addrs(), out, n)
+	// Should the output stall, the test keeps time to say what holds it.
+	defer func() {
+		if t.Failed() {
+			logTxnState(t, c, e, out)
+		}
+	}()
+	deadline, _ := ctx.Deadline()
+	outCtx, outCancel := context.WithDeadline(ctx, deadline.Add(-20*time.Second))
+	defer outCancel()
+	got := waitOutput(t, outCtx, c.Addrs(), out, n)
 	processed := time.Since(t1)
 	if err := eostest.Check(got, n, eosKeys); err != nil {
 		t.Fatalf("read_committed output of %d messages after %d kills of processes and one of a transaction coordinator: %v", n, kills, err)
@@ -237,4 +247,78 @@ func describeTxn(ctx context.Context, addr, id string) (string, time.Time, error
 		return "", time.Time{}, fmt.Errorf("%s: DescribeTransactions: %w", addr, err)
 	}
 	return strings.TrimSpace(ss[0].State), time.UnixMilli(ss[0].StartTimestamp), nil
+}
+
+// logTxnState logs, after a failure, what may hold read_committed readers
+// of topic back: each process's transaction as its coordinator describes
+// it, and each partition's last stable offset against its end.
+func logTxnState(t *testing.T, c *kafkaCluster, e *eosprocs, topic string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	live := c.LiveAddrs()
+	for i := range e.procs {
+		id := e.id(i)
+		node, err := int32(-1), error(nil)
+		for _, addr := range live {
+			if node, err = findTxnCoordinator(ctx, addr, id); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Logf("diagnosis: %s: no coordinator found: %v", id, err)
+			continue
+		}
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{id}
+		resp, err := kproxy.RoundTrip(ctx, c.Node(int(node)).Addrs()[0], "azkafka-conformance", req)
+		if err != nil {
+			t.Logf("diagnosis: %s at node %d: %v", id, node, err)
+			continue
+		}
+		for _, st := range resp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
+			var parts []string
+			for _, tp := range st.Topics {
+				parts = append(parts, fmt.Sprintf("%s%v", tp.Topic, tp.Partitions))
+			}
+			t.Logf("diagnosis: %s at node %d: state %q (error %v), producer %d epoch %d, begun %v, partitions %v",
+				id, node, st.State, kerr.ErrorForCode(st.ErrorCode), st.ProducerID, st.ProducerEpoch,
+				time.UnixMilli(st.StartTimestamp).Format(time.StampMilli), parts)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(live...))
+	if err != nil {
+		t.Logf("diagnosis: %v", err)
+		return
+	}
+	defer cl.Close()
+	offsets := map[int8]map[int32]int64{0: {}, 1: {}}
+	for level := range offsets {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = level
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for p := range int32(eosParts) {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		for _, sh := range cl.RequestSharded(ctx, req) {
+			if sh.Err != nil {
+				t.Logf("diagnosis: ListOffsets (isolation %d) at node %d: %v", level, sh.Meta.NodeID, sh.Err)
+				continue
+			}
+			for _, rt := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+				for _, rp := range rt.Partitions {
+					offsets[level][rp.Partition] = rp.Offset
+					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+						t.Logf("diagnosis: %s[%d] ListOffsets (isolation %d) at node %d: %v", topic, rp.Partition, level, sh.Meta.NodeID, err)
+					}
+				}
+			}
+		}
+	}
+	for p := range int32(eosParts) {
+		t.Logf("diagnosis: %s[%d]: last stable offset %d, end %d", topic, p, offsets[1][p], offsets[0][p])
+	}
 }
