@@ -42,7 +42,7 @@ func ExampleWithMetrics() {
 	if err := w.WriteMessages(context.Background(), kafka.Message{Value: []byte("v1")}, kafka.Message{Value: []byte("v2")}); err != nil {
 		fmt.Println(err)
 	}
-	w.Close() // the engine's last batch events have come once it is closed
+	w.Close() // the last batches' events have come once it returns
 	fmt.Println("records acknowledged:", counter.records.Load())
 	// Output:
 	// a writer for topic events in az-a

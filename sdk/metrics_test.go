@@ -290,9 +290,51 @@ func TestWithEngineHooks(t *testing.T) {
 	if err := w.WriteMessages(ctx, deliverytest.Messages("meh", 50)...); err != nil {
 		t.Fatal(err)
 	}
-	w.Close() // the engine's hooks have run once it is closed
+	w.Close() // the engine's hooks have run once it returns
 	if n := h.records.Load(); n != 50 {
 		t.Fatalf("the hook saw %d records, want 50", n)
+	}
+}
+
+// slowBatchHook is a franz-go batch hook that takes its time, so that the
+// engine's reports of a batch come well after the batch's promises.
+type slowBatchHook struct{ batchCounter }
+
+func (s *slowBatchHook) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, partition int32, m kgo.ProduceBatchMetrics) {
+	time.Sleep(300 * time.Millisecond)
+	s.batchCounter.OnProduceBatchWritten(meta, topic, partition, m)
+}
+
+// TestWriterCloseWaitsForBatchHooks: the engine reports a batch on a
+// goroutine of its own after its records' promises, here 300 ms later;
+// once Close returns, the batch has reached WithMetrics, Stats and the
+// engine hooks all the same.
+func TestWriterCloseWaitsForBatchHooks(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("mslow", 1))
+	h := &slowBatchHook{}
+	p := metricstest.New()
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "mslow", RequiredAcks: kafka.RequireAll},
+		testOptions(t, sdk.WithEngineHooks(h), sdk.WithMetrics(p))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, deliverytest.Messages("mslow", 2)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.records.Load(); n != 2 {
+		t.Errorf("the engine hook saw %d records once Close returned, want 2", n)
+	}
+	if n := p.Only(t).Counts()["produced records"]; n != 2 {
+		t.Errorf("WithMetrics saw %d produced records once Close returned, want 2", n)
+	}
+	if st := w.Stats(); st.BatchSize.Count == 0 {
+		t.Errorf("Stats after Close: BatchSize %+v, want the batch", st.BatchSize)
 	}
 }
 

@@ -420,6 +420,9 @@ func (w *Writer) engine() *kgo.Client { return w.client.Load() }
 // Then it closes the engine: the messages it gave up on fail with an
 // error saying so (Completion gets them; a synchronous call still waiting
 // returns it in its kafka.WriteErrors), and it logs their count at Warn.
+// Once it returns, the batches acknowledged are in Stats and have reached
+// WithMetrics' Recorder (the engine reports them on a goroutine of its
+// own; Close waits for that up to a second, within its bound).
 // Later calls to WriteMessages fail with io.ErrClosedPipe; Close returns
 // nil, again on later calls.
 func (w *Writer) Close() error {
@@ -480,6 +483,7 @@ func (w *Writer) Close() error {
 		}
 		w.retired.Wait()
 		w.outstanding.Wait()
+		w.wh.awaitHooks()
 		w.budget.stop()
 	}()
 	t := time.NewTimer(time.Until(deadline))

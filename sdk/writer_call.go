@@ -443,8 +443,11 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 		if w.s.rec != nil {
 			w.s.rec.ProduceFailed(r.Topic, r.Partition, 1, errorType(err))
 		}
-	} else if !w.produced.Load() && w.idempotent.Load() {
-		w.produced.Store(true)
+	} else {
+		w.wh.acked.Add(1)
+		if !w.produced.Load() && w.idempotent.Load() {
+			w.produced.Store(true)
+		}
 	}
 	// Counted here, not in the engine's batch hook (which may run after
 	// the promise): Stats right after a call sees it. As kafka-go's,

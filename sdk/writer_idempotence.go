@@ -207,12 +207,15 @@ type writerHooks struct {
 	rec                             metrics.Recorder // nil without metrics
 	metrics                         *metricsHooks    // nil without metrics
 	writes, messages, bytes, failed atomic.Int64
-	writeTime, waitTime             summary[time.Duration]
-	batchSize, batchBytes           summary[int64]
-	epochMu                         sync.Mutex
-	lastID                          int64
-	lastEpoch                       int16
-	seen                            bool
+	// acked counts the records acknowledged (their promises), hooked
+	// those the engine's batch hook reported (see awaitHooks).
+	acked, hooked         atomic.Int64
+	writeTime, waitTime   summary[time.Duration]
+	batchSize, batchBytes summary[int64]
+	epochMu               sync.Mutex
+	lastID                int64
+	lastEpoch             int16
+	seen                  bool
 }
 
 var (
@@ -229,6 +232,20 @@ func (h *writerHooks) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic strin
 	h.batchBytes.observe(int64(m.UncompressedBytes))
 	if h.metrics != nil {
 		h.metrics.produced(meta, topic, partition, m)
+	}
+	h.hooked.Add(int64(m.NumRecords))
+}
+
+// hookWait bounds how long Close waits for the engine's batch hooks.
+const hookWait = time.Second
+
+// awaitHooks waits, at most hookWait, until the engine's batch hook has
+// reported every acknowledged record. The engine calls it on a goroutine
+// of its own after the records' promises, so a call can return, and Close
+// end the engine, before the last batches reach WithMetrics and Stats.
+func (h *writerHooks) awaitHooks() {
+	for end := time.Now().Add(hookWait); h.hooked.Load() < h.acked.Load() && time.Now().Before(end); {
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 
