@@ -210,6 +210,7 @@ type writerHooks struct {
 	// acked counts the records acknowledged (their promises), hooked
 	// those the engine's batch hook reported (see awaitHooks).
 	acked, hooked         atomic.Int64
+	caughtUp              atomic.Pointer[chan struct{}] // awaitHooks' wait, closed by the hook
 	writeTime, waitTime   summary[time.Duration]
 	batchSize, batchBytes summary[int64]
 	epochMu               sync.Mutex
@@ -234,18 +235,30 @@ func (h *writerHooks) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic strin
 		h.metrics.produced(meta, topic, partition, m)
 	}
 	h.hooked.Add(int64(m.NumRecords))
+	if p := h.caughtUp.Load(); p != nil && h.hooked.Load() >= h.acked.Load() && h.caughtUp.CompareAndSwap(p, nil) {
+		close(*p)
+	}
 }
 
 // hookWait bounds how long Close waits for the engine's batch hooks.
 const hookWait = time.Second
 
 // awaitHooks waits, at most hookWait, until the engine's batch hook has
-// reported every acknowledged record. The engine calls it on a goroutine
-// of its own after the records' promises, so a call can return, and Close
-// end the engine, before the last batches reach WithMetrics and Stats.
+// reported every acknowledged record; the records' promises have all
+// been called. The engine calls the hook on a goroutine of its own after
+// the promises, so a call can return, and Close end the engine, before
+// the last batches reach WithMetrics and Stats.
 func (h *writerHooks) awaitHooks() {
-	for end := time.Now().Add(hookWait); h.hooked.Load() < h.acked.Load() && time.Now().Before(end); {
-		time.Sleep(100 * time.Microsecond)
+	ch := make(chan struct{})
+	h.caughtUp.Store(&ch)
+	if h.hooked.Load() >= h.acked.Load() {
+		return
+	}
+	t := time.NewTimer(hookWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
 	}
 }
 

@@ -215,11 +215,11 @@ func textPrefix(b []byte) string {
 //
 // A read at the start of a large frame (a body over directMin bytes) that
 // cannot hold it gets its checked size prefix alone. When the next read's
-// buffer holds the whole
-// body (kgo reads a body into a buffer of its size), the body is read
-// straight into it and checked there before the call returns: no copy of
-// the frame is made, and no byte of a body that does not decode is handed
-// out. A shorter read falls back to the frame buffer.
+// buffer holds the whole body (kgo reads a body into a buffer of its
+// size), the body is read straight into it and checked there before the
+// call returns: no copy of the frame is made, and no byte of a body that
+// does not decode is handed out. A shorter read falls back to the frame
+// buffer.
 func (c *Conn) readValidated(p []byte) (int, error) {
 	if c.body > 0 {
 		if len(p) >= c.body {
