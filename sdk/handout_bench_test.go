@@ -14,9 +14,9 @@ import (
 // CommitInterval: hand out and mark).
 func BenchmarkReadMessageHandOut(b *testing.B) {
 	const n = 4096
-	recs := make([]kgo.Record, n)
+	recs := make([]*kgo.Record, n)
 	for i := range recs {
-		recs[i] = kgo.Record{Topic: "t", Partition: int32(i / 1024), Offset: int64(i), Key: []byte("key-000000001"),
+		recs[i] = &kgo.Record{Topic: "t", Partition: int32(i / 1024), Offset: int64(i), Key: []byte("key-000000001"),
 			Value: make([]byte, 100), Timestamp: time.UnixMilli(1700000000000 + int64(i))}
 	}
 	r := &Reader{group: true, config: kafka.ReaderConfig{GroupID: "g", CommitInterval: time.Second},
@@ -26,11 +26,10 @@ func BenchmarkReadMessageHandOut(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if r.head == len(r.buf) {
+		if r.q.empty() {
 			b.StopTimer()
-			r.buf, r.head = r.buf[:0], 0
-			for j := range recs {
-				r.buf = append(r.buf, fetched{rec: &recs[j], hwm: n, st: &sts[j/1024]})
+			for j := range sts {
+				r.q.push(recs[j*1024:(j+1)*1024], n, &sts[j])
 			}
 			b.StartTimer()
 		}

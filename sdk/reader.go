@@ -192,10 +192,8 @@ type Reader struct {
 	pollSem chan struct{}
 
 	mu sync.Mutex
-	// buf holds the records of the last poll not yet handed out, from
-	// head on.
-	buf  []fetched
-	head int
+	// q holds the records of the last poll not yet handed out.
+	q recordQueue
 	// moves counts SetOffset calls (partition mode) and Seek calls (both
 	// modes): a poll that began before a SetOffset keeps none of its
 	// records, one that began before a Seek none of the sought
@@ -251,15 +249,6 @@ type Reader struct {
 	counters   counters
 	stats      readerCounters
 	rebalances atomic.Int64
-}
-
-// fetched is a buffered record, with its partition's state in group mode
-// (drop and Seek take a partition's records out of the buffer when its
-// state goes).
-type fetched struct {
-	rec *kgo.Record
-	hwm int64
-	st  *partState
 }
 
 // pendingMark is a mark not yet in Reader.marks.
@@ -581,7 +570,7 @@ func (r *Reader) Stats() ReaderStats {
 		partition = fmt.Sprint(c.Partition)
 	}
 	r.mu.Lock()
-	queued := int64(len(r.buf) - r.head)
+	queued := int64(r.q.len())
 	offset, lag := r.offset, r.lag
 	messages, bytes := r.handed, r.handedBytes
 	r.handed, r.handedBytes = 0, 0

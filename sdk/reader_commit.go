@@ -124,14 +124,7 @@ func (r *Reader) drop(ps map[string][]int32) {
 			}
 		}
 	}
-	kept := r.buf[:r.head]
-	for _, f := range r.buf[r.head:] {
-		if !gone[topicPartition{f.rec.Topic, f.rec.Partition}] {
-			kept = append(kept, f)
-		}
-	}
-	clear(r.buf[len(kept):])
-	r.buf = kept
+	r.q.drop(func(tp topicPartition, _ int64) bool { return gone[tp] })
 }
 
 // CommitMessages commits msgs like kafka.Reader.CommitMessages: for each

@@ -67,17 +67,13 @@ func (r *Reader) Pause(topic string, partitions ...int) {
 	// What was fetched of them before the engine paused waits in the
 	// buffer: take it out, and move the engine back to it.
 	r.mu.Lock()
-	kept := r.buf[:r.head]
-	for _, f := range r.buf[r.head:] {
-		tp := topicPartition{f.rec.Topic, f.rec.Partition}
+	r.q.drop(func(tp topicPartition, first int64) bool {
 		if r.pausedLocked(tp) {
-			r.noteRewindLocked(tp, f.rec.Offset)
-			continue
+			r.noteRewindLocked(tp, first)
+			return true
 		}
-		kept = append(kept, f)
-	}
-	clear(r.buf[len(kept):])
-	r.buf = kept
+		return false
+	})
 	r.mu.Unlock()
 	r.applyRewinds()
 }
@@ -228,14 +224,7 @@ func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset i
 	if m := r.marksLocked()[topic]; m != nil {
 		delete(m, tp.partition)
 	}
-	kept := r.buf[:r.head]
-	for _, f := range r.buf[r.head:] {
-		if f.rec.Topic != topic || f.rec.Partition != tp.partition {
-			kept = append(kept, f)
-		}
-	}
-	clear(r.buf[len(kept):])
-	r.buf = kept
+	r.q.drop(func(p topicPartition, _ int64) bool { return p == tp })
 	r.mu.Unlock()
 	r.engine().SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {tp.partition: {Epoch: -1, Offset: offset}}})
 	return nil

@@ -28,23 +28,42 @@ import (
 // the message together with the error, so that the caller can still
 // process it (kafka-go drops it): the commit may have been stored.
 func (r *Reader) ReadMessage(ctx context.Context) (m kafka.Message, err error) {
-	if r.group && r.config.CommitInterval > 0 {
-		// Marking needs no round trip: hand out and mark under one lock.
-		f, err := r.next(ctx, true)
-		if err != nil {
-			return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
-		}
-		setMessage(&m, f) // in place: the Message is large to copy
-		return m, nil
+	if r.group && r.config.CommitInterval == 0 {
+		// A commit per message: its round trip outweighs all else.
+		return r.readCommit(ctx)
 	}
-	m, err = r.FetchMessage(ctx)
+	// Marking (group mode) needs no round trip: hand out and mark under
+	// one lock.
+	f, err := r.next(ctx, r.group)
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
 	}
-	if r.group {
-		if err := r.CommitMessages(ctx, m); err != nil {
-			return m, fmt.Errorf("committing message: %w", err)
-		}
+	// setMessage's stores, made here to the result itself: stores to the
+	// stack need no write barrier, which the garbage collector's marking
+	// (busy while records arrive) makes a cost on every message, and
+	// returning a Message built elsewhere costs a copy.
+	rec := f.rec
+	m.Topic = rec.Topic
+	m.Partition = int(rec.Partition)
+	m.Offset = rec.Offset
+	m.HighWaterMark = f.hwm
+	m.Key = orNil(rec.Key)
+	m.Value = orNil(rec.Value)
+	m.Time = messageTime(rec.Timestamp)
+	if len(rec.Headers) > 0 {
+		m.Headers = headers(rec.Headers)
+	}
+	return m, nil
+}
+
+// readCommit is ReadMessage with a synchronous commit of each message.
+func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
+	}
+	if err := r.CommitMessages(ctx, m); err != nil {
+		return m, fmt.Errorf("committing message: %w", err)
 	}
 	return m, nil
 }
@@ -63,7 +82,7 @@ func (r *Reader) FetchMessage(ctx context.Context) (m kafka.Message, err error) 
 }
 
 // next hands out the next record, polling the engine when none is
-// buffered; with mark, it also marks the record's offset for the next
+// queued; with mark, it also marks the record's offset for the next
 // periodic commit (a record handed out under the lock is of a partition
 // the Reader owns: drop removes the others' under the same lock).
 func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
@@ -79,15 +98,7 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 			return fetched{}, r.ctxError(ctx, start)
 		}
 		r.mu.Lock()
-		if r.head < len(r.buf) {
-			f := r.buf[r.head]
-			if r.head++; r.head == len(r.buf) {
-				// The poll's last record: the buffer lets go of them
-				// all at once, not one by one (each a write barrier
-				// while the garbage collector runs).
-				clear(r.buf)
-				r.buf, r.head = r.buf[:0], 0
-			}
+		if f, ok := r.q.next(); ok {
 			r.handed++
 			r.handedBytes += int64(len(f.rec.Key) + len(f.rec.Value))
 			if mark {
@@ -153,11 +164,17 @@ func setMessage(m *kafka.Message, f fetched) {
 	m.Value = orNil(rec.Value)
 	m.Time = messageTime(rec.Timestamp)
 	if len(rec.Headers) > 0 {
-		m.Headers = make([]kafka.Header, len(rec.Headers))
-		for i, h := range rec.Headers {
-			m.Headers[i] = kafka.Header{Key: h.Key, Value: orNil(h.Value)}
-		}
+		m.Headers = headers(rec.Headers)
 	}
+}
+
+// headers converts a record's headers to kafka-go's.
+func headers(hs []kgo.RecordHeader) []kafka.Header {
+	out := make([]kafka.Header, len(hs))
+	for i, h := range hs {
+		out[i] = kafka.Header{Key: h.Key, Value: orNil(h.Value)}
+	}
+	return out
 }
 
 // orNil is b, or nil when it is empty: kafka-go's Reader hands out an
@@ -191,7 +208,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.mu.Lock()
-	if r.head < len(r.buf) || r.closed.Load() {
+	if !r.q.empty() || r.closed.Load() {
 		r.mu.Unlock()
 		return nil // another caller's poll filled it, or Close ran
 	}
@@ -219,7 +236,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	fs := r.engine().PollRecords(pctx, r.pollMax)
 
 	r.mu.Lock()
-	r.buf, r.head = r.buf[:0], 0
+	r.q.reset()
 	var n, bytes int64
 	rewound := false
 	for _, f := range fs {
@@ -282,8 +299,8 @@ func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n, bytes i
 		r.noteRewindLocked(tp, p.Records[0].Offset)
 		return 0, 0, true
 	}
+	r.q.push(p.Records, p.HighWatermark, st)
 	for _, rec := range p.Records {
-		r.buf = append(r.buf, fetched{rec: rec, hwm: p.HighWatermark, st: st})
 		bytes += int64(len(rec.Key) + len(rec.Value))
 	}
 	if m := r.s.rec; m != nil {

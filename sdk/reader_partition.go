@@ -157,8 +157,7 @@ func (r *Reader) SetOffset(offset int64) error {
 	// What a Pause dropped before the move is no longer where the
 	// partition resumes.
 	delete(r.ctl.rewind, tp)
-	clear(r.buf)
-	r.buf, r.head = r.buf[:0], 0
+	r.q.reset()
 	r.offset = offset // the lag stays that of the last message, as in kafka-go
 	if r.started {
 		// The next read starts it again at offset (see start).
