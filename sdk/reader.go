@@ -221,6 +221,12 @@ type Reader struct {
 	// handed and handedBytes count the messages handed out (key and
 	// value bytes) since the last Stats.
 	handed, handedBytes int64
+	// pollBytes are the key and value bytes handed out of the last poll
+	// while pollOpen; stats.fetchBytes gets them once the poll's records
+	// are all handed out or the next poll begins, as kafka-go's gets a
+	// fetch's once its messages are queued.
+	pollBytes int64
+	pollOpen  bool
 	// Partition mode: the next offset to hand out (or FirstOffset,
 	// LastOffset before the first), its lag, and whether the engine
 	// consumes the partition yet.

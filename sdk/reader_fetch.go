@@ -99,8 +99,13 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 		}
 		r.mu.Lock()
 		if f, ok := r.q.next(); ok {
+			n := int64(len(f.rec.Key) + len(f.rec.Value))
 			r.handed++
-			r.handedBytes += int64(len(f.rec.Key) + len(f.rec.Value))
+			r.handedBytes += n
+			r.pollBytes += n
+			if r.q.empty() {
+				r.closePollLocked()
+			}
 			if mark {
 				r.markLocked(f)
 			}
@@ -236,8 +241,9 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	fs := r.engine().PollRecords(pctx, r.pollMax)
 
 	r.mu.Lock()
+	r.closePollLocked() // the last poll's rest may have been dropped
 	r.q.reset()
-	var n, bytes int64
+	var n int64
 	rewound := false
 	for _, f := range fs {
 		for _, t := range f.Topics {
@@ -245,11 +251,12 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 				r.topicIDs[t.Topic] = t.TopicID
 			}
 			for i := range t.Partitions {
-				kept, kb, rw := r.keepLocked(kgo.FetchTopicPartition{Topic: t.Topic, FetchPartition: t.Partitions[i]}, moves)
-				n, bytes, rewound = n+kept, bytes+kb, rewound || rw
+				kept, rw := r.keepLocked(kgo.FetchTopicPartition{Topic: t.Topic, FetchPartition: t.Partitions[i]}, moves)
+				n, rewound = n+kept, rewound || rw
 			}
 		}
 	}
+	r.pollOpen = n > 0
 	r.mu.Unlock()
 	if rewound {
 		r.applyRewinds()
@@ -259,7 +266,6 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	}
 	if n > 0 {
 		r.stats.fetchSize.observe(n)
-		r.stats.fetchBytes.observe(bytes)
 	}
 	if err := r.pollErrors(ctx, mark, fs.Errors()); err != nil {
 		return err
@@ -267,14 +273,14 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	return r.interrupted(ctx, pctx, mark, nil)
 }
 
-// keepLocked buffers the records of p that poll keeps, and returns how
-// many and their key and value bytes, and whether a pause dropped them
-// for a rewind. Dropped: those of a partition the Reader no longer owns
-// (group mode), moved by SetOffset or Seek while the poll ran (moves is
-// Reader.moves when it began), or paused meanwhile. r.mu is held.
-func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n, bytes int64, rewound bool) {
+// keepLocked queues the records of p that poll keeps, and returns how
+// many, and whether a pause dropped them for a rewind. Dropped: those of a
+// partition the Reader no longer owns (group mode), moved by SetOffset or
+// Seek while the poll ran (moves is Reader.moves when it began), or
+// paused meanwhile. r.mu is held.
+func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n int64, rewound bool) {
 	if len(p.Records) == 0 {
-		return 0, 0, false
+		return 0, false
 	}
 	tp := topicPartition{p.Topic, p.Partition}
 	var st *partState
@@ -285,29 +291,39 @@ func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n, bytes i
 		// partition the Reader no longer owns go.
 		var ok bool
 		if st, ok = r.owned[tp]; !ok {
-			return 0, 0, false
+			return 0, false
 		}
 		st.hwm = max(st.hwm, p.HighWatermark)
 	} else if moves != r.moves {
-		return 0, 0, false // moved by SetOffset while this poll ran
+		return 0, false // moved by SetOffset while this poll ran
 	}
 	if r.ctl.sought[tp] > moves {
-		return 0, 0, false // moved by Seek while this poll ran
+		return 0, false // moved by Seek while this poll ran
 	}
 	if r.pausedLocked(tp) {
 		// Paused while this poll ran: hand these out after Resume.
 		r.noteRewindLocked(tp, p.Records[0].Offset)
-		return 0, 0, true
+		return 0, true
 	}
 	r.q.push(p.Records, p.HighWatermark, st)
-	for _, rec := range p.Records {
-		bytes += int64(len(rec.Key) + len(rec.Value))
-	}
 	if m := r.s.rec; m != nil {
+		bytes := 0
+		for _, rec := range p.Records {
+			bytes += len(rec.Key) + len(rec.Value)
+		}
 		lag := max(p.HighWatermark-p.Records[len(p.Records)-1].Offset-1, 0)
-		m.Consumed(p.Topic, p.Partition, len(p.Records), int(bytes), lag)
+		m.Consumed(p.Topic, p.Partition, len(p.Records), bytes, lag)
 	}
-	return int64(len(p.Records)), bytes, false
+	return int64(len(p.Records)), false
+}
+
+// closePollLocked gives stats.fetchBytes the bytes handed out of the last
+// poll, once. r.mu is held.
+func (r *Reader) closePollLocked() {
+	if r.pollOpen {
+		r.stats.fetchBytes.observe(r.pollBytes)
+		r.pollOpen, r.pollBytes = false, 0
+	}
 }
 
 // interrupted is what a poll whose own ctx (pctx, of the caller's ctx)

@@ -489,6 +489,18 @@ func TestReaderStats(t *testing.T) {
 	if s2.Fetches > 1 || s2.FetchSize.Count != 0 {
 		t.Errorf("second call right after the first: Fetches %d, FetchSize.Count %d; the counters are not deltas", s2.Fetches, s2.FetchSize.Count)
 	}
+	// FetchBytes summarises the bytes handed out of each poll, as
+	// kafka-go's does of each fetch: once the Reader's queue is drained,
+	// they add up to Bytes.
+	handed, fetched := s1.Bytes+s3.Bytes, s1.FetchBytes.Sum+s2.FetchBytes.Sum+s3.FetchBytes.Sum
+	for s := s3; s.QueueLength > 0 || fetched == 0; {
+		readN(1)
+		s = r.Stats()
+		handed, fetched = handed+s.Bytes, fetched+s.FetchBytes.Sum
+	}
+	if fetched != handed || handed == 0 {
+		t.Errorf("queue drained: FetchBytes summed %d, Bytes %d; want equal", fetched, handed)
+	}
 	if s1.MaxWait != 150*time.Millisecond || s1.Topic != st.topic || s1.Partition != fmt.Sprint(semanticsPartition) {
 		t.Errorf("MaxWait %v, Topic %q, Partition %q; want 150ms, %q, %q", s1.MaxWait, s1.Topic, s1.Partition, st.topic, fmt.Sprint(semanticsPartition))
 	}
