@@ -567,8 +567,10 @@ func (r *Reader) Config() kafka.ReaderConfig { return r.shown }
 
 // Stats returns kafka-go's reader statistics since the previous call, plus
 // the SDK's counters (see SDKStats). Fetches, timings and sizes come from
-// the engine: FetchSize and FetchBytes summarise what each poll of the
-// engine handed over.
+// the engine: FetchSize summarises the messages each poll of the engine
+// handed over, FetchBytes their key and value bytes, counted once the
+// poll's messages are all handed out (or the next poll begins), as
+// kafka-go's counts each fetch's once its messages are queued.
 func (r *Reader) Stats() ReaderStats {
 	c := r.config
 	partition := "-1"
