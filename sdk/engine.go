@@ -86,7 +86,7 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 // its config (ServerName defaults to the broker's host, as kafka-go does).
 // Then h's wrappers: with h.zone, Fetch requests go through its rack
 // rewriting (see zoneFallback); with h.seq, Produce responses through its
-// sequence check (see seqConn).
+// sequence check (see seqConn; an idempotent Writer's only).
 func (s *session) engineDial(d *kafka.Dialer, h *engineHooks) func(ctx context.Context, network, address string) (net.Conn, error) {
 	dial := s.policy.wrap(baseDial(d), d.TLS != nil)
 	return func(ctx context.Context, network, address string) (net.Conn, error) {

@@ -321,9 +321,14 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	sw.promise = sw.onRecord
 	sw.hooks = startClient(s, metrics.Client{Kind: metrics.KindWriter, Topic: w.Topic, Idempotent: idempotent},
 		&sw.counters, false, strings.Split(w.Addr.String(), ","))
-	sw.hooks.seq = &seqCheck{resolve: sw.producerSeq, resolved: sw.resentStored}
-	if s.rec != nil {
-		sw.hooks.seq.producer = &producerWatch{rec: s.rec}
+	if idempotent {
+		// Only an idempotent producer's batches have sequences to check
+		// (a Writer turns idempotence off, never on): a Writer without
+		// it writes its requests unparsed.
+		sw.hooks.seq = &seqCheck{resolve: sw.producerSeq, resolved: sw.resentStored}
+		if s.rec != nil {
+			sw.hooks.seq.producer = &producerWatch{rec: s.rec}
+		}
 	}
 	sw.wh.counters = &sw.counters
 	sw.wh.rec, sw.wh.metrics = s.rec, sw.hooks.metrics

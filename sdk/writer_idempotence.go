@@ -99,8 +99,8 @@ func (w *Writer) fallBack(refused *kgo.Client, err error) *kgo.Client {
 	}
 	w.client.Store(cl)
 	w.idempotent.Store(false)
-	if p := w.hooks.seq.producer; p != nil {
-		p.saw(-1, -1)
+	if w.hooks.seq != nil && w.hooks.seq.producer != nil {
+		w.hooks.seq.producer.saw(-1, -1)
 	}
 	w.retired.Add(1)
 	go func() {
