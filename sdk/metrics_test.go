@@ -278,22 +278,31 @@ func (b *batchCounter) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ i
 // engine's batches.
 func TestWithEngineHooks(t *testing.T) {
 	t.Parallel()
-	c := embedded.StartT(t, embedded.Topic("meh", 2))
 	h := &batchCounter{}
-	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "meh", RequiredAcks: kafka.RequireAll},
-		testOptions(t, sdk.WithEngineHooks(h))...)
+	w := writeHooked(t, "meh", 2, 50, sdk.WithEngineHooks(h))
+	w.Close() // the engine's hooks have run once it returns
+	if n := h.records.Load(); n != 50 {
+		t.Fatalf("the hook saw %d records, want 50", n)
+	}
+}
+
+// writeHooked writes n messages synchronously, acks=all, to topic (of
+// partitions, on an embedded broker of its own) through a Writer made with
+// opts, and returns the Writer, open.
+func writeHooked(t *testing.T, topic string, partitions, n int, opts ...sdk.Option) *sdk.Writer {
+	t.Helper()
+	c := embedded.StartT(t, embedded.Topic(topic, partitions))
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: topic, RequiredAcks: kafka.RequireAll},
+		testOptions(t, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := w.WriteMessages(ctx, deliverytest.Messages("meh", 50)...); err != nil {
+	if err := w.WriteMessages(ctx, deliverytest.Messages(topic, n)...); err != nil {
 		t.Fatal(err)
 	}
-	w.Close() // the engine's hooks have run once it returns
-	if n := h.records.Load(); n != 50 {
-		t.Fatalf("the hook saw %d records, want 50", n)
-	}
+	return w
 }
 
 // slowBatchHook is a franz-go batch hook that takes its time, so that the
@@ -311,19 +320,9 @@ func (s *slowBatchHook) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic str
 // engine hooks all the same.
 func TestWriterCloseWaitsForBatchHooks(t *testing.T) {
 	t.Parallel()
-	c := embedded.StartT(t, embedded.Topic("mslow", 1))
 	h := &slowBatchHook{}
 	p := metricstest.New()
-	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "mslow", RequiredAcks: kafka.RequireAll},
-		testOptions(t, sdk.WithEngineHooks(h), sdk.WithMetrics(p))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := w.WriteMessages(ctx, deliverytest.Messages("mslow", 2)...); err != nil {
-		t.Fatal(err)
-	}
+	w := writeHooked(t, "mslow", 1, 2, sdk.WithEngineHooks(h), sdk.WithMetrics(p))
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
