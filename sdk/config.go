@@ -734,7 +734,7 @@ var envVars = []settings.Var[config]{
 			return err
 		}},
 	{Name: EnvRedialBackoffMin, Default: settings.Code(DefaultRedialBackoffMin), Option: "WithRedialBackoff",
-		Doc: "First re-dial delay window after a failed or early-closed connection; doubles per failure.",
+		Doc: "First re-dial delay window after a failed or early-closed connection, counted from it; doubles per failure.",
 		Set: func(c *config, v string) (err error) {
 			c.redialBackoff.Min, err = parsePositiveDuration(v)
 			return err

@@ -129,6 +129,10 @@ type addrState struct {
 	// next dial waits a short jittered delay instead of reconnecting in
 	// lock-step with every other client the peer dropped.
 	peerClosed atomic.Bool
+	// lastEnd is when the last failure or peer close happened (Unix
+	// nanoseconds on the policy's clock): a re-dial's delay runs from
+	// then, so a dial long after it waits nothing.
+	lastEnd atomic.Int64
 }
 
 // maxFailures caps addrState.failures; the backoff is capped long before.
@@ -188,6 +192,7 @@ func (p *connPolicy) dial(ctx context.Context, network, address string, inner di
 }
 
 func (p *connPolicy) fail(st *addrState) {
+	st.lastEnd.Store(p.clock.now().UnixNano())
 	if st.failures.Load() < maxFailures {
 		st.failures.Add(1)
 	}
@@ -195,7 +200,11 @@ func (p *connPolicy) fail(st *addrState) {
 
 // waitBackoff sleeps before re-dialing an address that failed (growing
 // full-jitter delay) or whose connection the peer just closed (one short
-// jittered delay).
+// jittered delay). The delay runs from the failure or close, as Kafka's
+// own clients count reconnect.backoff.ms from their last attempt: an
+// address that failed a while ago (a broker restarted since, which the
+// client had no reason to dial until it led a partition again) is dialed
+// at once, not after the backoff its old failures earned.
 func (p *connPolicy) waitBackoff(ctx context.Context, address string, st *addrState) error {
 	f := st.failures.Load()
 	peer := st.peerClosed.Swap(false)
@@ -206,11 +215,11 @@ func (p *connPolicy) waitBackoff(ctx context.Context, address string, st *addrSt
 	if f > 0 {
 		attempt = int(f) - 1 // the first re-dial after a failure waits up to Min
 	}
-	d := p.backoff.Delay(attempt)
+	start := p.clock.now()
+	d := p.backoff.Delay(attempt) - start.Sub(time.Unix(0, st.lastEnd.Load()))
 	if d <= 0 {
 		return nil
 	}
-	start := p.clock.now()
 	err := p.clock.sleep(ctx, d)
 	waited := p.clock.now().Sub(start)
 	p.stats.backoffWait.Add(int64(waited))
@@ -311,6 +320,7 @@ func (c *policyConn) noteError(err error) {
 		return
 	}
 	c.policy.stats.peerCloses.Add(1)
+	c.st.lastEnd.Store(c.policy.clock.now().UnixNano())
 	c.st.peerClosed.Store(true)
 	if f := c.policy.onPeerClose.Load(); f != nil {
 		(*f)()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -274,6 +275,57 @@ func TestPolicyDialFailuresBackOff(t *testing.T) {
 	}
 }
 
+// A re-dial's delay runs from the failure that earned it: an address that
+// failed long ago (a broker killed and restarted, which the client had no
+// partition to dial for since) is dialed at once; one that just failed
+// still waits.
+func TestPolicyBackoffRunsFromTheLastFailure(t *testing.T) {
+	srv := startServer(t)
+	srv.handle(answerThenClose)
+	fc := newFakeClock()
+	p := testPolicy(fc, nil)
+	var down atomic.Bool
+	down.Store(true)
+	dial := p.wrap(func(ctx context.Context, network, address string) (net.Conn, error) {
+		if down.Load() {
+			return nil, syscall.ECONNREFUSED
+		}
+		return netDial(ctx, network, address)
+	}, false)
+	for range 6 {
+		if _, err := dial(context.Background(), "tcp", srv.addr); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial while down: %v", err)
+		}
+	}
+	if w := fc.takeSleeps(); len(w) != 5 || w[4] < 790*time.Millisecond {
+		t.Fatalf("waits while down %v, want 5 growing to just under 800ms", w)
+	}
+	// Just after the last failure the next dial waits most of its window;
+	// 400 ms after it, the window's rest.
+	fc.mu.Lock()
+	fc.t = fc.t.Add(400 * time.Millisecond)
+	fc.mu.Unlock()
+	if _, err := dial(context.Background(), "tcp", srv.addr); err == nil {
+		t.Fatal("dial while down succeeded")
+	}
+	if w := fc.takeSleeps(); len(w) != 1 || w[0] > 600*time.Millisecond || w[0] < 590*time.Millisecond {
+		t.Fatalf("dial 400ms after a failure waited %v, want the window's rest (just under 600ms)", w)
+	}
+	// Long after the last failure, with the address back, no wait.
+	down.Store(false)
+	fc.mu.Lock()
+	fc.t = fc.t.Add(time.Minute)
+	fc.mu.Unlock()
+	c, err := dial(context.Background(), "tcp", srv.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if w := fc.takeSleeps(); len(w) != 0 {
+		t.Fatalf("dial a minute after the last failure waited %v", w)
+	}
+}
+
 func TestPolicyLimiterSpacesDials(t *testing.T) {
 	srv := startServer(t)
 	srv.handle(answerThenClose)
@@ -317,6 +369,7 @@ func TestPolicyWaitsRespectContext(t *testing.T) {
 		{"backoff", func(p *connPolicy, addr string) {
 			p.backoff = retry.Backoff{Min: time.Hour, Max: time.Hour, Rand: func() float64 { return 0.5 }}
 			p.state(addr).failures.Store(3)
+			p.state(addr).lastEnd.Store(time.Now().UnixNano()) // failed just now
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

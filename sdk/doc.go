@@ -155,7 +155,10 @@
 // request (for TLS, once the broker answered three times, since the policy
 // sees the handshake too); after the peer closes a healthy connection, the
 // next dial waits a random 0-50ms so that clients dropped together do not
-// return in lock-step. Waits respect the dial's context. The limit is per
+// return in lock-step. A delay runs from the failure or close, as Kafka's
+// own clients count reconnect.backoff.ms from their last attempt: a
+// broker that failed minutes ago and was restarted since is dialed at
+// once when it leads again. Waits respect the dial's context. The limit is per
 // process: many processes on one host each get their own. The price is
 // latency in a storm: the last of N clients dropped at once waits about
 // (N - burst) / rate. DialerConnStats and TransportConnStats report the
