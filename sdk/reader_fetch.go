@@ -194,11 +194,12 @@ func orNil(b []byte) []byte {
 // messageTime is a record's timestamp as kafka-go's Reader gives it: in
 // UTC, and the zero Time for a timestamp at or before the epoch.
 func messageTime(t time.Time) time.Time {
-	ms := t.UnixMilli()
-	if ms <= 0 {
+	if t.UnixMilli() <= 0 {
 		return time.Time{}
 	}
-	return time.UnixMilli(ms).UTC()
+	// The engine's timestamps are whole milliseconds, with no monotonic
+	// reading: in UTC, they are kafka-go's time.UnixMilli(ms).UTC().
+	return t.UTC()
 }
 
 // poll refills the buffer from the engine, or returns why it could not.
