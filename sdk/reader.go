@@ -133,10 +133,13 @@ import (
 //     Stats().QueueCapacity (100).
 //   - MinBytes (1), MaxBytes (1 MB), MaxWait (10 s): the fetch's min
 //     bytes, max bytes per partition and max wait; a response per broker
-//     holds up to max(MaxBytes, DefaultFetchMaxBytes), once the first
-//     records came (until then 64 KiB, so that the first message is not
-//     held back while megabytes of others are read). Close never waits
-//     for MaxWait.
+//     holds up to max(MaxBytes, DefaultFetchMaxBytes) once the caller
+//     reads fast: it got through a poll's records in less than 10 µs a
+//     record, or found none buffered after the first. Until then fetches
+//     are of 64 KiB: the first message is not held back while megabytes
+//     of others are read, and a slower caller (a commit per message) has
+//     one small response per broker decoded ahead of it, not megabytes
+//     it may never read. Close never waits for MaxWait.
 //   - IsolationLevel (read uncommitted): the fetch isolation level
 //     (ReadLag and SetOffsetAt list offsets with it).
 //   - StartOffset (FirstOffset): where a group member starts on a partition
@@ -244,8 +247,11 @@ type Reader struct {
 	protocolChecked atomic.Bool
 	classicOnly     atomic.Bool
 
-	closed     atomic.Bool
-	fullFetch  atomic.Bool // the fetch limits were raised after the first records
+	closed    atomic.Bool
+	fullFetch atomic.Bool // the fetch limits were raised (raiseFetchLimits)
+	// polled is the last poll that returned records; poll's own (polls
+	// run one at a time, under pollSem).
+	polled     polled
 	created    time.Time
 	closedAt   atomic.Int64 // unix nanoseconds
 	closeDone  atomic.Bool  // Close has returned
