@@ -19,13 +19,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/eostest"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -183,6 +186,69 @@ func TestSDKTxnWriterFenced(t *testing.T) {
 	}
 	if !slices.Contains(all[0], "out-0") {
 		t.Errorf("read_uncommitted: %v, want the fenced writer's out-0 too", all[0])
+	}
+}
+
+// TestSDKTxnWriterCommitUnanswered: a TxnWriter's commit whose answer
+// never comes (the proxy holds the EndTxn response until Commit's ctx has
+// ended; the cluster did commit) returns ErrTxnUnknown, not ErrTxnAborted:
+// its writes are visible read_committed. The next Begin works (the engine
+// had kept the unconfirmed transaction open, and refused it before).
+func TestSDKTxnWriterCommitUnanswered(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("azkafka-txn-unanswered-%d", time.Now().UnixNano())
+	createTopic(t, ctx, addrs, topic, 1)
+	proxy, err := kproxy.Start(addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	var ends atomic.Int64
+	proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key == int16(kmsg.EndTxn) && ends.Add(1) == 1 {
+			held <- struct{}{}
+			<-release
+		}
+		return resp
+	})
+	w, err := sdk.NewTxnWriter(&kafka.Writer{Addr: kafka.TCP(proxy.Addr()), Topic: topic}, controlsOptions(sdk.WithTransactionalID(topic))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i, commit := range []bool{false, true} {
+		if err := w.Begin(); err != nil {
+			t.Fatalf("transaction %d: Begin: %v", i, err)
+		}
+		if err := w.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "out-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			if err := w.Commit(ctx); err != nil {
+				t.Fatalf("transaction %d: Commit: %v", i, err)
+			}
+			continue
+		}
+		cctx, ccancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Commit(cctx) }()
+		<-held
+		ccancel()
+		err := <-done
+		close(release)
+		if !errors.Is(err, sdk.ErrTxnUnknown) || errors.Is(err, sdk.ErrTxnAborted) {
+			t.Fatalf("Commit without an answer: %v; want ErrTxnUnknown, not ErrTxnAborted", err)
+		}
+	}
+	got, err := eostest.ReadToEnd(ctx, addrs, topic, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got[0], []string{"out-0", "out-1"}) {
+		t.Errorf("read_committed: %v, want [out-0 out-1] (the unanswered commit was committed)", got[0])
 	}
 }
 
@@ -506,4 +572,110 @@ func eosEngine() string {
 		return v
 	}
 	return "sdk"
+}
+
+// TestSDKProcessorCommitUnanswered: a Processor's commit whose answer
+// never comes (the proxy holds the EndTxn response until Commit's ctx has
+// ended; the cluster did commit) may have been committed: its error says
+// so (ErrTxnUnknown), not that it was aborted, and the Processor stops,
+// since the engine's session went back to the offsets it knew were
+// committed and reading on would read the committed batch again. A new
+// Processor with the same transactional ID reads on from what the cluster
+// committed: read_committed sees each input's output once, through two
+// such commits. Before, the error claimed an abort and the next
+// FetchMessages failed with the engine's "already in a transaction".
+func TestSDKProcessorCommitUnanswered(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	in, out, group := eosTopics(t, ctx, addrs, "azkafka-eosu")
+	const n = 3000
+	if w := <-writeEosInput(ctx, addrs, in, 0, n, nil); w.err != nil {
+		t.Fatal(w.err)
+	}
+	proxy, err := kproxy.Start(addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	// The EndTxn responses of the 2nd and the 5th EndTxn are held until
+	// the test lets them through.
+	var ends atomic.Int64
+	held, release := make(chan struct{}, 1), make(chan struct{}, 1)
+	proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != int16(kmsg.EndTxn) {
+			return resp
+		}
+		if i := ends.Add(1); i == 2 || i == 5 {
+			held <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return resp
+	})
+	start := func() *sdk.Processor {
+		p, err := sdk.NewProcessor(kafka.ReaderConfig{Brokers: []string{proxy.Addr()}, GroupID: group, Topic: in,
+			MaxWait: 100 * time.Millisecond}, &kafka.Writer{Topic: out, Balancer: &kafka.Hash{}},
+			controlsOptions(sdk.WithTransactionalID(group))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := start()
+	defer func() { p.Close() }()
+	unanswered := 0
+	for batch := 1; ; batch++ {
+		got, err := eostest.ReadToEnd(ctx, addrs, out, eosParts, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if eostest.Count(got) >= n {
+			if err := eostest.Check(got, n, eosKeys); err != nil {
+				t.Fatalf("read_committed output of %d messages: %v", n, err)
+			}
+			break
+		}
+		msgs, err := p.FetchMessages(ctx, 300)
+		if err != nil {
+			t.Fatalf("batch %d: FetchMessages: %v", batch, err)
+		}
+		if err := eostest.Job(ctx, msgs, p); err != nil {
+			t.Fatalf("batch %d: WriteMessages: %v", batch, err)
+		}
+		cctx, ccancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Commit(cctx) }()
+		select {
+		case err = <-done:
+			ccancel()
+			if err != nil && !errors.Is(err, sdk.ErrTxnRebalanced) {
+				t.Fatalf("batch %d: Commit: %v", batch, err)
+			}
+			continue
+		case <-held:
+		}
+		// The cluster has the EndTxn and its answer is held: end the
+		// Commit's ctx, then let the answer through.
+		ccancel()
+		err = <-done
+		release <- struct{}{}
+		unanswered++
+		if !errors.Is(err, sdk.ErrTxnUnknown) || errors.Is(err, sdk.ErrTxnAborted) {
+			t.Fatalf("batch %d: Commit without an answer: %v; want ErrTxnUnknown, not ErrTxnAborted", batch, err)
+		}
+		if _, err := p.FetchMessages(ctx, 300); !errors.Is(err, sdk.ErrTxnUnknown) {
+			t.Fatalf("batch %d: FetchMessages after the unanswered commit: %v, want ErrTxnUnknown (the Processor stopped)", batch, err)
+		}
+		if err := p.Close(); err != nil {
+			t.Logf("batch %d: Close after the unanswered commit: %v", batch, err)
+		}
+		p = start()
+	}
+	if unanswered != 2 {
+		t.Fatalf("%d commits went unanswered, want 2: the test proved nothing", unanswered)
+	}
+	t.Logf("%d inputs: read_committed saw each output once through 2 commits without an answer, each followed by a new Processor", n)
 }

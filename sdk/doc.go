@@ -70,7 +70,7 @@
 // batch is read again after an abort, and read_uncommitted readers (kafka-go's
 // default) see aborted data too. The errors say what happened:
 // ErrTxnAborted (and ErrTxnRebalanced, ErrTxnTimedOut), ErrTxnFenced,
-// ErrTxnCoordinator, ErrTxnUnsupported, ErrNoTxn; TxnStats counts
+// ErrTxnCoordinator, ErrTxnUnknown, ErrTxnUnsupported, ErrNoTxn; TxnStats counts
 // transactions begun, committed and aborted by cause, and their duration,
 // and WithMetrics reports them (metrics.Recorder's TxnBegun and TxnEnded).
 //

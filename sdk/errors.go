@@ -315,6 +315,15 @@ var (
 	// or moved while the transaction ended, past the retries (also
 	// matches ErrTxnAborted when the abort went through).
 	ErrTxnCoordinator = errors.New("sdk: transaction coordinator unavailable or moved")
+	// ErrTxnUnknown: the cluster's answer to a commit never came (ctx
+	// ended, the connection to the coordinator closed past the retries):
+	// the transaction may have been committed or not. What is left of it
+	// is aborted (an abort that fails is tried again by a TxnWriter's next
+	// Begin). A Processor stops (FetchMessages and Run return this error):
+	// it cannot tell from which offsets to read on without reading the
+	// group's again. Close it and start another with the same
+	// transactional ID, which reads on from what the cluster committed.
+	ErrTxnUnknown = errors.New("sdk: the transaction's outcome is unknown: its commit got no answer")
 	// ErrTxnUnsupported: the cluster does not support transactions (too
 	// old, or a topic kind without them, e.g. WarpStream's lightning
 	// topics).

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -81,6 +82,9 @@ type Processor struct {
 	pollMu     sync.Mutex
 	cancelMu   sync.Mutex
 	pollCancel context.CancelFunc
+	// stopped is FetchMessages' error once a commit got no answer
+	// (ErrTxnUnknown).
+	stopped atomic.Pointer[error]
 }
 
 // MessageWriter writes messages; a Processor is one, writing in its open
@@ -202,6 +206,9 @@ func processorGroupOpts(in kafka.ReaderConfig, s *session) ([]kgo.Opt, error) {
 // retries are absorbed; io.ErrClosedPipe after Close.
 func (p *Processor) FetchMessages(ctx context.Context, max int) ([]kafka.Message, error) {
 	mark := p.hooks.errSeq.Load()
+	if err := p.stopped.Load(); err != nil {
+		return nil, *err
+	}
 	for failed := 0; ; {
 		if p.closed.Load() {
 			return nil, io.ErrClosedPipe
@@ -274,8 +281,18 @@ func (p *Processor) poll(ctx context.Context, max int) kgo.Fetches {
 // ErrTxnAborted (ErrTxnRebalanced for a rebalance): the messages are read
 // again from the group's committed offsets, by this Processor or the
 // partitions' new owner. ErrTxnFenced: this instance is a zombie; Close it.
+// ErrTxnUnknown: the commit got no answer; the Processor stops (its
+// FetchMessages returns the error): Close it and start another.
 func (p *Processor) Commit(ctx context.Context) error {
-	return p.end(ctx, kgo.TryCommit, metrics.TxnAbort)
+	err := p.end(ctx, kgo.TryCommit, metrics.TxnAbort)
+	if errors.Is(err, ErrTxnUnknown) {
+		// The engine's session has gone back to the offsets it knows
+		// were committed, which the unanswered commit may have moved:
+		// reading on could read its input again. Stop instead.
+		stop := fmt.Errorf("sdk: FetchMessages: the Processor stopped after a commit got no answer (close it and start another with the same transactional ID): %w", err)
+		p.stopped.CompareAndSwap(nil, &stop)
+	}
+	return err
 }
 
 // Abort aborts the open transaction: nothing written in it becomes
@@ -304,7 +321,8 @@ func (p *Processor) endSession(ctx context.Context, commit kgo.TransactionEndTry
 // backoff after failures (WithRetry), until MaxAttempts of them in a row,
 // when it returns the last. Run returns nil when ctx ends, and at once on
 // ErrTxnFenced and ErrTxnUnsupported. Messages come at most 10,000 at a
-// time.
+// time. It returns at once on ErrTxnUnknown too: a commit got no answer,
+// and the Processor stopped (start another).
 func (p *Processor) Run(ctx context.Context, fn func(ctx context.Context, in []kafka.Message, out MessageWriter) error) error {
 	failures := 0
 	for {
@@ -327,7 +345,7 @@ func (p *Processor) Run(ctx context.Context, fn func(ctx context.Context, in []k
 		case err == nil, errors.Is(err, ErrTxnRebalanced):
 			failures = 0
 			continue
-		case errors.Is(err, ErrTxnFenced), errors.Is(err, ErrTxnUnsupported), errors.Is(err, io.ErrClosedPipe):
+		case errors.Is(err, ErrTxnFenced), errors.Is(err, ErrTxnUnsupported), errors.Is(err, ErrTxnUnknown), errors.Is(err, io.ErrClosedPipe):
 			return err
 		}
 		failures++

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/azkafka/azkafka/metrics"
@@ -97,10 +98,15 @@ type txnProducer struct {
 
 	// mu orders the transaction's ends with its writes: WriteMessages
 	// holds it shared, Begin, Commit, Abort and Close whole.
-	mu     sync.RWMutex
-	began  time.Time // when the open transaction began; zero when none
-	closed atomic.Bool
-	stats  txnCounters
+	mu    sync.RWMutex
+	began time.Time // when the open transaction began; zero when none
+	// unsettled is set when an end failed in a way the engine could not
+	// confirm and the abort that settles it failed too (see settleLocked):
+	// the engine still holds the transaction, and the next Begin (a
+	// Processor's next FetchMessages) settles it first.
+	unsettled bool
+	closed    atomic.Bool
+	stats     txnCounters
 }
 
 // newTxnProducer builds the producer of the constructor named ctorName
@@ -191,6 +197,14 @@ func (tp *txnProducer) Begin() error {
 	if !tp.began.IsZero() {
 		return errors.New("sdk: Begin: a transaction is open: Commit or Abort it first")
 	}
+	if tp.unsettled {
+		ctx, cancel := context.WithTimeout(context.Background(), tp.conf.writeTimeout)
+		err := tp.settleLocked(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	if err := tp.cl.BeginTransaction(); err != nil {
 		return txnError("Begin", err, time.Time{}, 0, false)
 	}
@@ -250,8 +264,12 @@ func (tp *txnProducer) record(m *kafka.Message, now time.Time) *kgo.Record {
 // calls wrote becomes visible to read_committed readers. If a write
 // failed, or the commit does, the transaction is aborted instead and the
 // error matches ErrTxnAborted (ErrTxnTimedOut, ErrTxnCoordinator), unless
-// this producer was fenced (ErrTxnFenced: Close it). It waits for the
-// WriteMessages calls in flight. Without an open transaction: ErrNoTxn.
+// this producer was fenced (ErrTxnFenced: Close it). When the cluster's
+// answer to the commit never came (ctx ended, the connection closed), the
+// error matches neither: the transaction may have been committed. Either
+// way it is over: what is left of it on the cluster is aborted, here or
+// by the next Begin. It waits for the WriteMessages calls in flight.
+// Without an open transaction: ErrNoTxn.
 func (tp *txnProducer) Commit(ctx context.Context) error {
 	return tp.end(ctx, kgo.TryCommit, metrics.TxnAbort)
 }
@@ -276,17 +294,60 @@ func (tp *txnProducer) end(ctx context.Context, commit kgo.TransactionEndTry, ca
 	}
 	began := tp.began
 	committed, err := tp.endTxn(ctx, commit)
-	return tp.settle(op, began, committed, bool(commit), cause, err)
+	// An end the cluster did not answer (a context or connection error,
+	// not a Kafka error code) leaves the engine's transaction open; a
+	// commit may have been committed.
+	unanswered := err != nil && !committed && !brokerAnswered(err) && !errors.Is(err, ErrTxnAborted)
+	if unanswered {
+		tp.unsettled = true
+		if serr := tp.settleLocked(ctx); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	unknown := unanswered && bool(commit) && !errors.As(err, new(commitNotSent))
+	return tp.settle(op, began, committed, bool(commit), unknown, cause, err)
+}
+
+// commitNotSent is the error of a commit that ended before the engine
+// asked the cluster to commit (the flush of its writes failed): it was
+// not committed.
+type commitNotSent struct{ err error }
+
+func (e commitNotSent) Error() string { return e.err.Error() }
+func (e commitNotSent) Unwrap() error { return e.err }
+
+// brokerAnswered reports whether err holds the cluster's own answer (a
+// Kafka error code), as opposed to a context or connection error.
+func brokerAnswered(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke)
+}
+
+// settleLocked aborts, once more, a transaction whose end failed. The
+// engine keeps a transaction open when it cannot confirm how its end went
+// (the connection to the coordinator closed under the EndTxn, the
+// coordinator died with it) until an abort retries it, and refuses to
+// begin another until then. The retry initialises the producer ID again,
+// which bumps its epoch: a transaction the cluster still has open is
+// fenced and aborted, so nothing of it becomes visible. An end that
+// failed otherwise has nothing left open, and the retry returns at once.
+// tp.mu is held.
+func (tp *txnProducer) settleLocked(ctx context.Context) error {
+	if _, err := tp.endTxn(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("sdk: settling the transaction whose end failed (the next Begin tries again): %w", err)
+	}
+	tp.unsettled = false
+	return nil
 }
 
 // endLocked ends the transaction on the engine: flush and commit, or
 // drop what is buffered and abort; a failed commit is aborted.
 func (tp *txnProducer) endLocked(ctx context.Context, commit kgo.TransactionEndTry) (committed bool, err error) {
 	if commit {
-		if err = tp.cl.Flush(ctx); err == nil {
-			if err = tp.cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
-				return true, nil
-			}
+		if err = tp.cl.Flush(ctx); err != nil {
+			err = commitNotSent{err}
+		} else if err = tp.cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
+			return true, nil
 		}
 	}
 	aerr := tp.cl.AbortBufferedRecords(ctx)
@@ -301,8 +362,8 @@ func (tp *txnProducer) endLocked(ctx context.Context, commit kgo.TransactionEndT
 
 // settle counts the end of the transaction begun at began and returns
 // op's error: nil when it ended as asked (committed, or aborted when
-// asked to abort).
-func (tp *txnProducer) settle(op string, began time.Time, committed, wantCommit bool, cause metrics.TxnOutcome, err error) error {
+// asked to abort); ErrTxnUnknown's when unknown (a commit unanswered).
+func (tp *txnProducer) settle(op string, began time.Time, committed, wantCommit, unknown bool, cause metrics.TxnOutcome, err error) error {
 	tp.began = time.Time{}
 	d := time.Since(began)
 	if committed {
@@ -314,6 +375,9 @@ func (tp *txnProducer) settle(op string, began time.Time, committed, wantCommit 
 		return nil
 	}
 	out := txnError(op, err, began, tp.s.txnTimeout, true)
+	if unknown {
+		out = fmt.Errorf("sdk: %s: %w: %w", op, ErrTxnUnknown, err)
+	}
 	switch {
 	case errors.Is(out, ErrTxnFenced):
 		cause = metrics.TxnFenced
@@ -327,6 +391,11 @@ func (tp *txnProducer) settle(op string, began time.Time, committed, wantCommit 
 	tp.stats.end(cause, d)
 	if err == nil {
 		return nil
+	}
+	if unknown {
+		tp.s.logger.Warn("azkafka: a transaction's commit got no answer from the cluster: it may have been committed", "op", op, "error", err,
+			"fix", "what is left of it is aborted; a TxnWriter begins another; a Processor stops: close it and start another with the same transactional ID")
+		return out
 	}
 	tp.s.logger.Warn("azkafka: a transaction was aborted", "op", op, "cause", cause, "error", err,
 		"fix", "nothing of it is visible to read_committed readers; begin another (after ErrTxnFenced, close this instance)")
@@ -357,7 +426,7 @@ func (tp *txnProducer) abortAtCloseLocked() error {
 	defer cancel()
 	began := tp.began
 	committed, err := tp.endTxn(ctx, kgo.TryAbort)
-	return tp.settle("Close", began, committed, false, metrics.TxnClose, err)
+	return tp.settle("Close", began, committed, false, false, metrics.TxnClose, err)
 }
 
 // TxnStats are a TxnWriter's or a Processor's transactions since the

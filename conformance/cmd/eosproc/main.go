@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -57,19 +58,28 @@ func main() {
 	if *static {
 		opts = append(opts, sdk.WithGroupInstanceID(*id))
 	}
-	p, err := sdk.NewProcessor(kafka.ReaderConfig{Brokers: strings.Split(*brokers, ","), GroupID: *group, Topic: *in,
-		MaxWait: 100 * time.Millisecond, HeartbeatInterval: 300 * time.Millisecond, SessionTimeout: 6 * time.Second,
-		RebalanceTimeout: 6 * time.Second},
-		&kafka.Writer{Topic: *out, Balancer: &kafka.Hash{}}, opts...)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "eosproc:", err)
-		os.Exit(1)
-	}
-	err = p.Run(ctx, eostest.Job)
-	p.Close()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "eosproc:", err)
-		os.Exit(1)
+	for {
+		p, err := sdk.NewProcessor(kafka.ReaderConfig{Brokers: strings.Split(*brokers, ","), GroupID: *group, Topic: *in,
+			MaxWait: 100 * time.Millisecond, HeartbeatInterval: 300 * time.Millisecond, SessionTimeout: 6 * time.Second,
+			RebalanceTimeout: 6 * time.Second},
+			&kafka.Writer{Topic: *out, Balancer: &kafka.Hash{}}, opts...)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "eosproc:", err)
+			os.Exit(1)
+		}
+		err = p.Run(ctx, eostest.Job)
+		p.Close()
+		if errors.Is(err, sdk.ErrTxnUnknown) {
+			// A commit got no answer: the Processor stopped; a new one
+			// reads on from what the cluster committed.
+			logger.Warn("eosproc: starting a new Processor after a commit without an answer", "error", err)
+			continue
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "eosproc:", err)
+			os.Exit(1)
+		}
+		return
 	}
 }
 
