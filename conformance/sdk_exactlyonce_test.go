@@ -106,14 +106,8 @@ func TestSDKProcessorMembersComeAndGo(t *testing.T) {
 		t.Fatal(w.err)
 	}
 	for {
-		got, err := eostest.ReadToEnd(ctx, addrs, out, eosParts, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if eostest.Count(got) >= n {
-			if err := eostest.Check(got, n, eosKeys); err != nil {
-				t.Fatalf("read_committed output of %d messages: %v", n, err)
-			}
+		got, done := committedOutput(t, ctx, addrs, out, n)
+		if done {
 			break
 		}
 		for i, m := range members {
@@ -534,6 +528,24 @@ func ongoingSince(state string, began, since time.Time) bool {
 	return state == "Ongoing" && !began.Before(since.Truncate(time.Millisecond))
 }
 
+// committedOutput reads topic read_committed: done once it holds n
+// messages, each input's output once in the input's order per key (t
+// fails otherwise).
+func committedOutput(t *testing.T, ctx context.Context, addrs []string, topic string, n int) (got map[int32][]string, done bool) {
+	t.Helper()
+	got, err := eostest.ReadToEnd(ctx, addrs, topic, eosParts, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eostest.Count(got) < n {
+		return got, false
+	}
+	if err := eostest.Check(got, n, eosKeys); err != nil {
+		t.Fatalf("read_committed output of %d messages: %v", n, err)
+	}
+	return got, true
+}
+
 // waitOutput reads topic read_committed until it holds at least n values.
 func waitOutput(t *testing.T, ctx context.Context, addrs []string, topic string, n int) map[int32][]string {
 	t.Helper()
@@ -628,14 +640,7 @@ func TestSDKProcessorCommitUnanswered(t *testing.T) {
 	defer func() { p.Close() }()
 	unanswered := 0
 	for batch := 1; ; batch++ {
-		got, err := eostest.ReadToEnd(ctx, addrs, out, eosParts, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if eostest.Count(got) >= n {
-			if err := eostest.Check(got, n, eosKeys); err != nil {
-				t.Fatalf("read_committed output of %d messages: %v", n, err)
-			}
+		if _, done := committedOutput(t, ctx, addrs, out, n); done {
 			break
 		}
 		msgs, err := p.FetchMessages(ctx, 300)
