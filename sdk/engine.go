@@ -697,7 +697,8 @@ func (r *Reader) engineOpts() []kgo.Opt {
 		kgo.FetchMinBytes(int32(c.MinBytes)),
 		// The first fetches ask for little, so that the first message
 		// comes as soon as kafka-go's (which hands out records as it
-		// reads them); poll raises the limits once records came.
+		// reads them); poll raises the limits once the caller reads
+		// fast (Reader.raiseFetchLimits).
 		kgo.FetchMaxPartitionBytes(int32(min(c.MaxBytes, firstFetchMaxBytes))),
 		kgo.FetchMaxBytes(int32(min(fetchMax, firstFetchMaxBytes))),
 	)
@@ -770,8 +771,9 @@ func (r *Reader) engineOpts() []kgo.Opt {
 // holds per broker (fetch.max.bytes).
 func readerFetchMax(c kafka.ReaderConfig) int { return max(c.MaxBytes, DefaultFetchMaxBytes) }
 
-// firstFetchMaxBytes bounds a Reader's fetches until the first records
-// come back: a broker still returns a whole first record batch when it is
-// larger (KIP-74), so nothing is refused, and the first message is not
-// held back while megabytes of others are read and decoded.
+// firstFetchMaxBytes bounds a Reader's fetches until its caller reads
+// fast (Reader.raiseFetchLimits): a broker still returns a whole first
+// record batch when it is larger (KIP-74), so nothing is refused; the
+// first message is not held back while megabytes of others are read and
+// decoded, nor are megabytes decoded ahead of a slow caller.
 const firstFetchMaxBytes = 64 << 10
