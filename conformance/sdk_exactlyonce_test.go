@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/eostest"
@@ -243,6 +244,74 @@ func TestSDKTxnWriterCommitUnanswered(t *testing.T) {
 	}
 	if !slices.Equal(got[0], []string{"out-0", "out-1"}) {
 		t.Errorf("read_committed: %v, want [out-0 out-1] (the unanswered commit was committed)", got[0])
+	}
+}
+
+// TestSDKProcessorCloseDuringStuckCommit: a coordinator that answers
+// every EndTxn with CONCURRENT_TRANSACTIONS (a transaction stuck on the
+// cluster; here a proxy rewriting the answers) keeps the engine retrying
+// Run's commit without end. Close must still return, within its bound
+// (WriteTimeout plus ReaderCloseTimeout), and Run with io.ErrClosedPipe.
+// Before, Close waited for the commit's lock for as long as the
+// coordinator answered so.
+func TestSDKProcessorCloseDuringStuckCommit(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	in, out, group := eosTopics(t, ctx, addrs, "azkafka-eoss")
+	if w := <-writeEosInput(ctx, addrs, in, 0, 100, nil); w.err != nil {
+		t.Fatal(w.err)
+	}
+	proxy, err := kproxy.Start(addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	stuck := make(chan struct{})
+	var refused atomic.Int64
+	proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != int16(kmsg.EndTxn) {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			return resp
+		}
+		r.(*kmsg.EndTxnResponse).ErrorCode = kerr.ConcurrentTransactions.Code
+		if refused.Add(1) == 3 {
+			close(stuck) // the engine is retrying
+		}
+		return kproxy.EncodeResponse(req, r)
+	})
+	const writeTimeout = 2 * time.Second
+	p, err := sdk.NewProcessor(kafka.ReaderConfig{Brokers: []string{proxy.Addr()}, GroupID: group, Topic: in,
+		MaxWait: 100 * time.Millisecond}, &kafka.Writer{Topic: out, Balancer: &kafka.Hash{}, WriteTimeout: writeTimeout},
+		controlsOptions(sdk.WithTransactionalID(group))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx, eostest.Job) }()
+	select {
+	case <-stuck:
+	case err := <-ran:
+		t.Fatalf("Run returned before its commit was refused 3 times: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no EndTxn was refused 3 times")
+	}
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- p.Close() }()
+	// A hang detector, well past Close's bound.
+	const hang = 30 * time.Second
+	select {
+	case err := <-closed:
+		t.Logf("Close returned after %v (bound %v): %v", time.Since(start).Round(time.Millisecond), writeTimeout+sdk.ReaderCloseTimeout, err)
+	case <-time.After(hang):
+		t.Fatalf("Close had not returned after %v, with the commit retried without end (%d refusals)", hang, refused.Load())
+	}
+	if err := <-ran; !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("Run returned %v, want io.ErrClosedPipe", err)
 	}
 }
 

@@ -82,6 +82,8 @@ type Processor struct {
 	pollMu     sync.Mutex
 	cancelMu   sync.Mutex
 	pollCancel context.CancelFunc
+	// endCancel ends the commit or abort Run is making (under cancelMu).
+	endCancel context.CancelFunc
 	// stopped is FetchMessages' error once a commit got no answer
 	// (ErrTxnUnknown).
 	stopped atomic.Pointer[error]
@@ -302,6 +304,26 @@ func (p *Processor) Abort(ctx context.Context) error {
 	return p.end(ctx, kgo.TryAbort, metrics.TxnAbort)
 }
 
+// runEnd is Run's commit or abort: not ended with ctx (a transaction
+// begun is ended), but by Close.
+func (p *Processor) runEnd(ctx context.Context, end func(context.Context) error) error {
+	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	p.cancelMu.Lock()
+	if p.closed.Load() {
+		p.cancelMu.Unlock()
+		return io.ErrClosedPipe
+	}
+	p.endCancel = cancel
+	p.cancelMu.Unlock()
+	defer func() {
+		p.cancelMu.Lock()
+		p.endCancel = nil
+		p.cancelMu.Unlock()
+	}()
+	return end(ectx)
+}
+
 // endSession ends the open transaction through the group session, which
 // aborts it when the group rebalanced since it began.
 func (p *Processor) endSession(ctx context.Context, commit kgo.TransactionEndTry) (bool, error) {
@@ -335,12 +357,15 @@ func (p *Processor) Run(ctx context.Context, fn func(ctx context.Context, in []k
 			return err
 		}
 		if err := fn(ctx, msgs, p); err != nil {
-			if aerr := p.Abort(context.WithoutCancel(ctx)); aerr != nil && !errors.Is(aerr, ErrNoTxn) {
+			if aerr := p.runEnd(ctx, p.Abort); aerr != nil && !errors.Is(aerr, ErrNoTxn) {
 				return errors.Join(err, aerr)
 			}
 			return err
 		}
-		err = p.Commit(context.WithoutCancel(ctx))
+		err = p.runEnd(ctx, p.Commit)
+		if err != nil && p.closed.Load() {
+			return io.ErrClosedPipe
+		}
 		switch {
 		case err == nil, errors.Is(err, ErrTxnRebalanced):
 			failures = 0
@@ -368,20 +393,26 @@ func (p *Processor) abortOpen() {
 }
 
 // Close aborts the open transaction, if any, leaves the group and closes
-// the Processor, within WriteTimeout plus ReaderCloseTimeout; it returns
-// the abort's error, if any. A Run in progress returns io.ErrClosedPipe.
+// the Processor, within WriteTimeout plus ReaderCloseTimeout, also while
+// Run's commit is being retried (Close ends it); it returns the abort's
+// error, if any. A Run in progress returns io.ErrClosedPipe. A Commit or
+// Abort of the caller's own is waited for: its ctx bounds it.
 func (p *Processor) Close() error {
-	// Closed first, under the locks: no transaction begins and no poll
-	// starts after the abort (a transaction begun then would stay open
-	// until its timeout); the poll in progress is ended and waited for.
-	p.mu.Lock()
+	// Closed first: no poll starts after the abort, and no transaction
+	// begins (Begin checks it under mu, which the abort below takes
+	// after it: a transaction begun before is aborted). The poll in
+	// progress is ended and waited for, and Run's end in progress is
+	// ended: an end the engine retries without a bound (a coordinator
+	// answering CONCURRENT_TRANSACTIONS) holds mu.
 	p.cancelMu.Lock()
 	already := p.closed.Swap(true)
 	if cancel := p.pollCancel; cancel != nil {
 		cancel()
 	}
+	if cancel := p.endCancel; cancel != nil {
+		cancel()
+	}
 	p.cancelMu.Unlock()
-	p.mu.Unlock()
 	if already {
 		return nil
 	}
