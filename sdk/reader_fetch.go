@@ -268,8 +268,6 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 			r.raiseFetchLimits()
 		}
 		r.polled = polled{at: time.Now(), n: n}
-	}
-	if n > 0 {
 		r.stats.fetchSize.observe(n)
 	}
 	if err := r.pollErrors(ctx, mark, fs.Errors()); err != nil {
