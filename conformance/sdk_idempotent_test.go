@@ -295,15 +295,17 @@ var idempotentBenchCases = []struct {
 // kafka.Writer, sdk.Writer (at acks=all both at least once and
 // idempotent), franz-go's kgo (idempotent at acks=all, its default, else
 // without idempotence).
-func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Duration, acks kafka.RequiredAcks) []struct {
+func idempotentBenchClients(addrs []string, topic string, perCall int, batchTimeout time.Duration, acks kafka.RequiredAcks) []struct {
 	name string
 	new  func(testing.TB) writebench.Writer
 } {
 	kw := func() *kafka.Writer {
 		return &kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: acks, BatchTimeout: batchTimeout}
 	}
-	newSDK := func(tb testing.TB, idempotent bool) writebench.Writer {
-		w, err := sdk.NewWriter(kw(), sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent), sdk.WithGetenv(func(string) string { return "" }),
+	newSDK := func(tb testing.TB, idempotent bool, balancer kafka.Balancer) writebench.Writer {
+		kwr := kw()
+		kwr.Balancer = balancer
+		w, err := sdk.NewWriter(kwr, sdk.WithAZ("az-a"), sdk.WithIdempotence(idempotent), sdk.WithGetenv(func(string) string { return "" }),
 			sdk.WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			tb.Fatal(err)
@@ -324,14 +326,23 @@ func idempotentBenchClients(addrs []string, topic string, batchTimeout time.Dura
 			name string
 			new  func(testing.TB) writebench.Writer
 		}{
-			{"sdk-at-least-once", func(tb testing.TB) writebench.Writer { return newSDK(tb, false) }},
-			{"sdk-idempotent", func(tb testing.TB) writebench.Writer { return newSDK(tb, true) }},
+			{"sdk-at-least-once", func(tb testing.TB) writebench.Writer { return newSDK(tb, false, nil) }},
+			{"sdk-idempotent", func(tb testing.TB) writebench.Writer { return newSDK(tb, true, nil) }},
 		}...)
 	} else {
 		clients = append(clients, struct {
 			name string
 			new  func(testing.TB) writebench.Writer
-		}{"sdk", func(tb testing.TB) writebench.Writer { return newSDK(tb, false) }})
+		}{"sdk", func(tb testing.TB) writebench.Writer { return newSDK(tb, false, nil) }})
+		// kafka-go's RoundRobin with a ChunkSize of a call's messages
+		// gives each call one partition, as franz-go's sticky
+		// partitioner does: the same requests as franz-go's.
+		clients = append(clients, struct {
+			name string
+			new  func(testing.TB) writebench.Writer
+		}{"sdk-chunked", func(tb testing.TB) writebench.Writer {
+			return newSDK(tb, false, &kafka.RoundRobin{ChunkSize: perCall})
+		}})
 	}
 	// franz-go with its default sticky partitioner (a call's keyless
 	// messages fill one partition's batch), and with round robin, as
@@ -360,7 +371,7 @@ func BenchmarkSDKIdempotentWriter(b *testing.B) {
 	addrs := brokers(b)
 	topic := idempotentBenchTopic(b, addrs)
 	for _, sc := range idempotentBenchCases {
-		for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout, sc.acks) {
+		for _, cl := range idempotentBenchClients(addrs, topic, sc.perCall, sc.batchTimeout, sc.acks) {
 			b.Run("case="+sc.name+"/client="+cl.name, func(b *testing.B) {
 				writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 100, writebench.Same)
 			})
@@ -392,7 +403,7 @@ func TestSDKIdempotentBenchmark(t *testing.T) {
 	var lines strings.Builder
 	for round := 0; round < 6; round++ {
 		for _, sc := range idempotentBenchCases {
-			for _, cl := range idempotentBenchClients(addrs, topic, sc.batchTimeout, sc.acks) {
+			for _, cl := range idempotentBenchClients(addrs, topic, sc.perCall, sc.batchTimeout, sc.acks) {
 				r := testing.Benchmark(func(b *testing.B) { writebench.Run(b, cl.new(b), sc.goroutines, sc.perCall, 100, writebench.Same) })
 				line := fmt.Sprintf("BenchmarkSDKIdempotentWriter/case=%s/client=%s-%d\t%s\t%s\n", sc.name, cl.name, runtime.GOMAXPROCS(0), r.String(), r.MemString())
 				lines.WriteString(line)
