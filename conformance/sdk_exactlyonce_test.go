@@ -30,6 +30,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/testkit/eostest"
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/logwatch"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -250,10 +251,11 @@ func TestSDKTxnWriterCommitUnanswered(t *testing.T) {
 // TestSDKProcessorCloseDuringStuckCommit: a coordinator that answers
 // every EndTxn with CONCURRENT_TRANSACTIONS (a transaction stuck on the
 // cluster; here a proxy rewriting the answers) keeps the engine retrying
-// Run's commit without end. Close must still return, within its bound
-// (WriteTimeout plus ReaderCloseTimeout), and Run with io.ErrClosedPipe.
-// Before, Close waited for the commit's lock for as long as the
-// coordinator answered so.
+// Run's commit without end. Run warns each WriteTimeout it waits. Close
+// must still return, within its bound (WriteTimeout plus
+// ReaderCloseTimeout), and Run with io.ErrClosedPipe. Before, Close
+// waited for the commit's lock for as long as the coordinator answered
+// so.
 func TestSDKProcessorCloseDuringStuckCommit(t *testing.T) {
 	addrs := brokers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -284,9 +286,10 @@ func TestSDKProcessorCloseDuringStuckCommit(t *testing.T) {
 		return kproxy.EncodeResponse(req, r)
 	})
 	const writeTimeout = 2 * time.Second
+	logs := logwatch.New("end is still waiting for the transaction coordinator")
 	p, err := sdk.NewProcessor(kafka.ReaderConfig{Brokers: []string{proxy.Addr()}, GroupID: group, Topic: in,
 		MaxWait: 100 * time.Millisecond}, &kafka.Writer{Topic: out, Balancer: &kafka.Hash{}, WriteTimeout: writeTimeout},
-		controlsOptions(sdk.WithTransactionalID(group))...)
+		controlsOptions(sdk.WithTransactionalID(group), sdk.WithLogger(logs.Logger()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +301,13 @@ func TestSDKProcessorCloseDuringStuckCommit(t *testing.T) {
 		t.Fatalf("Run returned before its commit was refused 3 times: %v", err)
 	case <-ctx.Done():
 		t.Fatal("no EndTxn was refused 3 times")
+	}
+	select {
+	case <-logs.Warned():
+	case err := <-ran:
+		t.Fatalf("Run returned before it warned of its waiting commit: %v", err)
+	case <-ctx.Done():
+		t.Fatalf("no warning of the waiting commit (%d refusals)", refused.Load())
 	}
 	closed := make(chan error, 1)
 	start := time.Now()

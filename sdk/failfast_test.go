@@ -14,10 +14,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +26,7 @@ import (
 	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/internal/testkit/hostile"
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
+	"github.com/azkafka/azkafka/internal/testkit/logwatch"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -216,24 +215,6 @@ func TestRefusedBootstrapGivesUpAfterTheTimeout(t *testing.T) {
 	}
 }
 
-// warnSignal is a slog handler that closes warned at the first Warn
-// record whose message holds want.
-type warnSignal struct {
-	want   string
-	once   sync.Once
-	warned chan struct{}
-}
-
-func (h *warnSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h *warnSignal) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.want) {
-		h.once.Do(func() { close(h.warned) })
-	}
-	return nil
-}
-func (h *warnSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *warnSignal) WithGroup(string) slog.Handler      { return h }
-
 // TestReaderWarnsWhileUnreachable: a Reader that reached its cluster and
 // then meets refusals keeps waiting (its call ends with its ctx), and
 // logs at Warn once the cluster has been unreachable for longer than
@@ -242,9 +223,9 @@ func TestReaderWarnsWhileUnreachable(t *testing.T) {
 	t.Parallel()
 	rig := newFaultRig(t, "unreachable", 1)
 	rig.write(t, kafka.Message{Value: []byte("v")})
-	logs := &warnSignal{want: "no broker has answered", warned: make(chan struct{})}
+	logs := logwatch.New("no broker has answered")
 	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{rig.proxy.Addr()}, Topic: rig.topic, MaxWait: 100 * time.Millisecond},
-		testOptions(t, sdk.WithLogger(slog.New(logs)))...)
+		testOptions(t, sdk.WithLogger(logs.Logger()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +242,7 @@ func TestReaderWarnsWhileUnreachable(t *testing.T) {
 	fetched := make(chan error, 1)
 	go func() { _, err := r.FetchMessage(ctx); fetched <- err }()
 	select {
-	case <-logs.warned:
+	case <-logs.Warned():
 	case err := <-fetched:
 		t.Fatalf("FetchMessage returned %v while the cluster was unreachable, before any Warn", err)
 	case <-time.After(time.Minute):

@@ -309,6 +309,7 @@ func (p *Processor) Abort(ctx context.Context) error {
 func (p *Processor) runEnd(ctx context.Context, end func(context.Context) error) error {
 	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	defer p.warnSlowEnd(time.Now())()
 	p.cancelMu.Lock()
 	if p.closed.Load() {
 		p.cancelMu.Unlock()
@@ -322,6 +323,36 @@ func (p *Processor) runEnd(ctx context.Context, end func(context.Context) error)
 		p.cancelMu.Unlock()
 	}()
 	return end(ectx)
+}
+
+// warnSlowEnd logs a warning each WriteTimeout that Run's commit or abort,
+// begun at start, goes on (the engine retries it while the coordinator
+// answers CONCURRENT_TRANSACTIONS or not at all, with no end of its own),
+// until the returned stop is called.
+func (p *Processor) warnSlowEnd(start time.Time) (stop func()) {
+	every := max(p.conf.writeTimeout, time.Second)
+	var mu sync.Mutex
+	done := false
+	var t *time.Timer
+	mu.Lock() // the first warning waits for t
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		p.s.logger.Warn("azkafka: a transaction's end is still waiting for the transaction coordinator",
+			"transactional_id", p.s.txnID, "group", p.group, "waited", time.Since(start).Round(time.Millisecond),
+			"fix", "Run retries it until the coordinator answers; a coordinator answering CONCURRENT_TRANSACTIONS for long holds a transaction of this ID open (kafka-transactions.sh describe); Close ends the wait")
+		t.Reset(every)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		t.Stop()
+	}
 }
 
 // endSession ends the open transaction through the group session, which
@@ -344,7 +375,10 @@ func (p *Processor) endSession(ctx context.Context, commit kgo.TransactionEndTry
 // when it returns the last. Run returns nil when ctx ends, and at once on
 // ErrTxnFenced and ErrTxnUnsupported. Messages come at most 10,000 at a
 // time. It returns at once on ErrTxnUnknown too: a commit got no answer,
-// and the Processor stopped (start another).
+// and the Processor stopped (start another). A commit or abort the
+// coordinator keeps refusing with CONCURRENT_TRANSACTIONS has no end of
+// its own: Run logs a warning each WriteTimeout it waits, and Close ends
+// it.
 func (p *Processor) Run(ctx context.Context, fn func(ctx context.Context, in []kafka.Message, out MessageWriter) error) error {
 	failures := 0
 	for {
