@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -302,6 +303,17 @@ func TestConstructorsRejectInvalidConfiguration(t *testing.T) {
 	}
 	if _, err := sdk.NewAZAwareDialer(&kafka.Dialer{ClientID: "a,,b"}, hermetic("a")...); err == nil {
 		t.Fatal("an invalid base ClientID was accepted")
+	}
+	// Kafka refuses every other acks value: kafka-go's Writer fails each
+	// message with INVALID_REQUIRED_ACKS.
+	for _, acks := range []kafka.RequiredAcks{2, -2, 100} {
+		w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", RequiredAcks: acks}, hermetic("a")...)
+		if want := fmt.Sprintf("kafka.Writer.RequiredAcks is %d:", acks); err == nil || !strings.Contains(err.Error(), want) {
+			if w != nil {
+				w.Close()
+			}
+			t.Fatalf("NewWriter with RequiredAcks %d: %v, want an error holding %q", acks, err, want)
+		}
 	}
 }
 

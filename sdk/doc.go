@@ -223,10 +223,28 @@
 //     with the error. The caller can still process it (the commit may have
 //     been stored); kafka-go returns an empty Message, and the message is
 //     not handed out again.
+//   - The Reader hands out no transaction markers (the control records that
+//     commit or abort a transaction), and with IsolationLevel ReadCommitted
+//     no records of aborted transactions; offsets that hold them are passed
+//     over. kafka-go v0.4.51 hands out each marker as a message (a 4-byte
+//     key, no value; on Apache Kafka 4.3.1 with the offsets of the records
+//     after it shifted down) and, under ReadCommitted, the aborted records
+//     too: neither is data a producer committed. Kafka's Java consumer and
+//     franz-go skip both.
 //   - NewReader and NewWriter return an error for an invalid configuration,
 //     naming the field. kafka.NewReader panics, and kafka-go's Writer fails
 //     on its first call; an error at construction is what a service can
 //     report.
+//   - Under RequireNone, the messages Completion gets carry the Topic and
+//     Partition they were written to, as under the other acks (Offset stays
+//     as given: the broker answers none). kafka-go's Completion gets them
+//     under RequireNone as the caller gave them (Topic empty when the Writer
+//     has it, Partition 0), which tells the callback nothing.
+//   - NewWriter returns an error for RequiredAcks other than RequireAll
+//     (-1), RequireOne (1) and RequireNone (0), naming the value. kafka-go's
+//     Writer sends the value, and every message of every call fails with
+//     kafka.InvalidRequiredAcks: a Writer that can never write is a
+//     configuration error, reported where the configuration is given.
 //   - Once a broker has answered, the Writer resends and the Reader
 //     refetches through closed connections, refusals and leader elections
 //     until the delivery budget (110 s by default) or the call's ctx ends:

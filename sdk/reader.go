@@ -86,8 +86,9 @@ import (
 // commits only offsets the caller gave back, so the committed offset never
 // passes a message the caller was not given. Records of a partition that
 // was revoked meanwhile are dropped, not handed out: its next owner starts
-// at the committed offset. Offsets that hold no record (compacted away,
-// transaction markers) are passed over, as in kafka-go.
+// at the committed offset. Offsets that hold no record (compacted away)
+// are passed over, as in kafka-go, and so are transaction markers, which
+// kafka-go hands out as messages (see Differences from kafka-go).
 //
 // Errors: the engine retries what is transient (closed or reset
 // connections, leader moves, a coordinator loading) on its own; the Reader

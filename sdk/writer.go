@@ -130,7 +130,8 @@ import (
 // batches by bytes, BatchBytes, so a batch may carry more than BatchSize
 // messages). Completion, when set, receives every message once, grouped per call and
 // partition (kafka-go calls it per batch), with Topic, Partition and (when
-// acknowledged) Offset set. A
+// acknowledged with an offset: not under RequireNone) Offset set, Time as
+// given. A
 // message that fails for good in async mode without a Completion is
 // logged at Warn, once per call and partition, naming the topic,
 // partition and cause.
@@ -149,9 +150,13 @@ import (
 //     both (kafka-go's errors).
 //   - Balancer: called with kafka-go's arguments (the message, every
 //     partition in order) as the engine's partitioner, so keyed messages
-//     land where kafka-go puts them. Default &kafka.RoundRobin{}.
+//     land where kafka-go puts them. Default &kafka.RoundRobin{}, which
+//     spreads each call's messages over the partitions; kafka-go's own
+//     &kafka.RoundRobin{ChunkSize: n} gives n messages in a row one
+//     partition, so that a call of n is one batch (less work per message
+//     for the broker; docs/RESULTS.md, acks=0).
 //   - RequiredAcks: AllISRAcks (idempotent unless turned off), LeaderAck,
-//     NoAck.
+//     NoAck; any other value is a NewWriter error (Kafka refuses it).
 //   - MaxAttempts, WriteBackoffMin, WriteBackoffMax: not used; the retry
 //     policy (AZKAFKA_RETRY_*, WithRetry) sets the backoff and, with
 //     WriteTimeout, the delivery budget (the engine's
@@ -174,7 +179,9 @@ import (
 //   - Async, Completion: WriteMessages returns once queued;
 //     Completion(messages, err) is called per call and partition with
 //     Partition and Offset set.
-//   - Compression: ProducerBatchCompression (none by default, as kafka-go).
+//   - Compression: ProducerBatchCompression (none by default, as kafka-go);
+//     a batch that the codec would make larger is sent uncompressed (a
+//     message of a few bytes), which every consumer reads the same.
 //   - Logger, ErrorLogger: the engine's log lines, Info and up to Logger,
 //     Warn and up to ErrorLogger.
 //   - Transport: nil or a *kafka.Transport, whose TLS, SASL, Dial,
@@ -280,7 +287,8 @@ const (
 // environment variables.
 //
 // NewWriter returns an error, rather than failing on first use, when w is
-// nil, has no Addr, has an unsupported Transport, or when the configuration
+// nil, has no Addr, has RequiredAcks other than -1, 1 and 0, has an
+// unsupported Transport, or when the configuration
 // (options or environment) is invalid. It may detect the availability zone
 // (once per process) unless WithAZ or AZKAFKA_AZ provides it. It does not
 // wait for the cluster.
@@ -290,6 +298,12 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	}
 	if w.Addr == nil {
 		return nil, errors.New("sdk: NewWriter: kafka.Writer.Addr is nil: set it, e.g. kafka.TCP(\"broker:9092\")")
+	}
+	switch w.RequiredAcks {
+	case kafka.RequireAll, kafka.RequireOne, kafka.RequireNone:
+	default:
+		return nil, inCtor("NewWriter", fmt.Errorf("kafka.Writer.RequiredAcks is %d: Kafka takes kafka.RequireAll (-1), kafka.RequireOne (1) or kafka.RequireNone (0) (kafka-go's Writer sends %d and every message fails with INVALID_REQUIRED_ACKS)",
+			int(w.RequiredAcks), int(w.RequiredAcks)))
 	}
 	base, ok := w.Transport.(*kafka.Transport)
 	if !ok && w.Transport != nil {

@@ -586,11 +586,10 @@ func (w *Writer) reportGroup(c *call, idx []int) {
 			out[j] = c.msgs[i]
 			out[j].Topic = sl.rec.Topic
 			out[j].Partition = int(sl.rec.Partition)
-			if err == nil {
+			// As kafka-go's: Time as the caller gave it, and Offset
+			// only where the broker answered with one.
+			if err == nil && w.conf.acks != kafka.RequireNone {
 				out[j].Offset = max(sl.rec.Offset, -1) // -1: stored before (seqConn)
-				if out[j].Time.IsZero() {
-					out[j].Time = sl.rec.Timestamp
-				}
 			}
 		}
 		w.completion(out, err)

@@ -554,12 +554,8 @@ func (s *Side) Completion(step string) func([]kafka.Message, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, m := range msgs {
-			off := "offset<0"
-			if m.Offset >= 0 && err == nil {
-				off = "offset>=0"
-			}
-			s.completions[step] = append(s.completions[step], fmt.Sprintf("topic=%s partition=%d key=%s value=%s %s err=%s",
-				m.Topic, m.Partition, bytesText(m.Key), bytesText(m.Value), off, Shape(err)))
+			s.completions[step] = append(s.completions[step], fmt.Sprintf("topic=%s partition=%d key=%s value=%s offset=%d time=%s err=%s",
+				m.Topic, m.Partition, bytesText(m.Key), bytesText(m.Value), m.Offset, s.timeText(m.Time), Shape(err)))
 		}
 	}
 }

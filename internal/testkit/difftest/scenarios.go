@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 )
@@ -145,6 +146,28 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			Name:   "writer/invalid-acks",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				for _, acks := range []kafka.RequiredAcks{2, -2} {
+					// One observation per value: the SDK's Writer is
+					// never built, kafka-go's fails at its call.
+					step := fmt.Sprintf("acks=%d", acks)
+					w, err := s.f.NewWriter(&kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), RequiredAcks: acks})
+					if err != nil {
+						s.Note(step, "new error")
+						continue
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), s.patience)
+					err = w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
+					cancel()
+					w.Close()
+					s.Note(step, "write "+Shape(err))
+				}
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
 			Name:   "writer/unknown-topic",
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
@@ -181,14 +204,22 @@ func writerScenarios() []Scenario {
 			Name:   "writer/async-completion",
 			Topics: map[string]int{"t": 3},
 			Run: func(s *Side) {
-				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Async: true,
-					Balancer: &kafka.Hash{}, BatchTimeout: 10 * time.Millisecond, Completion: s.Completion("Completion")})
-				if w == nil {
-					return
+				for _, acks := range []kafka.RequiredAcks{kafka.RequireAll, kafka.RequireNone} {
+					// Completion gets each message as given, with its
+					// partition and (when the broker answered) offset.
+					step := fmt.Sprintf(" acks=%d", acks)
+					w := s.NewWriter("NewWriter"+step, &kafka.Writer{Topic: s.Name("t"), RequiredAcks: acks, Async: true,
+						Balancer: &kafka.Hash{}, BatchTimeout: 10 * time.Millisecond, Completion: s.Completion("Completion" + step)})
+					if w == nil {
+						return
+					}
+					s.Write("WriteMessages"+step, w, fieldMessages()...)
+					s.CallNoCtx("Close"+step, w.Close)
+					if acks == kafka.RequireAll {
+						// What RequireNone stores, nothing says when.
+						s.Stored("stored", "t")
+					}
 				}
-				s.Write("WriteMessages", w, fieldMessages()...)
-				s.CallNoCtx("Close", w.Close)
-				s.Stored("stored", "t")
 			},
 		},
 		Scenario{
@@ -419,6 +450,26 @@ func readerScenarios() []Scenario {
 				produce(s, "t", numbered(5, 10)...)
 				for i := range 3 {
 					s.FetchMessage(fmt.Sprintf("FetchMessage %d", i), r)
+				}
+			},
+		},
+		{
+			// A committed transaction, an aborted one and a plain
+			// message: offsets 0-1, marker 2, 3, marker 4, 5.
+			Name:   "reader/partition/transaction-markers",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produceTxn(s, "t", true, "c0", "c1")
+				produceTxn(s, "t", false, "a3")
+				produce(s, "t", kafka.Message{Key: []byte("plain"), Value: []byte("plain")})
+				for _, iso := range []kafka.IsolationLevel{kafka.ReadUncommitted, kafka.ReadCommitted} {
+					name := map[kafka.IsolationLevel]string{kafka.ReadUncommitted: "read_uncommitted", kafka.ReadCommitted: "read_committed"}[iso]
+					r := s.NewReader("NewReader "+name, kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, IsolationLevel: iso})
+					if r == nil {
+						return
+					}
+					s.Note("read "+name, name+": "+readUntil(s, r, "plain"))
+					s.CallNoCtx("Close "+name, r.Close)
 				}
 			},
 		},
@@ -746,6 +797,51 @@ func produceTo(s *Side, logical string, p int, msgs ...kafka.Message) {
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		s.t.Fatalf("%s: producing to %s (%s): %v", s.Impl, logical, s.Name(logical), err)
 	}
+}
+
+// produceTxn writes one transaction of messages keyed and valued by keys
+// to the logical topic's partition 0, straight to the broker with
+// franz-go's client, and commits or aborts it (a setup step).
+func produceTxn(s *Side, logical string, commit bool, keys ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.BrokerAddrs()...), kgo.TransactionalID(fmt.Sprintf("difftest-%d", time.Now().UnixNano())),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, k := range keys {
+		rec := &kgo.Record{Topic: s.Name(logical), Key: []byte(k), Value: []byte(k)}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			s.t.Fatalf("%s: producing to %s in a transaction: %v", s.Impl, logical, err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		s.t.Fatalf("%s: ending a transaction on %s: %v", s.Impl, logical, err)
+	}
+}
+
+// readUntil fetches from r until a message keyed last, and returns what
+// it read: "offset key" each, or where it stopped.
+func readUntil(s *Side, r Reader, last string) string {
+	var got []string
+	for len(got) < 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), s.patience)
+		m, err := r.FetchMessage(ctx)
+		cancel()
+		if err != nil {
+			return strings.Join(append(got, "error "+Shape(err)), ", ")
+		}
+		got = append(got, fmt.Sprintf("%d %q", m.Offset, m.Key))
+		if string(m.Key) == last {
+			break
+		}
+	}
+	return strings.Join(got, ", ")
 }
 
 // fixedPartition balances every message to itself.
