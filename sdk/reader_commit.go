@@ -134,10 +134,13 @@ func (r *Reader) drop(ps map[string][]int32) {
 // CommitInterval > 0 it marks the offsets for the next periodic commit.
 // As kafka-go's, it commits the partitions of msgs whether or not the
 // group gave them to this Reader (the broker takes a member's commit for
-// any partition). Offsets of a topic the cluster no longer has are dropped
-// with a warning, as no retry can commit them. It returns an error
-// without a GroupID, as kafka-go does, and io.ErrClosedPipe once Close
-// has returned (kafka-go's blocks until ctx ends); during Close, a
+// any partition). Offsets of a topic or partition the cluster does not
+// have are not retried, as no retry can commit them: the others are
+// committed, and the error matches kafka.UnknownTopicOrPartition, as
+// kafka-go's does; those of a fetched topic deleted since are dropped
+// with a warning (Kafka takes kafka-go's commit of them). It returns an
+// error without a GroupID, as kafka-go does, and io.ErrClosedPipe once
+// Close has returned (kafka-go's blocks until ctx ends); during Close, a
 // RebalanceCallbacks.Revoked function may still commit.
 func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) error {
 	if !r.group {
@@ -174,12 +177,22 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 // a rebalance callback: the next generation waits for the callback.
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	waitGeneration := ctx.Value(inCallback{}) == nil
+	var unknown error
 	once := func() error {
 		err := r.commitOnce(ctx, offsets)
 		for isUnknownTopic(err) && ctx.Err() == nil {
-			// A deleted topic: its offsets cannot be committed, and
-			// waiting does not change that (kafka-go's commit by name
-			// is taken and its ReadMessage goes on).
+			// A topic or partition the cluster does not have (a
+			// deleted topic, a partition past the topic's count): its
+			// offsets cannot be committed, and waiting does not change
+			// that. The cluster took the request's other partitions;
+			// those of other topics are committed again without it. A
+			// name or partition the cluster does not know is the call's
+			// error, as kafka-go's; a deleted topic's ID (a topic this
+			// Reader fetched) is not: Kafka takes kafka-go's commit of
+			// it, by name.
+			if unknown == nil && !errors.Is(err, kerr.UnknownTopicID) {
+				unknown = err
+			}
 			if !r.dropDeleted(offsets, err) {
 				return nil
 			}
@@ -187,9 +200,13 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 		}
 		return err
 	}
-	return r.retrying(ctx, metrics.OpCommit, once, func(err error) bool {
+	err := r.retrying(ctx, metrics.OpCommit, once, func(err error) bool {
 		return engineTransient(err) || waitGeneration && isGenerationChange(err)
 	})
+	if err == nil && unknown != nil {
+		return unknown
+	}
+	return err
 }
 
 // dropDeleted removes from offsets the topics the cluster no longer has,
@@ -206,7 +223,7 @@ func (r *Reader) dropDeleted(offsets map[string]map[int32]kgo.EpochOffset, err e
 	}
 	for _, t := range gone {
 		delete(offsets, t)
-		r.s.logger.Warn("azkafka: the cluster no longer has the topic; its offsets are not committed",
+		r.s.logger.Warn("azkafka: the cluster does not have the topic or partition; its offsets are not committed",
 			"group", r.config.GroupID, "topic", t, "error", err)
 	}
 	return len(offsets) > 0

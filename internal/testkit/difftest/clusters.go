@@ -163,7 +163,23 @@ func deleteTopic(ctx context.Context, addrs []string, topic string) error {
 			return fmt.Errorf("deleting %s: %w", topic, err)
 		}
 	}
-	return nil
+	// Until the broker's metadata no longer has it: requests naming it
+	// are refused from then on, on both sides alike.
+	for {
+		mreq := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		mreq.Topics = append(mreq.Topics, mt)
+		mresp, err := mreq.RequestWith(ctx, cl)
+		if err == nil && len(mresp.Topics) == 1 && errors.Is(kerr.ErrorForCode(mresp.Topics[0].ErrorCode), kerr.UnknownTopicOrPartition) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s still in the metadata after its deletion: %w", topic, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // endOffsets returns the end offset of every partition of topic, by

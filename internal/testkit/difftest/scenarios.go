@@ -681,6 +681,31 @@ func readerScenarios() []Scenario {
 			},
 		},
 		{
+			// Commits naming a partition the topic lacks, no topic, and
+			// a topic the cluster lacks, each beside a good one.
+			Name:   "reader/group/commit-unknown-partition",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 2)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), GroupID: s.Name("g"), MaxWait: 200 * time.Millisecond})
+				if r == nil {
+					return
+				}
+				m, err := r.FetchMessage(context.Background())
+				if err != nil {
+					s.T().Errorf("%s: %s: %v", s.Impl, "FetchMessage", err)
+					return
+				}
+				for i, bad := range []kafka.Message{{Topic: m.Topic, Partition: 3, Offset: 5}, {Offset: 5}, {Topic: s.Name("missing"), Offset: 5}} {
+					s.Call(fmt.Sprintf("CommitMessages %d", i), func(ctx context.Context) error {
+						return r.CommitMessages(ctx, bad, kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset + int64(i)})
+					})
+				}
+				s.CallNoCtx("Close", r.Close)
+				s.Note("committed", s.Committed("", "g", "t", 1))
+			},
+		},
+		{
 			Name:   "reader/group/commit-another-members-partition",
 			Topics: map[string]int{"t": 2},
 			Run: func(s *Side) {
