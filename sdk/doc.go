@@ -178,7 +178,12 @@
 // kafka.WriteErrors (WriteMessages, aligned with its messages),
 // kafka.MessageTooLargeError, *BootstrapError (a client that never
 // reached its cluster; through it the dial's *net.DNSError, *net.OpError,
-// ...) and *tls.CertificateVerificationError. Configuration errors (of
+// ...) and *tls.CertificateVerificationError. Errors carry their context
+// (the topic, partition, address or last cause), so, unlike some of
+// kafka-go's, they are not the bare values: compare with errors.Is, not
+// == (err == kafka.UnknownTopicOrPartition, err == context.DeadlineExceeded)
+// or a type assertion (err.(kafka.Error)), which kafka-go's errors support
+// too. Configuration errors (of
 // the constructors) are not meant to be matched: they name the option or
 // the variable and quote its value, every problem of the configuration
 // reported at once, one per line, each under the "sdk: <constructor>:"

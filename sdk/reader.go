@@ -577,7 +577,13 @@ func (r *Reader) Config() kafka.ReaderConfig { return r.shown }
 // the engine: FetchSize summarises the messages each poll of the engine
 // handed over, FetchBytes their key and value bytes, counted once the
 // poll's messages are all handed out (or the next poll begins), as
-// kafka-go's counts each fetch's once its messages are queued.
+// kafka-go's counts each fetch's once its messages are queued. Messages,
+// Bytes, Offset and Lag count what FetchMessage and ReadMessage handed
+// out, where kafka-go's count what its fetches queued (after two
+// FetchMessage calls on a partition of four messages: 2 messages, offset
+// 2 and lag 2, against kafka-go's 4, 4 and 0); Timeouts counts the calls
+// that ended with their ctx's deadline, not each fetch that waited MaxWait
+// in vain.
 func (r *Reader) Stats() ReaderStats {
 	c := r.config
 	partition := "-1"

@@ -523,7 +523,17 @@ func (w *Writer) Close() error {
 }
 
 // Stats returns kafka-go's writer statistics since the previous call, plus
-// the SDK's counters (see SDKStats for what the engine can count).
+// the SDK's counters (see SDKStats for what the engine can count). Where
+// they count otherwise than kafka-go's: Writes counts produce requests
+// (kafka-go's, partition batches: a request carries a batch per
+// partition); Bytes counts the messages' keys and values (kafka-go's,
+// their encoded size); BatchTime and BatchQueueTime stay zero (the engine
+// does not time them); MaxAttempts, WriteBackoffMin and WriteBackoffMax
+// report the retry policy, which applies in their place; Dials counts the
+// Writer's connections (kafka-go's Writer reports none). The engine
+// reports a batch's BatchSize and BatchBytes on a goroutine of its own: a
+// Stats call right after a synchronous call may count its batches in the
+// next call's figures.
 func (w *Writer) Stats() WriterStats {
 	c := w.conf
 	ks := kafka.WriterStats{
