@@ -232,10 +232,9 @@
 //     commit or abort a transaction), and with IsolationLevel ReadCommitted
 //     no records of aborted transactions; offsets that hold them are passed
 //     over. kafka-go v0.4.51 hands out each marker as a message (a 4-byte
-//     key, no value; on Apache Kafka 4.3.1 with the offsets of the records
-//     after it shifted down) and, under ReadCommitted, the aborted records
-//     too: neither is data a producer committed. Kafka's Java consumer and
-//     franz-go skip both.
+//     key, no value, at the marker's offset) and, under ReadCommitted, the
+//     aborted records too: neither is data a producer committed. Kafka's
+//     Java consumer and franz-go skip both.
 //   - NewReader and NewWriter return an error for an invalid configuration,
 //     naming the field. kafka.NewReader panics, and kafka-go's Writer fails
 //     on its first call; an error at construction is what a service can
