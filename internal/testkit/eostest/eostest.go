@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -25,17 +26,50 @@ import (
 // stopping at an earlier call's would miss what came after it).
 const endMark = "eostest-end-"
 
-// WriteInput writes n messages to topic: value "<i>", key "<i % keys>".
+// WriteInput writes n messages to topic: value "<i>", key "<i % keys>",
+// i from from, with an idempotent producer, and returns an error when
+// any of them was not written. A client that could not load the topic's
+// metadata or its producer ID (the broker it asked was down: a node
+// killed meanwhile) fails every record before sending any: WriteInput
+// then writes them all again with a new client, until ctx ends.
 func WriteInput(ctx context.Context, seeds []string, topic string, from, n, keys int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		return err
+	for {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic))
+		if err != nil {
+			return err
+		}
+		var mu sync.Mutex
+		failed, first := 0, error(nil)
+		promise := func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed++
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}
+		for i := from; i < from+n; i++ {
+			cl.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i % keys)), Value: []byte(strconv.Itoa(i))}, promise)
+		}
+		err = cl.Flush(ctx)
+		cl.Close()
+		switch {
+		case err != nil:
+			return err
+		case failed == 0:
+			return nil
+		case failed < n:
+			return fmt.Errorf("writing input %d..%d to %s: %d of %d records failed: %w", from, from+n-1, topic, failed, n, first)
+		case ctx.Err() != nil:
+			return fmt.Errorf("writing input %d..%d to %s: every record failed (%w) until %w", from, from+n-1, topic, first, ctx.Err())
+		}
+		// Every record failed: the engine retries a sent batch without
+		// end, so these were never sent (the topic's metadata or the
+		// producer ID could not be loaded). Write them all again.
+		time.Sleep(100 * time.Millisecond)
 	}
-	defer cl.Close()
-	for i := from; i < from+n; i++ {
-		cl.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i % keys)), Value: []byte(strconv.Itoa(i))}, nil)
-	}
-	return cl.Flush(ctx)
 }
 
 // Job is the transform a Processor runs: for each input "<i>" keyed k,
