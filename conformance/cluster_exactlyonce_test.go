@@ -129,7 +129,7 @@ func TestClusterProcessorCoordinatorKilled(t *testing.T) {
 	// Should the output stall, the test keeps time to say what holds it.
 	defer func() {
 		if t.Failed() {
-			logTxnState(t, c, e, out)
+			logTxnState(t, c, e, in, out, group)
 		}
 	}()
 	deadline, _ := ctx.Deadline()
@@ -252,7 +252,7 @@ func describeTxn(ctx context.Context, addr, id string) (string, time.Time, error
 // logTxnState logs, after a failure, what may hold read_committed readers
 // of topic back: each process's transaction as its coordinator describes
 // it, and each partition's last stable offset against its end.
-func logTxnState(t *testing.T, c *kafkaCluster, e *eosprocs, topic string) {
+func logTxnState(t *testing.T, c *kafkaCluster, e *eosprocs, in, topic, group string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	live := c.LiveAddrs()
@@ -320,5 +320,48 @@ func logTxnState(t *testing.T, c *kafkaCluster, e *eosprocs, topic string) {
 	}
 	for p := range int32(eosParts) {
 		t.Logf("diagnosis: %s[%d]: last stable offset %d, end %d", topic, p, offsets[1][p], offsets[0][p])
+	}
+	// The input: what the group committed of it, against its end (is
+	// input left unread, or was it never written?).
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = in
+	for p := range int32(eosParts) {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	committed := map[int32]int64{}
+	if resp, err := req.RequestWith(ctx, cl); err != nil {
+		t.Logf("diagnosis: OffsetFetch of group %s: %v", group, err)
+	} else {
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				committed[rp.Partition] = rp.Offset
+			}
+		}
+	}
+	ends := kmsg.NewPtrListOffsetsRequest()
+	et := kmsg.NewListOffsetsRequestTopic()
+	et.Topic = in
+	for p := range int32(eosParts) {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, -1
+		et.Partitions = append(et.Partitions, rp)
+	}
+	ends.Topics = append(ends.Topics, et)
+	end := map[int32]int64{}
+	for _, sh := range cl.RequestSharded(ctx, ends) {
+		if sh.Err != nil {
+			continue
+		}
+		for _, rt := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, rp := range rt.Partitions {
+				end[rp.Partition] = rp.Offset
+			}
+		}
+	}
+	for p := range int32(eosParts) {
+		t.Logf("diagnosis: %s[%d]: group %s committed %d, end %d", in, p, group, committed[p], end[p])
 	}
 }
