@@ -90,6 +90,11 @@ import (
 // are passed over, as in kafka-go, and so are transaction markers, which
 // kafka-go hands out as messages (see Differences from kafka-go).
 //
+// Message.Time is the record's timestamp, in UTC, as kafka-go gives it,
+// except on a topic whose message.timestamp.type is LogAppendTime: there
+// it is the broker's append time, as Kafka's Java consumer gives it, where
+// kafka-go's is the time the producer wrote (seen on Kafka 4.3.1).
+//
 // Errors: the engine retries what is transient (closed or reset
 // connections, leader moves, a coordinator loading) on its own; the Reader
 // logs what it absorbed (rate-limited, at most one line per 5 s). When the
@@ -599,7 +604,11 @@ func (r *Reader) Stats() ReaderStats {
 	// kafka-go's is the offset of its last fetch: 0 before the first.
 	offset = max(offset, 0)
 	if r.group {
-		offset, lag = r.Offset(), r.Lag()
+		// Before the group's lag is known, kafka-go's gauges: 0.
+		offset, lag = 0, 0
+		if l := r.Lag(); l >= 0 {
+			offset, lag = r.Offset(), l
+		}
 	}
 	ks := kafka.ReaderStats{
 		Dials:         r.hooks.dials.Swap(0),
