@@ -235,6 +235,11 @@
 //     key, no value, at the marker's offset) and, under ReadCommitted, the
 //     aborted records too: neither is data a producer committed. Kafka's
 //     Java consumer and franz-go skip both.
+//   - On a topic whose message.timestamp.type is LogAppendTime, Message.Time
+//     is the time the broker appended the message. That is the record's
+//     timestamp on such a topic, as Kafka's Java consumer gives it; kafka-go
+//     v0.4.51 ignores the batch's timestamp type and gives the time the
+//     producer wrote.
 //   - NewReader and NewWriter return an error for an invalid configuration,
 //     naming the field. kafka.NewReader panics, and kafka-go's Writer fails
 //     on its first call; an error at construction is what a service can

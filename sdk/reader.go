@@ -93,7 +93,8 @@ import (
 // Message.Time is the record's timestamp, in UTC, as kafka-go gives it,
 // except on a topic whose message.timestamp.type is LogAppendTime: there
 // it is the broker's append time, as Kafka's Java consumer gives it, where
-// kafka-go's is the time the producer wrote (seen on Kafka 4.3.1).
+// kafka-go's is the time the producer wrote (see Differences from
+// kafka-go).
 //
 // Errors: the engine retries what is transient (closed or reset
 // connections, leader moves, a coordinator loading) on its own; the Reader

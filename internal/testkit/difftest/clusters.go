@@ -107,9 +107,10 @@ func admin(addrs []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ClientID("difftest")}, opts...)...)
 }
 
-// createTopic creates topic and waits until every partition's leader
-// answers ListOffsets.
-func createTopic(ctx context.Context, addrs []string, topic string, partitions int) error {
+// createTopic creates topic, with the topic configs given in pairs of
+// name and value, and waits until every partition's leader answers
+// ListOffsets.
+func createTopic(ctx context.Context, addrs []string, topic string, partitions int, configs ...string) error {
 	cl, err := admin(addrs)
 	if err != nil {
 		return err
@@ -118,6 +119,11 @@ func createTopic(ctx context.Context, addrs []string, topic string, partitions i
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), 1
+	for i := 0; i+1 < len(configs); i += 2 {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = configs[i], kmsg.StringPtr(configs[i+1])
+		rt.Configs = append(rt.Configs, c)
+	}
 	req.Topics = append(req.Topics, rt)
 	req.TimeoutMillis = 30000
 	resp, err := req.RequestWith(ctx, cl)

@@ -101,6 +101,17 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "log-append-time",
+		What:     "On a topic whose message.timestamp.type is LogAppendTime, Message.Time is the time the broker appended the message.",
+		Why:      "That is the record's timestamp on such a topic, as Kafka's Java consumer gives it; kafka-go v0.4.51 ignores the batch's timestamp type and gives the time the producer wrote.",
+		Scenario: "reader/partition/log-append-time", Step: "FetchMessage message",
+		Match: func(k, s string) bool {
+			written := " time=" + fixedTime.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+			return strings.HasSuffix(k, written) && strings.HasSuffix(s, " time=now") &&
+				strings.TrimSuffix(k, written) == strings.TrimSuffix(s, " time=now")
+		},
+	},
+	{
 		ID:       "constructors-return-errors",
 		What:     "NewReader and NewWriter return an error for an invalid configuration, naming the field.",
 		Why:      "kafka.NewReader panics, and kafka-go's Writer fails on its first call; an error at construction is what a service can report.",
