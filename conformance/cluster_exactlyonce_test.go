@@ -291,77 +291,50 @@ func logTxnState(t *testing.T, c *kafkaCluster, e *eosprocs, in, topic, group st
 		return
 	}
 	defer cl.Close()
-	offsets := map[int8]map[int32]int64{0: {}, 1: {}}
-	for level := range offsets {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.IsolationLevel = level
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		for p := range int32(eosParts) {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp = p, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
-		for _, sh := range cl.RequestSharded(ctx, req) {
-			if sh.Err != nil {
-				t.Logf("diagnosis: ListOffsets (isolation %d) at node %d: %v", level, sh.Meta.NodeID, sh.Err)
-				continue
-			}
-			for _, rt := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
-				for _, rp := range rt.Partitions {
-					offsets[level][rp.Partition] = rp.Offset
-					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-						t.Logf("diagnosis: %s[%d] ListOffsets (isolation %d) at node %d: %v", topic, rp.Partition, level, sh.Meta.NodeID, err)
-					}
-				}
-			}
-		}
-	}
+	// The output's last stable offsets and ends, and what the group
+	// committed of the input against its end (is input left unread, or
+	// was it never written?).
+	stable, outEnd := listEnds(t, ctx, cl, topic, 1), listEnds(t, ctx, cl, topic, 0)
 	for p := range int32(eosParts) {
-		t.Logf("diagnosis: %s[%d]: last stable offset %d, end %d", topic, p, offsets[1][p], offsets[0][p])
+		t.Logf("diagnosis: %s[%d]: last stable offset %d, end %d", topic, p, stable[p], outEnd[p])
 	}
-	// The input: what the group committed of it, against its end (is
-	// input left unread, or was it never written?).
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = group
-	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic = in
-	for p := range int32(eosParts) {
-		rt.Partitions = append(rt.Partitions, p)
-	}
-	req.Topics = append(req.Topics, rt)
-	committed := map[int32]int64{}
-	if resp, err := req.RequestWith(ctx, cl); err != nil {
+	committed, err := eosBenchCommitted(ctx, cl, group, in, eosParts)
+	if err != nil {
 		t.Logf("diagnosis: OffsetFetch of group %s: %v", group, err)
-	} else {
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				committed[rp.Partition] = rp.Offset
-			}
-		}
 	}
-	ends := kmsg.NewPtrListOffsetsRequest()
-	et := kmsg.NewListOffsetsRequestTopic()
-	et.Topic = in
+	inEnd := listEnds(t, ctx, cl, in, 0)
+	for p := range int32(eosParts) {
+		t.Logf("diagnosis: %s[%d]: group %s committed %d, end %d", in, p, group, committed[p], inEnd[p])
+	}
+}
+
+// listEnds returns the end offset of each of topic's eosParts partitions
+// at isolation level (1: the last stable offset), logging what failed.
+func listEnds(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, level int8) map[int32]int64 {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = level
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
 	for p := range int32(eosParts) {
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
 		rp.Partition, rp.Timestamp = p, -1
-		et.Partitions = append(et.Partitions, rp)
+		rt.Partitions = append(rt.Partitions, rp)
 	}
-	ends.Topics = append(ends.Topics, et)
-	end := map[int32]int64{}
-	for _, sh := range cl.RequestSharded(ctx, ends) {
+	req.Topics = append(req.Topics, rt)
+	ends := map[int32]int64{}
+	for _, sh := range cl.RequestSharded(ctx, req) {
 		if sh.Err != nil {
+			t.Logf("diagnosis: ListOffsets of %s (isolation %d) at node %d: %v", topic, level, sh.Meta.NodeID, sh.Err)
 			continue
 		}
 		for _, rt := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
 			for _, rp := range rt.Partitions {
-				end[rp.Partition] = rp.Offset
+				ends[rp.Partition] = rp.Offset
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					t.Logf("diagnosis: %s[%d] ListOffsets (isolation %d) at node %d: %v", topic, rp.Partition, level, sh.Meta.NodeID, err)
+				}
 			}
 		}
 	}
-	for p := range int32(eosParts) {
-		t.Logf("diagnosis: %s[%d]: group %s committed %d, end %d", in, p, group, committed[p], end[p])
-	}
+	return ends
 }
