@@ -480,7 +480,8 @@ func readerScenarios() []Scenario {
 			Name:     "reader/partition/log-append-time",
 			RealOnly: true,
 			Run: func(s *Side) {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				// As long as the harness gives its own topics.
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
 				if err := createTopic(ctx, s.BrokerAddrs(), s.Name("lat"), 1, "message.timestamp.type", "LogAppendTime"); err != nil {
 					s.T().Fatalf("%s: %v", s.Impl, err)
