@@ -335,8 +335,8 @@ func idempotentBenchClients(addrs []string, topic string, perCall int, batchTime
 			new  func(testing.TB) writebench.Writer
 		}{"sdk", func(tb testing.TB) writebench.Writer { return newSDK(tb, false, nil) }})
 		// kafka-go's RoundRobin with a ChunkSize of a call's messages
-		// gives each call one partition, as franz-go's sticky
-		// partitioner does: the same requests as franz-go's.
+		// gives each call one partition: one partition batch a
+		// request.
 		clients = append(clients, struct {
 			name string
 			new  func(testing.TB) writebench.Writer
@@ -344,10 +344,10 @@ func idempotentBenchClients(addrs []string, topic string, perCall int, batchTime
 			return newSDK(tb, false, &kafka.RoundRobin{ChunkSize: perCall})
 		}})
 	}
-	// franz-go with its default sticky partitioner (a call's keyless
-	// messages fill one partition's batch), and with round robin, as
-	// kafka-go's default Balancer (each call spread over the partitions),
-	// which the sdk keeps.
+	// franz-go with its default partitioner (the messages have keys: it
+	// hashes them, spreading a call over the partitions its keys name),
+	// and with round robin, as kafka-go's default Balancer (each call
+	// spread over the partitions), which the sdk keeps.
 	return append(clients, []struct {
 		name string
 		new  func(testing.TB) writebench.Writer
