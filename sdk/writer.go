@@ -79,8 +79,14 @@ import (
 // cluster elected a new leader (about 9 s with Kafka's default broker
 // session timeout). The backoff between resends is the retry policy's
 // (WithRetry, AZKAFKA_RETRY_BACKOFF_*); kafka.Writer's MaxAttempts,
-// WriteBackoffMin and WriteBackoffMax are not used. A synchronous call
-// still ends with its ctx. Errors that waiting cannot fix (TLS
+// WriteBackoffMin and WriteBackoffMax are not used. MaxAttempts: 1, which
+// in kafka-go means a failed request is never sent again, does not stop
+// these resends: under RequireOne a message whose response was lost may be
+// stored twice where kafka-go's call returns the error (RequireAll makes
+// the resends idempotent). A message whose budget is spent fails with an
+// error matching kgo.ErrRecordTimeout and context.DeadlineExceeded (kafka-go's
+// last attempt's timeout is an i/o timeout or context.DeadlineExceeded).
+// A synchronous call still ends with its ctx. Errors that waiting cannot fix (TLS
 // verification, SASL, authorization) return at once.
 //
 // The first call to each topic asks the cluster for it, as kafka-go does:

@@ -479,10 +479,12 @@ func (w *Writer) deliveryError(err error) error {
 		// The budget's Context ended (the caller's ctx never reaches the
 		// engine). The error the engine last met, when no broker
 		// answered since, is why: a dial refused, a TLS handshake closed.
+		// It matches context.DeadlineExceeded, as kafka-go's error after
+		// its attempts ran out of WriteTimeout does.
 		if last := w.hooks.since(w.hooks.errSeq.Load()); last != nil {
-			return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w; last error: %w", w.conf.budget, kgo.ErrRecordTimeout, last)
+			return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w (%w); last error: %w", w.conf.budget, kgo.ErrRecordTimeout, context.DeadlineExceeded, last)
 		}
-		return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w", w.conf.budget, kgo.ErrRecordTimeout)
+		return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w (%w)", w.conf.budget, kgo.ErrRecordTimeout, context.DeadlineExceeded)
 	case w.engineDone.Load() && (errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, context.Canceled)):
 		w.gaveUp.Add(1)
 		return errClosed
