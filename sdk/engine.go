@@ -739,6 +739,7 @@ func (r *Reader) engineOpts() []kgo.Opt {
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
 		kgo.OnOffsetsFetched(r.offsetsFetched),
+		kgo.AdjustFetchOffsetsFn(r.adjustOffsets),
 	)
 	if r.s.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(r.s.instanceID))

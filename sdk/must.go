@@ -28,19 +28,20 @@ import (
 // StartOffset neither FirstOffset nor LastOffset), with an error that
 // names the field and holds kafka-go's message.
 //
-// A config kafka.NewReader accepts it accepts too, also where NewReader's
-// stricter check refuses a value of a field the SDK ignores (a negative
-// ReadBatchTimeout or RetentionTime; without GroupID a negative
-// HeartbeatInterval, SessionTimeout, RebalanceTimeout, JoinGroupBackoff,
-// PartitionWatchInterval or CommitInterval, any StartOffset; with
-// WatchPartitionChanges a PartitionWatchInterval above an hour, the
-// engine's longest metadata refresh, which it then uses: new partitions
+// A config kafka.NewReader accepts it accepts too, as NewReader does: a
+// value of a field the SDK ignores is ignored (a negative
+// ReadBatchTimeout, RetentionTime, ReadBackoffMin or ReadBackoffMax;
+// without GroupID a negative HeartbeatInterval, SessionTimeout,
+// RebalanceTimeout, JoinGroupBackoff, PartitionWatchInterval or
+// CommitInterval, any StartOffset), a MaxWait below 10ms (or negative)
+// is 10ms, the engine's shortest fetch wait (kafka-go sends 0 ms, a busy
+// poll), and with WatchPartitionChanges a PartitionWatchInterval above an
+// hour is the engine's longest metadata refresh, an hour (new partitions
 // are seen no later than asked). Config returns the values given.
 //
 // It panics, saying why, for the values the engine cannot honour:
-//   - MaxWait below 10ms, or negative: the engine's shortest fetch wait
-//     (kafka-go sends it as 0 ms, a busy poll); above 24d20h31m23.647s:
-//     the fetch's int32 of milliseconds, which kafka-go overflows too;
+//   - MaxWait above 24d20h31m23.647s: the fetch's int32 of milliseconds,
+//     which kafka-go overflows too;
 //   - MaxBytes above 715827883: a fetch response may exceed it by a
 //     record batch (KIP-74), so the Reader reads responses of up to 1.5
 //     times it, and the engine reads at most 1 GiB (kafka-go sends
@@ -62,29 +63,9 @@ func MustNewReader(config kafka.ReaderConfig, opts ...Option) *Reader {
 	if err := engineRefuses(config); err != nil {
 		panic(fmt.Errorf("sdk: MustNewReader: kafka.ReaderConfig: %w", err))
 	}
-	given := config
-	withoutIgnored(&config)
 	r, err := NewReader(config, opts...)
 	if err != nil {
 		panic(err)
-	}
-	// Config shows the values given, as kafka-go's does.
-	for _, f := range []struct{ shown, passed, given *time.Duration }{
-		{&r.shown.ReadBatchTimeout, &config.ReadBatchTimeout, &given.ReadBatchTimeout},
-		{&r.shown.RetentionTime, &config.RetentionTime, &given.RetentionTime},
-		{&r.shown.HeartbeatInterval, &config.HeartbeatInterval, &given.HeartbeatInterval},
-		{&r.shown.SessionTimeout, &config.SessionTimeout, &given.SessionTimeout},
-		{&r.shown.RebalanceTimeout, &config.RebalanceTimeout, &given.RebalanceTimeout},
-		{&r.shown.JoinGroupBackoff, &config.JoinGroupBackoff, &given.JoinGroupBackoff},
-		{&r.shown.PartitionWatchInterval, &config.PartitionWatchInterval, &given.PartitionWatchInterval},
-		{&r.shown.CommitInterval, &config.CommitInterval, &given.CommitInterval},
-	} {
-		if *f.passed != *f.given {
-			*f.shown = *f.given
-		}
-	}
-	if config.StartOffset != given.StartOffset {
-		r.shown.StartOffset = given.StartOffset
 	}
 	return r
 }
@@ -186,8 +167,6 @@ const (
 // accepts; nil when it can.
 func engineRefuses(c kafka.ReaderConfig) error {
 	switch {
-	case c.MaxWait != 0 && c.MaxWait < minReaderMaxWait:
-		return &readerFieldError{"MaxWait", fmt.Errorf("%v is below 10ms, the shortest fetch wait of the SDK's engine (kafka-go asks the broker for %d ms, a busy poll); set 10ms or more", c.MaxWait, c.MaxWait.Milliseconds())}
 	case c.MaxWait > maxReaderMaxWait:
 		return &readerFieldError{"MaxWait", fmt.Errorf("%v does not fit the fetch request's int32 of milliseconds (at most %v; kafka-go overflows it)", c.MaxWait, maxReaderMaxWait)}
 	case c.MaxBytes > maxReaderMaxBytes:
@@ -219,10 +198,15 @@ func engineRefuses(c kafka.ReaderConfig) error {
 	return nil
 }
 
-// withoutIgnored sets in c the values NewReader refuses of fields the SDK
-// ignores to ones it takes, and caps PartitionWatchInterval at the
-// engine's longest metadata refresh.
-func withoutIgnored(c *kafka.ReaderConfig) {
+// engineConfig sets in c, a config kafka.NewReader accepts, the values
+// the engine takes: fields the SDK ignores that kafka-go would refuse
+// otherwise get their defaults (negative durations; without GroupID a
+// StartOffset neither FirstOffset nor LastOffset, which kafka-go ignores
+// too), a MaxWait below 10ms becomes 10ms (the engine's shortest fetch
+// wait; kafka-go asks the broker for 0 ms, a busy poll) and
+// PartitionWatchInterval is capped at the engine's longest metadata
+// refresh. Config still returns the values given (showGiven).
+func engineConfig(c *kafka.ReaderConfig) {
 	zeroNegative := func(d *time.Duration) {
 		if *d < 0 {
 			*d = 0
@@ -230,6 +214,11 @@ func withoutIgnored(c *kafka.ReaderConfig) {
 	}
 	zeroNegative(&c.ReadBatchTimeout)
 	zeroNegative(&c.RetentionTime) // with GroupID only -1ms, kafka-go's default, comes here
+	zeroNegative(&c.ReadBackoffMin)
+	zeroNegative(&c.ReadBackoffMax)
+	if c.MaxWait != 0 && c.MaxWait < minReaderMaxWait {
+		c.MaxWait = minReaderMaxWait
+	}
 	if c.GroupID == "" {
 		for _, d := range []*time.Duration{&c.HeartbeatInterval, &c.SessionTimeout, &c.RebalanceTimeout,
 			&c.JoinGroupBackoff, &c.PartitionWatchInterval, &c.CommitInterval} {
@@ -240,6 +229,31 @@ func withoutIgnored(c *kafka.ReaderConfig) {
 		}
 	} else if c.WatchPartitionChanges && c.PartitionWatchInterval > maxMetadataMaxAge {
 		c.PartitionWatchInterval = maxMetadataMaxAge
+	}
+}
+
+// showGiven sets in shown, what Config returns, the values of given that
+// engineConfig changed into those of passed.
+func showGiven(shown *kafka.ReaderConfig, passed, given kafka.ReaderConfig) {
+	for _, f := range []struct{ shown, passed, given *time.Duration }{
+		{&shown.ReadBatchTimeout, &passed.ReadBatchTimeout, &given.ReadBatchTimeout},
+		{&shown.RetentionTime, &passed.RetentionTime, &given.RetentionTime},
+		{&shown.ReadBackoffMin, &passed.ReadBackoffMin, &given.ReadBackoffMin},
+		{&shown.ReadBackoffMax, &passed.ReadBackoffMax, &given.ReadBackoffMax},
+		{&shown.MaxWait, &passed.MaxWait, &given.MaxWait},
+		{&shown.HeartbeatInterval, &passed.HeartbeatInterval, &given.HeartbeatInterval},
+		{&shown.SessionTimeout, &passed.SessionTimeout, &given.SessionTimeout},
+		{&shown.RebalanceTimeout, &passed.RebalanceTimeout, &given.RebalanceTimeout},
+		{&shown.JoinGroupBackoff, &passed.JoinGroupBackoff, &given.JoinGroupBackoff},
+		{&shown.PartitionWatchInterval, &passed.PartitionWatchInterval, &given.PartitionWatchInterval},
+		{&shown.CommitInterval, &passed.CommitInterval, &given.CommitInterval},
+	} {
+		if *f.passed != *f.given {
+			*f.shown = *f.given
+		}
+	}
+	if passed.StartOffset != given.StartOffset {
+		shown.StartOffset = given.StartOffset
 	}
 }
 

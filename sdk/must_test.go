@@ -20,12 +20,12 @@ func panicOf(f func()) (v any) {
 }
 
 // TestMustNewReaderAgainstKafkaGo: over a table of configs, compared with
-// kafka-go v0.4.51's NewReader (both recovered): MustNewReader panics
-// where kafka.NewReader panics, with an error naming the field and holding
-// kafka-go's message; where kafka-go returns a Reader, so does
-// MustNewReader, its Config showing what kafka-go's shows of the fields
-// the SDK ignores; but for the values the engine cannot honour (engine
-// set), where it panics naming the field and saying why.
+// kafka-go v0.4.51's NewReader (both recovered): MustNewReader panics, and
+// NewReader returns an error, where kafka.NewReader panics, naming the
+// field and holding kafka-go's message; where kafka-go returns a Reader, so
+// do both, their Config showing what kafka-go's shows; but for the values
+// the engine cannot honour (engine set), where they fail naming the field
+// and saying why.
 func TestMustNewReaderAgainstKafkaGo(t *testing.T) {
 	brokers := []string{"127.0.0.1:1"}
 	part := func(c kafka.ReaderConfig) kafka.ReaderConfig { c.Brokers, c.Topic = brokers, "t"; return c }
@@ -77,11 +77,14 @@ func TestMustNewReaderAgainstKafkaGo(t *testing.T) {
 		{name: "MaxWait 10ms", cfg: part(kafka.ReaderConfig{MaxWait: 10 * ms})},
 		{name: "MaxBytes at the engine's limit", cfg: part(kafka.ReaderConfig{MaxBytes: 715827883})},
 		{name: "group SessionTimeout 100ms", cfg: group(kafka.ReaderConfig{SessionTimeout: 100 * ms, HeartbeatInterval: 100 * ms, RebalanceTimeout: 100 * ms})},
+		// Below the engine's shortest fetch wait: 10ms.
+		{name: "MaxWait 500µs", cfg: part(kafka.ReaderConfig{MaxWait: 500 * time.Microsecond})},
+		{name: "MaxWait 9.999ms", cfg: part(kafka.ReaderConfig{MaxWait: 10*ms - 1})},
+		{name: "MaxWait -1", cfg: part(kafka.ReaderConfig{MaxWait: -1})},
+		{name: "StartOffset 3 without group", cfg: part(kafka.ReaderConfig{StartOffset: 3})},
+		{name: "StartOffset -3 without group", cfg: part(kafka.ReaderConfig{StartOffset: -3})},
 
 		// kafka-go takes them; the engine cannot honour them.
-		{name: "MaxWait 500µs", cfg: part(kafka.ReaderConfig{MaxWait: 500 * time.Microsecond}), field: "MaxWait", engine: "below 10ms"},
-		{name: "MaxWait 9.999ms", cfg: part(kafka.ReaderConfig{MaxWait: 10*ms - 1}), field: "MaxWait", engine: "below 10ms"},
-		{name: "MaxWait -1", cfg: part(kafka.ReaderConfig{MaxWait: -1}), field: "MaxWait", engine: "below 10ms"},
 		{name: "MaxWait 30 days", cfg: part(kafka.ReaderConfig{MaxWait: 30 * 24 * time.Hour}), field: "MaxWait", engine: "int32 of milliseconds"},
 		{name: "MaxBytes 2 GiB", cfg: part(kafka.ReaderConfig{MaxBytes: 2 << 30}), field: "MaxBytes", engine: "at most 1 GiB"},
 		{name: "MaxBytes above the engine's limit", cfg: part(kafka.ReaderConfig{MaxBytes: 715827884}), field: "MaxBytes", engine: "at most 1 GiB"},
@@ -91,42 +94,67 @@ func TestMustNewReaderAgainstKafkaGo(t *testing.T) {
 		{name: "group CommitInterval -1", cfg: group(kafka.ReaderConfig{CommitInterval: -1}), field: "CommitInterval", engine: "panics in its commit loop"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var kafkaGo, ours kafka.ReaderConfig
+			var kafkaGo kafka.ReaderConfig
 			kp := panicOf(func() { r := kafka.NewReader(tc.cfg); kafkaGo = r.Config(); r.Close() })
-			sp := panicOf(func() { r := sdk.MustNewReader(tc.cfg, testOptions(t)...); ours = r.Config(); r.Close() })
-			se, _ := sp.(error)
-			switch {
-			case kp != nil && tc.engine != "":
-				t.Errorf("kafka.NewReader panics too, with %v", kp)
-			case kp != nil:
-				ke, _ := kp.(error)
-				if se == nil || ke == nil || !strings.Contains(se.Error(), tc.field+": "+ke.Error()) {
-					t.Errorf("kafka.NewReader panics with %v; MustNewReader with %v, want an error naming %s and holding kafka-go's message", kp, sp, tc.field)
-				}
-			case tc.engine != "":
-				if se == nil || !strings.Contains(se.Error(), tc.field+": ") || !strings.Contains(se.Error(), tc.engine) {
-					t.Errorf("MustNewReader panics with %v, want an error naming %s and saying %q", sp, tc.field, tc.engine)
-				}
-			case sp != nil:
-				t.Errorf("kafka.NewReader returns a Reader; MustNewReader panics with %v", sp)
-			default:
-				for _, f := range []struct {
-					name      string
-					kafka, us any
-				}{
-					{"ReadBatchTimeout", kafkaGo.ReadBatchTimeout, ours.ReadBatchTimeout}, {"RetentionTime", kafkaGo.RetentionTime, ours.RetentionTime},
-					{"HeartbeatInterval", kafkaGo.HeartbeatInterval, ours.HeartbeatInterval}, {"SessionTimeout", kafkaGo.SessionTimeout, ours.SessionTimeout},
-					{"RebalanceTimeout", kafkaGo.RebalanceTimeout, ours.RebalanceTimeout}, {"JoinGroupBackoff", kafkaGo.JoinGroupBackoff, ours.JoinGroupBackoff},
-					{"PartitionWatchInterval", kafkaGo.PartitionWatchInterval, ours.PartitionWatchInterval},
-					{"CommitInterval", kafkaGo.CommitInterval, ours.CommitInterval}, {"StartOffset", kafkaGo.StartOffset, ours.StartOffset},
-					{"MaxWait", kafkaGo.MaxWait, ours.MaxWait}, {"MaxBytes", kafkaGo.MaxBytes, ours.MaxBytes},
-				} {
-					if f.kafka != f.us {
-						t.Errorf("Config().%s = %v, kafka-go's %v", f.name, f.us, f.kafka)
+			// MustNewReader, then NewReader: its error is Must's panic.
+			for _, ctor := range []string{"MustNewReader", "NewReader"} {
+				var ours kafka.ReaderConfig
+				sp := panicOf(func() {
+					var r *sdk.Reader
+					if ctor == "NewReader" {
+						var err error
+						if r, err = sdk.NewReader(tc.cfg, testOptions(t)...); err != nil {
+							panic(err)
+						}
+					} else {
+						r = sdk.MustNewReader(tc.cfg, testOptions(t)...)
 					}
-				}
+					ours = r.Config()
+					r.Close()
+				})
+				checkAgainstKafkaGo(t, ctor, tc.field, tc.engine, kp, sp, kafkaGo, ours)
 			}
 		})
+	}
+}
+
+// checkAgainstKafkaGo compares what an SDK constructor did (sp, what it
+// panicked with, or ours, its Reader's Config) with kafka.NewReader (kp,
+// kafkaGo).
+func checkAgainstKafkaGo(t *testing.T, ctor, field, engine string, kp, sp any, kafkaGo, ours kafka.ReaderConfig) {
+	t.Helper()
+	se, _ := sp.(error)
+	switch {
+	case kp != nil && engine != "":
+		t.Errorf("kafka.NewReader panics too, with %v", kp)
+	case kp != nil:
+		ke, _ := kp.(error)
+		if se == nil || ke == nil || !strings.Contains(se.Error(), field+": "+ke.Error()) {
+			t.Errorf("kafka.NewReader panics with %v; %s fails with %v, want an error naming %s and holding kafka-go's message", kp, ctor, sp, field)
+		}
+	case engine != "":
+		if se == nil || !strings.Contains(se.Error(), field+": ") || !strings.Contains(se.Error(), engine) {
+			t.Errorf("%s fails with %v, want an error naming %s and saying %q", ctor, sp, field, engine)
+		}
+	case sp != nil:
+		t.Errorf("kafka.NewReader returns a Reader; %s fails with %v", ctor, sp)
+	default:
+		for _, f := range []struct {
+			name      string
+			kafka, us any
+		}{
+			{"ReadBatchTimeout", kafkaGo.ReadBatchTimeout, ours.ReadBatchTimeout}, {"RetentionTime", kafkaGo.RetentionTime, ours.RetentionTime},
+			{"HeartbeatInterval", kafkaGo.HeartbeatInterval, ours.HeartbeatInterval}, {"SessionTimeout", kafkaGo.SessionTimeout, ours.SessionTimeout},
+			{"RebalanceTimeout", kafkaGo.RebalanceTimeout, ours.RebalanceTimeout}, {"JoinGroupBackoff", kafkaGo.JoinGroupBackoff, ours.JoinGroupBackoff},
+			{"PartitionWatchInterval", kafkaGo.PartitionWatchInterval, ours.PartitionWatchInterval},
+			{"CommitInterval", kafkaGo.CommitInterval, ours.CommitInterval}, {"StartOffset", kafkaGo.StartOffset, ours.StartOffset},
+			{"MaxWait", kafkaGo.MaxWait, ours.MaxWait}, {"MaxBytes", kafkaGo.MaxBytes, ours.MaxBytes},
+			{"ReadBackoffMin", kafkaGo.ReadBackoffMin, ours.ReadBackoffMin}, {"ReadBackoffMax", kafkaGo.ReadBackoffMax, ours.ReadBackoffMax},
+		} {
+			if f.kafka != f.us {
+				t.Errorf("%s: Config().%s = %v, kafka-go's %v", ctor, f.name, f.us, f.kafka)
+			}
+		}
 	}
 }
 

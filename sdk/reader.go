@@ -146,7 +146,9 @@ import (
 //     are of 64 KiB: the first message is not held back while megabytes
 //     of others are read, and a slower caller (a commit per message) has
 //     one small response per broker decoded ahead of it, not megabytes
-//     it may never read. Close never waits for MaxWait.
+//     it may never read. Close never waits for MaxWait. A MaxWait below
+//     10ms is 10ms, the engine's shortest (kafka-go asks for 0 ms: the
+//     broker answers at once, a busy poll of an empty partition).
 //   - IsolationLevel (read uncommitted): the fetch isolation level
 //     (ReadLag and SetOffsetAt list offsets with it).
 //   - StartOffset (FirstOffset): where a group member starts on a partition
@@ -154,7 +156,11 @@ import (
 //   - OffsetOutOfRangeError (false): an offset (SetOffset) below the log's
 //     start reads from the start, as in kafka-go; one past its end is
 //     waited for until the log reaches it, or with true is
-//     kafka.OffsetOutOfRange.
+//     kafka.OffsetOutOfRange. A group's committed offset likewise, when its
+//     partition is assigned: below the start it reads from the start (with
+//     true too, as kafka-go); past the end (a topic recreated, a cluster
+//     failed over) it waits for the log to reach it, handing out nothing
+//     below it, or with true returns kafka.OffsetOutOfRange until then.
 //   - CommitInterval (0): 0 makes CommitMessages synchronous; > 0 marks,
 //     committed every interval, before a partition is revoked and in Close
 //     (within 10 s). Commits go to the group's coordinator on a connection
@@ -342,19 +348,32 @@ const ReaderCloseTimeout = 10 * time.Second
 // What each ReaderConfig field becomes is listed in the Reader doc.
 //
 // Unlike kafka.NewReader, which panics, NewReader returns an error for an
-// invalid config, options or environment. It may detect the availability
+// invalid config (where kafka.NewReader panics, and for the values
+// MustNewReader lists that the engine cannot honour), options or
+// environment. A config kafka.NewReader accepts it accepts otherwise, with
+// kafka-go's meaning: values of fields kafka-go ignores are ignored
+// (without GroupID, a StartOffset neither FirstOffset nor LastOffset), a
+// MaxWait below 10ms is 10ms (the engine's shortest fetch wait; kafka-go
+// asks for 0 ms, a busy poll), and Config returns the values given. It may detect the availability
 // zone (once per process) unless WithAZ or AZKAFKA_AZ gives it. It does not
 // wait for the cluster: connection errors come from the reads.
 func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
-	if err := config.Validate(); err != nil {
+	if err := kafkaGoReaderPanic(config); err != nil {
 		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
+	if err := engineRefuses(config); err != nil {
+		return nil, fmt.Errorf("sdk: NewReader: kafka.ReaderConfig: %w", err)
+	}
+	given := config
+	engineConfig(&config)
+	passed := config
 	rangeFirst := len(config.GroupBalancers) > 0 && isRange(config.GroupBalancers[0])
 	pollMax := config.QueueCapacity // before the default
 	var shown kafka.ReaderConfig
 	if err := readerDefaults(&config, &shown); err != nil {
 		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
 	}
+	showGiven(&shown, passed, given)
 	// A broker may exceed fetch.max.bytes by a record batch (KIP-74): the
 	// frame guard's limit is at least 1.5 times it.
 	fetchMax := readerFetchMax(config)
@@ -474,9 +493,6 @@ func readerDefaults(c, shown *kafka.ReaderConfig) error {
 	}
 	if c.ReadBackoffMax < c.ReadBackoffMin {
 		return fmt.Errorf("ReadBackoffMax %v smaller than ReadBackoffMin %v", c.ReadBackoffMax, c.ReadBackoffMin)
-	}
-	if c.MaxWait < time.Millisecond {
-		return fmt.Errorf("MaxWait %v is below 1ms", c.MaxWait)
 	}
 	if c.MaxBytes > 1<<30 {
 		return fmt.Errorf("MaxBytes %d is above 1 GiB", c.MaxBytes)

@@ -337,6 +337,18 @@ func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n int64, r
 			return 0, false
 		}
 		st.hwm = max(st.hwm, p.HighWatermark)
+		if st.floor > 0 {
+			// Below a committed offset that was past the log's end
+			// (adjustOffsets): kafka-go never hands these out.
+			i := 0
+			for i < len(p.Records) && p.Records[i].Offset < st.floor {
+				i++
+			}
+			if p.Records = p.Records[i:]; len(p.Records) == 0 {
+				return 0, false
+			}
+			st.floor = 0
+		}
 	} else if moves != r.moves {
 		return 0, false // moved by SetOffset while this poll ran
 	}

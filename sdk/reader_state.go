@@ -30,6 +30,11 @@ type partState struct {
 	// start is where the Reader starts without a committed offset
 	// (StartOffset: the log's start or end), as ReadLag listed it.
 	start int64
+	// floor, when above 0, is a committed offset that was past the end
+	// of the log when the partition was assigned: the engine reads from
+	// the end, and records below floor are not handed out (kafka-go waits
+	// at the committed offset).
+	floor int64
 }
 
 func newPartState() *partState { return &partState{committed: -1, position: -1, hwm: -1, start: -1} }
@@ -186,6 +191,67 @@ func (r *Reader) offsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Off
 	}
 	return nil
 }
+
+// adjustOffsets places the group's committed offsets as kafka-go's Reader
+// does, before the engine fetches from them. A committed offset past the
+// end of its partition's log (a topic recreated or truncated, a cluster
+// failed over) is waited for: the engine, which would start again at the
+// log's start (ConsumeResetOffset) and hand the partition out a second
+// time, starts at the end, and the Reader hands out nothing below the
+// committed offset. With OffsetOutOfRangeError, one below the log's start
+// (retention deleted it while the group was down) starts there, as in
+// kafka-go, where the engine would fail every fetch of the partition; one
+// past the end is kafka.OffsetOutOfRange until the log reaches it. When
+// the offsets cannot be listed within adjustTimeout, the engine places
+// them.
+func (r *Reader) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	var tps []topicPartition
+	for t, ps := range offsets {
+		for p, o := range ps {
+			if o.EpochOffset().Offset >= 0 {
+				tps = append(tps, topicPartition{t, p})
+			}
+		}
+	}
+	if len(tps) == 0 {
+		return offsets, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, adjustTimeout)
+	defer cancel()
+	oore := r.config.OffsetOutOfRangeError
+	ts := int64(-1) // the end
+	if oore {
+		ts = -2 // the start
+	}
+	bounds, err := r.listOffsets(ctx, tps, ts)
+	if err != nil {
+		r.s.logger.Warn("azkafka: listing the log bounds of the assigned partitions failed; the engine places their committed offsets (one past the end of the log starts again at its start)",
+			"group", r.config.GroupID, "error", err)
+		return offsets, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tp := range tps {
+		off := offsets[tp.topic][tp.partition].EpochOffset().Offset
+		bound, ok := bounds[tp]
+		switch {
+		case !ok || bound < 0:
+		case !oore && off > bound:
+			offsets[tp.topic][tp.partition] = kgo.NewOffset().At(bound).WithEpoch(-1)
+			if st := r.owned[tp]; st != nil {
+				st.floor = off
+			}
+			r.s.logger.Info("azkafka: the committed offset is past the end of the partition's log; the Reader waits for the log to reach it, as kafka-go's does",
+				"group", r.config.GroupID, "topic", tp.topic, "partition", tp.partition, "committed", off, "end", bound)
+		case oore && off < bound:
+			offsets[tp.topic][tp.partition] = kgo.NewOffset().At(bound).WithEpoch(-1)
+		}
+	}
+	return offsets, nil
+}
+
+// adjustTimeout bounds adjustOffsets' listing of the log bounds.
+const adjustTimeout = 10 * time.Second
 
 // noteCommitted records the offsets a commit of offsets stored, resp and
 // err being its answer.

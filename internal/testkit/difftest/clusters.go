@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/sdk"
@@ -348,3 +349,66 @@ func (e embeddedCluster) Embedded() bool { return true }
 
 // Embedded reports that the cluster is a real broker.
 func (c sharedCluster) Embedded() bool { return false }
+
+// commitOffset stores offset as group's committed offset of topic's
+// partition p, as a tool outside the group does (generation -1).
+func commitOffset(ctx context.Context, addrs []string, group, topic string, p int32, offset int64) error {
+	// By name: OffsetCommit v10 names topics by ID, which the request
+	// does not set.
+	cl, err := admin(addrs, kgo.MaxVersions(kversion.V3_0_0()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = p, offset, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return fmt.Errorf("committing %d for %s on %s[%d]: %w", offset, group, topic, p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// deleteRecords deletes the records of topic's partition p below offset
+// (the log's start moves there, as retention moves it).
+func deleteRecords(ctx context.Context, addrs []string, topic string, p int32, offset int64) error {
+	cl, err := admin(addrs)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = p, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30000
+	for _, shard := range cl.RequestSharded(ctx, req) {
+		if shard.Err != nil {
+			return shard.Err
+		}
+		for _, t := range shard.Resp.(*kmsg.DeleteRecordsResponse).Topics {
+			for _, rp := range t.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return fmt.Errorf("deleting records of %s[%d] below %d: %w", topic, p, offset, err)
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -803,6 +803,82 @@ func readerScenarios() []Scenario {
 				s.Call("CommitMessages after Close", func(ctx context.Context) error { return r.CommitMessages(ctx, got...) })
 			},
 		},
+		{
+			// A committed offset past the end of the log (a topic
+			// recreated or truncated, a cluster failed over): kafka-go
+			// waits there, for either StartOffset; with
+			// OffsetOutOfRangeError see row oore-past-end-recovers.
+			Name:   "reader/group/committed-past-end",
+			Topics: map[string]int{"first": 1, "last": 1, "oore": 1},
+			Run: func(s *Side) {
+				for _, c := range []struct {
+					topic string
+					start int64
+					oore  bool
+				}{{"first", kafka.FirstOffset, false}, {"last", kafka.LastOffset, false}, {"oore", kafka.FirstOffset, true}} {
+					produce(s, c.topic, numbered(0, 3)...)
+					s.commitOffset(c.topic, c.topic, 0, 10)
+					r := s.NewReader("NewReader "+c.topic, kafka.ReaderConfig{Topic: s.Name(c.topic), GroupID: s.Name(c.topic), MaxWait: 200 * time.Millisecond,
+						StartOffset: c.start, OffsetOutOfRangeError: c.oore,
+						HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second})
+					if r == nil {
+						return
+					}
+					s.FetchMessageWithin(c.topic+": FetchMessage waits", 3*time.Second, r)
+					produce(s, c.topic, numbered(3, 15)...)
+					s.FetchMessageWithin(c.topic+": FetchMessage once the log is past it", 10*time.Second, r)
+					s.FetchMessageWithin(c.topic+": FetchMessage next", 10*time.Second, r)
+					s.CallNoCtx("Close "+c.topic, r.Close)
+					s.Committed(c.topic+": committed", c.topic, c.topic, 1)
+				}
+			},
+		},
+		{
+			// A committed offset below the log's start (retention
+			// deleted it while the group was down): both start at the
+			// log's start, with OffsetOutOfRangeError too.
+			Name:   "reader/group/committed-below-start",
+			Topics: map[string]int{"t": 1, "oore": 1},
+			Run: func(s *Side) {
+				for _, c := range []struct {
+					topic string
+					oore  bool
+				}{{"t", false}, {"oore", true}} {
+					produce(s, c.topic, numbered(0, 6)...)
+					s.commitOffset(c.topic, c.topic, 0, 1)
+					s.deleteRecords(c.topic, 0, 4)
+					r := s.NewReader("NewReader "+c.topic, kafka.ReaderConfig{Topic: s.Name(c.topic), GroupID: s.Name(c.topic), MaxWait: 200 * time.Millisecond,
+						OffsetOutOfRangeError: c.oore,
+						HeartbeatInterval:     500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second})
+					if r == nil {
+						return
+					}
+					s.FetchMessageWithin(c.topic+": FetchMessage", 10*time.Second, r)
+					s.FetchMessageWithin(c.topic+": FetchMessage next", 10*time.Second, r)
+					s.CallNoCtx("Close "+c.topic, r.Close)
+				}
+			},
+		},
+	}
+}
+
+// commitOffset commits offset for the group named logically group on
+// partition p of the topic named logical, from outside the group.
+func (s *Side) commitOffset(group, logical string, p int32, offset int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := commitOffset(ctx, s.BrokerAddrs(), s.Name(group), s.Name(logical), p, offset); err != nil {
+		s.T().Fatalf("%s: %v", s.Impl, err)
+	}
+}
+
+// deleteRecords deletes the records below offset of partition p of the
+// topic named logical.
+func (s *Side) deleteRecords(logical string, p int32, offset int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := deleteRecords(ctx, s.BrokerAddrs(), s.Name(logical), p, offset); err != nil {
+		s.T().Fatalf("%s: %v", s.Impl, err)
 	}
 }
 
