@@ -134,14 +134,23 @@ func (r *Reader) ReadLag(ctx context.Context) (int64, error) {
 // one at offset. As in kafka-go, an offset below the log's start (any
 // other negative one too) reads from the start, and one past the end waits
 // for the log to reach it (see OffsetOutOfRangeError). Messages fetched
-// but not yet handed out are dropped. It fails with io.ErrClosedPipe after
-// Close.
+// but not yet handed out are dropped, unless offset is the one the Reader
+// reads next (Offset): then, as in kafka-go, nothing changes. It fails
+// with io.ErrClosedPipe after Close.
 func (r *Reader) SetOffset(offset int64) error {
 	if r.group {
 		return fmt.Errorf("sdk: SetOffset: %w", errGroupOnly)
 	}
 	if r.closed.Load() {
 		return io.ErrClosedPipe
+	}
+	r.mu.Lock()
+	same := offset == r.offset
+	r.mu.Unlock()
+	if same {
+		// The offset the Reader reads next: as kafka-go's, it keeps what
+		// it has fetched.
+		return nil
 	}
 	// Stop the poll in flight and keep others out while the engine moves.
 	if err := r.holdPolls(context.Background()); err != nil {

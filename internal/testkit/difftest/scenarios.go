@@ -520,6 +520,42 @@ func readerScenarios() []Scenario {
 			},
 		},
 		{
+			// SetOffset to the offset the Reader reads next keeps what
+			// it fetched: records deleted since are still handed out.
+			Name:   "reader/partition/set-offset-current",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 6)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond})
+				if r == nil {
+					return
+				}
+				s.FetchMessage("FetchMessage first", r)
+				s.deleteRecords("t", 0, 4)
+				s.CallNoCtx("SetOffset to Offset()", func() error { return r.SetOffset(r.Offset()) })
+				s.FetchMessage("FetchMessage after", r)
+			},
+		},
+		{
+			// Values kafka-go takes and ignores, or cannot honour
+			// either: a StartOffset without a group (it reads from the
+			// first offset), a MaxWait below a millisecond.
+			Name:   "reader/partition/ignored-config",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 3)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), StartOffset: 2, MaxWait: 500 * time.Microsecond, ReadBatchTimeout: -1})
+				if r == nil {
+					return
+				}
+				c := r.Config()
+				s.Note("Config", fmt.Sprintf("StartOffset=%d MaxWait=%v ReadBatchTimeout=%v", c.StartOffset, c.MaxWait, c.ReadBatchTimeout))
+				s.FetchMessage("FetchMessage", r)
+				s.FetchMessage("FetchMessage next", r)
+				s.CallNoCtx("Close", r.Close)
+			},
+		},
+		{
 			Name:   "reader/partition/max-bytes-below-a-message",
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
