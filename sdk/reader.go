@@ -121,7 +121,11 @@ import (
 //   - Brokers: the seed brokers.
 //   - GroupID, GroupTopics, Topic, Partition: with GroupID, a group member
 //     consuming GroupTopics or Topic; without, Partition of Topic
-//     (SetOffset and SetOffsetAt only then, as in kafka-go).
+//     (SetOffset and SetOffsetAt only then, as in kafka-go). As kafka-go's,
+//     the first read (or ReadLag, SetOffsetAt) asks the cluster for the
+//     topics allowing their creation: one with auto.create.topics.enable
+//     (Kafka's default) creates a missing topic. A topic deleted later is
+//     not created again.
 //   - Dialer (kafka.DefaultDialer): ClientID is the user part of the
 //     client ID; TLS the handshake in the SDK's dial (ServerName defaults
 //     to the broker's host); SASLMechanism any kafka-go mechanism (PLAIN,
@@ -262,6 +266,12 @@ type Reader struct {
 
 	closed    atomic.Bool
 	fullFetch atomic.Bool // the fetch limits were raised (raiseFetchLimits)
+	// asked: the cluster was asked for the Reader's topics, allowing
+	// their creation (askForTopics); asking: the ask runs, counted in
+	// askWG (Close waits for it), which askMu guards against Close.
+	asked, asking atomic.Bool
+	askMu         sync.Mutex
+	askWG         sync.WaitGroup
 	// polled is the last poll that returned records; poll's own (polls
 	// run one at a time, under pollSem).
 	polled     polled
@@ -500,6 +510,60 @@ func readerDefaults(c, shown *kafka.ReaderConfig) error {
 	return nil
 }
 
+// askForTopics asks the cluster, in the background, for the Reader's
+// topics, allowing it to create those it lacks, as kafka-go's Reader's
+// first lookup of its partitions does (a Metadata request of a version
+// that always allows it): a cluster with auto.create.topics.enable
+// (Kafka's default) creates a missing topic with its default partition
+// count, and the engine, which asks without, then reads it. Once it got an
+// answer it never asks again; an ask that failed is made again at the next
+// read. It ends with the engine (Close).
+func (r *Reader) askForTopics() {
+	if r.asked.Load() || !r.asking.CompareAndSwap(false, true) {
+		return
+	}
+	r.askMu.Lock()
+	if r.closed.Load() {
+		r.askMu.Unlock()
+		r.asking.Store(false)
+		return
+	}
+	r.askWG.Add(1)
+	r.askMu.Unlock()
+	go func() {
+		defer r.askWG.Done()
+		defer r.asking.Store(false)
+		topics := r.config.GroupTopics
+		if len(topics) == 0 {
+			topics = []string{r.config.Topic}
+		}
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = true
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, r.engine())
+		if err != nil {
+			return
+		}
+		r.asked.Store(true)
+		for _, t := range resp.Topics {
+			if t.ErrorCode != 0 {
+				// Created now, or not there: the engine looks again.
+				r.engine().ForceMetadataRefresh()
+				return
+			}
+		}
+	}()
+}
+
+// askTimeout bounds an ask of askForTopics.
+const askTimeout = 30 * time.Second
+
 // partitions reads the topics' partitions, leaders and replicas.
 func (r *Reader) partitions(ctx context.Context, topics []string) ([]kafka.Partition, error) {
 	req := kmsg.NewPtrMetadataRequest()
@@ -545,6 +609,9 @@ func (r *Reader) Close() error {
 			}
 			r.closeCoordinator()
 			r.engine().Close()
+			r.askMu.Lock() // no ask starts once closed is set
+			r.askMu.Unlock()
+			r.askWG.Wait() // the engine's Close ends it
 			done <- cerr
 		}()
 		select {

@@ -229,6 +229,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	if err := r.hooks.fatalError(); err != nil {
 		return err
 	}
+	r.askForTopics()
 	started, err := r.start(pctx)
 	if err == nil && !started {
 		// The offset is past the partition's end: wait for the log to

@@ -200,6 +200,7 @@ func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
 // (-1: the end, -2: the start), retrying transient errors until ctx is
 // done.
 func (r *Reader) listOffset(ctx context.Context, ts int64) (int64, error) {
+	r.askForTopics()
 	var off int64
 	err := r.retrying(ctx, metrics.OpListOffsets, func() (err error) {
 		off, err = r.listOffsetOnce(ctx, ts)

@@ -412,3 +412,22 @@ func deleteRecords(ctx context.Context, addrs []string, topic string, p int32, o
 	}
 	return nil
 }
+
+// topicExists reports whether the cluster has topic, asking without
+// allowing its creation.
+func topicExists(ctx context.Context, addrs []string, topic string) (bool, error) {
+	cl, err := admin(addrs)
+	if err != nil {
+		return false, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return false, err
+	}
+	return len(resp.Topics) == 1 && !errors.Is(kerr.ErrorForCode(resp.Topics[0].ErrorCode), kerr.UnknownTopicOrPartition), nil
+}

@@ -556,6 +556,36 @@ func readerScenarios() []Scenario {
 			},
 		},
 		{
+			// A Reader of a topic the cluster lacks: kafka-go's first
+			// lookup of its partitions lets a cluster with
+			// auto.create.topics.enable (Kafka's default; the
+			// in-process broker's is off) create it.
+			Name: "reader/missing-topic",
+			Run: func(s *Side) {
+				for _, group := range []string{"", "g"} {
+					topic := "missing" + group
+					cfg := kafka.ReaderConfig{Topic: s.Name(topic), MaxWait: 200 * time.Millisecond}
+					if group != "" {
+						cfg.GroupID = s.Name(group)
+						cfg.HeartbeatInterval, cfg.SessionTimeout, cfg.RebalanceTimeout = 500*time.Millisecond, 6*time.Second, 6*time.Second
+					}
+					r := s.NewReader("NewReader "+topic, cfg)
+					if r == nil {
+						return
+					}
+					s.FetchMessageWithin("FetchMessage "+topic, 3*time.Second, r)
+					s.CallNoCtx("Close "+topic, r.Close)
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					exists, err := topicExists(ctx, s.BrokerAddrs(), s.Name(topic))
+					cancel()
+					if err != nil {
+						s.T().Fatalf("%s: %v", s.Impl, err)
+					}
+					s.Note(topic+" exists", exists)
+				}
+			},
+		},
+		{
 			Name:   "reader/partition/max-bytes-below-a-message",
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
