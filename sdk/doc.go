@@ -244,6 +244,17 @@
 //     naming the field. kafka.NewReader panics, and kafka-go's Writer fails
 //     on its first call; an error at construction is what a service can
 //     report.
+//   - NewReader also returns an error, naming the field and why, for the
+//     values its engine cannot honour (the sdk.MustNewReader doc lists
+//     them): a SessionTimeout or RebalanceTimeout below 100ms, a
+//     HeartbeatInterval above SessionTimeout, a negative CommitInterval with
+//     a GroupID, a MaxWait beyond the fetch request's int32 of milliseconds,
+//     a MaxBytes above 715827883 (a response may exceed it by half; the
+//     engine reads at most 1 GiB). kafka-go's Reader starts with them and
+//     then fails on every join (Kafka refuses a session below
+//     group.min.session.timeout.ms, 6 s by default), lets its session expire
+//     between heartbeats, panics in its commit loop or overflows the
+//     request: an error at construction says what is wrong.
 //   - Under RequireNone, the messages Completion gets carry the Topic and
 //     Partition they were written to, as under the other acks (Offset stays
 //     as given: the broker answers none). kafka-go's Completion gets them

@@ -180,11 +180,11 @@ func (r *Reader) SetOffset(offset int64) error {
 // after t (kafka.LastOffset when there is none), like
 // kafka.Reader.SetOffsetAt.
 func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
+	if r.closed.Load() {
+		return io.ErrClosedPipe // kafka-go's checks this first, with a group too
+	}
 	if r.group {
 		return fmt.Errorf("sdk: SetOffsetAt: %w", errGroupOnly)
-	}
-	if r.closed.Load() {
-		return io.ErrClosedPipe
 	}
 	off, err := r.listOffset(ctx, t.UnixMilli())
 	if err != nil {

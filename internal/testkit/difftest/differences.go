@@ -119,6 +119,13 @@ var Differences = []Difference{
 		Match: func(k, s string) bool { return k == "new panic" && s == "new error" },
 	},
 	{
+		ID:       "engine-limits-at-construction",
+		What:     "NewReader also returns an error, naming the field and why, for the values its engine cannot honour (the sdk.MustNewReader doc lists them): a SessionTimeout or RebalanceTimeout below 100ms, a HeartbeatInterval above SessionTimeout, a negative CommitInterval with a GroupID, a MaxWait beyond the fetch request's int32 of milliseconds, a MaxBytes above 715827883 (a response may exceed it by half; the engine reads at most 1 GiB).",
+		Why:      "kafka-go's Reader starts with them and then fails on every join (Kafka refuses a session below group.min.session.timeout.ms, 6 s by default), lets its session expire between heartbeats, panics in its commit loop or overflows the request: an error at construction says what is wrong.",
+		Scenario: "reader/invalid-config", Step: "NewReader engine: *",
+		Match: func(k, s string) bool { return k == "new nil" && s == "new error" },
+	},
+	{
 		ID:       "completion-partition-at-acks-0",
 		What:     "Under RequireNone, the messages Completion gets carry the Topic and Partition they were written to, as under the other acks (Offset stays as given: the broker answers none).",
 		Why:      "kafka-go's Completion gets them under RequireNone as the caller gave them (Topic empty when the Writer has it, Partition 0), which tells the callback nothing.",

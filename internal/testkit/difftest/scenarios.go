@@ -701,6 +701,18 @@ func readerScenarios() []Scenario {
 						s.CallNoCtx("Close "+c.name, r.Close)
 					}
 				}
+				// Values kafka-go's Reader starts with and the SDK's
+				// engine cannot honour (row engine-limits-at-construction);
+				// the harness closes what was made.
+				for _, c := range []struct {
+					name string
+					cfg  kafka.ReaderConfig
+				}{
+					{"SessionTimeout below 100ms", kafka.ReaderConfig{Topic: "t", GroupID: "g", SessionTimeout: 50 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond}},
+					{"HeartbeatInterval above SessionTimeout", kafka.ReaderConfig{Topic: "t", GroupID: "g", SessionTimeout: 2 * time.Second}},
+				} {
+					s.NewReader("NewReader engine: "+c.name, c.cfg)
+				}
 			},
 		},
 		{
@@ -867,6 +879,7 @@ func readerScenarios() []Scenario {
 				})
 				s.CallNoCtx("Close", r.Close)
 				s.Call("CommitMessages after Close", func(ctx context.Context) error { return r.CommitMessages(ctx, got...) })
+				s.Call("SetOffsetAt after Close", func(ctx context.Context) error { return r.SetOffsetAt(ctx, time.Now()) })
 			},
 		},
 		{
