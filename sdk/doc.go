@@ -278,6 +278,14 @@
 //     no retry fixes end a call at once and refusals after
 //     DefaultBootstrapTimeout (10 s), where kafka-go returns the first dial
 //     error.
+//   - A message no broker acknowledged within the Writer's delivery budget
+//     (10 × (WriteTimeout + 1 s), 110 s by default) fails with an error
+//     matching context.DeadlineExceeded and kgo.ErrRecordTimeout. kafka-go's
+//     fails after MaxAttempts attempts of WriteTimeout with the last
+//     attempt's error, an i/o timeout (*net.OpError) or
+//     context.DeadlineExceeded: the Writer resends for longer
+//     (rides-through-outages), and its timeout is reported as kafka-go's own
+//     deadline errors are.
 //   - With OffsetOutOfRangeError, a group Reader whose committed offset is
 //     past the end of the partition's log returns kafka.OffsetOutOfRange
 //     from its fetches until the log reaches that offset, then reads from

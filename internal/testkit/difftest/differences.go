@@ -155,6 +155,15 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "delivery-budget-timeout",
+		What:     "A message no broker acknowledged within the Writer's delivery budget (10 × (WriteTimeout + 1 s), 110 s by default) fails with an error matching context.DeadlineExceeded and kgo.ErrRecordTimeout.",
+		Why:      "kafka-go's fails after MaxAttempts attempts of WriteTimeout with the last attempt's error, an i/o timeout (*net.OpError) or context.DeadlineExceeded: the Writer resends for longer (rides-through-outages), and its timeout is reported as kafka-go's own deadline errors are.",
+		Scenario: "writer/broker-holds", Step: "WriteMessages while held",
+		Match: func(k, s string) bool {
+			return strings.Contains(k, "*net.OpError") && strings.Contains(s, "context.DeadlineExceeded") && strings.HasSuffix(s, "(returns)")
+		},
+	},
+	{
 		ID:       "oore-past-end-recovers",
 		What:     "With OffsetOutOfRangeError, a group Reader whose committed offset is past the end of the partition's log returns kafka.OffsetOutOfRange from its fetches until the log reaches that offset, then reads from it.",
 		Why:      "kafka-go returns the error once and its reader of that partition then stops for good, fetching nothing until the Reader is made again, which the error does not tell the caller.",

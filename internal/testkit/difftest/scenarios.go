@@ -366,6 +366,28 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// A broker that takes produce requests and never answers:
+			// kafka-go's call fails once MaxAttempts attempts of
+			// WriteTimeout ran out, the SDK's once the delivery budget
+			// (row rides-through-outages) has, both with an error
+			// matching context.DeadlineExceeded; nothing is stored.
+			Name:     "writer/broker-holds",
+			Topics:   map[string]int{"t": 1},
+			Patience: 40 * time.Second,
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, MaxAttempts: 3,
+					WriteTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond,
+					WriteBackoffMin: 10 * time.Millisecond, WriteBackoffMax: 50 * time.Millisecond})
+				if w == nil {
+					return
+				}
+				holdProduce(s)
+				s.Write("WriteMessages while held", w, kafka.Message{Value: []byte("held")})
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
 			Name: "writer/unreachable",
 			Run: func(s *Side) {
 				for _, addr := range []struct{ name, addr string }{
