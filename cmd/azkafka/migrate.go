@@ -38,7 +38,7 @@ connection policy and frame guard.
 
 sdk.MustNewReader panics exactly where kafka.NewReader panics (naming the
 field), and where the SDK's engine cannot honour a value kafka-go takes:
-MaxWait below 10ms, MaxBytes above 715827883, with GroupID a SessionTimeout
+MaxWait above 24 days, MaxBytes above 715827883, with GroupID a SessionTimeout
 or RebalanceTimeout below 100ms, a HeartbeatInterval above SessionTimeout,
 a negative CommitInterval (go doc github.com/azkafka/azkafka/sdk
 MustNewReader). sdk.MustNewWriter panics where sdk.NewWriter refuses a
