@@ -212,6 +212,10 @@
 //     longer than a pod's grace period.
 //   - Reader.CommitMessages after Close returns io.ErrClosedPipe at once.
 //     kafka-go's blocks until its ctx ends: the commit can never be made.
+//   - Reader.FetchMessage and ReadMessage after Close return io.EOF at once.
+//     kafka-go's hand out what its queue still holds (with a group, messages
+//     whose commits fail: the Reader has left), then wait for ctx; io.EOF is
+//     what its doc gives for a closed Reader.
 //   - Reader.ReadLag after Close returns an error. The Reader's connections
 //     are closed; kafka-go's dials the partition's leader again.
 //   - With a GroupID, Reader.ReadLag returns the summed lag of the

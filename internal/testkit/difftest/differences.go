@@ -64,6 +64,15 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "reads-after-close",
+		What:     "Reader.FetchMessage and ReadMessage after Close return io.EOF at once.",
+		Why:      "kafka-go's hand out what its queue still holds (with a group, messages whose commits fail: the Reader has left), then wait for ctx; io.EOF is what its doc gives for a closed Reader.",
+		Scenario: "reader/fetch-after-close", Step: "FetchMessage after Close*",
+		Match: func(k, s string) bool {
+			return (strings.Contains(s, "io.EOF") || s == "none") && !strings.Contains(k, "io.EOF")
+		},
+	},
+	{
 		ID:       "readlag-after-close",
 		What:     "Reader.ReadLag after Close returns an error.",
 		Why:      "The Reader's connections are closed; kafka-go's dials the partition's leader again.",

@@ -905,6 +905,30 @@ func readerScenarios() []Scenario {
 			},
 		},
 		{
+			// Reads after Close while messages are fetched but not yet
+			// handed out (row reads-after-close).
+			Name:   "reader/fetch-after-close",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 6)...)
+				for _, group := range []string{"", "g"} {
+					cfg := kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond}
+					if group != "" {
+						cfg.GroupID = s.Name(group)
+						cfg.HeartbeatInterval, cfg.SessionTimeout, cfg.RebalanceTimeout = 500*time.Millisecond, 6*time.Second, 6*time.Second
+					}
+					r := s.NewReader("NewReader "+group, cfg)
+					if r == nil {
+						return
+					}
+					s.FetchMessage("FetchMessage "+group, r)
+					s.CallNoCtx("Close "+group, r.Close)
+					s.FetchMessageWithin("FetchMessage after Close "+group, time.Second, r)
+					s.FetchMessageWithin("FetchMessage after Close again "+group, time.Second, r)
+				}
+			},
+		},
+		{
 			// A committed offset past the end of the log (a topic
 			// recreated or truncated, a cluster failed over): kafka-go
 			// waits there, for either StartOffset; with
