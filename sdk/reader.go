@@ -268,9 +268,11 @@ type Reader struct {
 	fullFetch atomic.Bool // the fetch limits were raised (raiseFetchLimits)
 	// asked: the cluster was asked for the Reader's topics, allowing
 	// their creation (askForTopics); asking: the ask runs, counted in
-	// askWG (Close waits for it), which askMu guards against Close.
+	// askWG (Close waits for it); askEnded, under askMu: Close began
+	// waiting, no ask may start.
 	asked, asking atomic.Bool
 	askMu         sync.Mutex
+	askEnded      bool
 	askWG         sync.WaitGroup
 	// polled is the last poll that returned records; poll's own (polls
 	// run one at a time, under pollSem).
@@ -523,7 +525,7 @@ func (r *Reader) askForTopics() {
 		return
 	}
 	r.askMu.Lock()
-	if r.closed.Load() {
+	if r.askEnded {
 		r.askMu.Unlock()
 		r.asking.Store(false)
 		return
@@ -609,7 +611,8 @@ func (r *Reader) Close() error {
 			}
 			r.closeCoordinator()
 			r.engine().Close()
-			r.askMu.Lock() // no ask starts once closed is set
+			r.askMu.Lock()
+			r.askEnded = true
 			r.askMu.Unlock()
 			r.askWG.Wait() // the engine's Close ends it
 			done <- cerr
