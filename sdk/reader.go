@@ -366,9 +366,11 @@ const ReaderCloseTimeout = 10 * time.Second
 // kafka-go's meaning: values of fields kafka-go ignores are ignored
 // (without GroupID, a StartOffset neither FirstOffset nor LastOffset), a
 // MaxWait below 10ms is 10ms (the engine's shortest fetch wait; kafka-go
-// asks for 0 ms, a busy poll), and Config returns the values given. It may detect the availability
-// zone (once per process) unless WithAZ or AZKAFKA_AZ gives it. It does not
-// wait for the cluster: connection errors come from the reads.
+// asks for 0 ms, a busy poll), and Config returns the values given.
+//
+// It may detect the availability zone (once per process) unless WithAZ or
+// AZKAFKA_AZ gives it. It does not wait for the cluster: connection errors
+// come from the reads.
 func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 	if err := kafkaGoReaderPanic(config); err != nil {
 		return nil, fmt.Errorf("sdk: NewReader: invalid kafka.ReaderConfig: %w", err)
