@@ -610,7 +610,7 @@ func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
 	opts = append(opts,
 		kgo.WithHooks(w.wh),
 		kgo.RecordPartitioner(writerPartitioner{w}),
-		kgo.ProducerBatchMaxBytes(engineBatchBytes(c.batchBytes)),
+		kgo.ProducerBatchMaxBytes(engineBatchBytes(c.batchBytes, kw.Compression)),
 		kgo.ProducerBatchCompression(engineCodec(kw.Compression)),
 		kgo.ProduceRequestTimeout(timeout),
 		kgo.RequestTimeoutOverhead(timeout),
@@ -645,13 +645,18 @@ func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
 }
 
 // engineBatchBytes is the engine's cap on a record batch for BatchBytes
-// (counted as kafka-go counts a message): room for any message kafka-go
-// takes plus the batch header, but below the default limit of a broker
-// (max.message.bytes) when BatchBytes is, so that a full batch is not
-// refused; the engine's bounds, 512 bytes to 100 MiB.
-func engineBatchBytes(batchBytes int) int32 {
+// (counted as kafka-go counts a message), which the engine compares with
+// the batch's size before compression: room for any message kafka-go
+// takes plus the batch header, but, uncompressed, below the default limit
+// of a broker (max.message.bytes) when BatchBytes is, so that a full batch
+// is not refused. Compressed, the broker checks the compressed batch, and
+// a message kafka-go takes is sent as kafka-go sends it (a full batch of
+// incompressible messages may exceed the broker's limit, as kafka-go's
+// does). The engine's bounds: 512 bytes to 100 MiB.
+func engineBatchBytes(batchBytes int, codec kafka.Compression) int32 {
 	n := batchBytes + batchOverhead
-	if batchBytes <= brokerMaxMessageBytes {
+	compressed := codec >= kafka.Gzip && codec <= kafka.Zstd // as engineCodec maps it
+	if batchBytes <= brokerMaxMessageBytes && !compressed {
 		n = min(n, brokerMaxMessageBytes)
 	}
 	return int32(min(max(n, 512), 100<<20))

@@ -171,12 +171,15 @@ import (
 //     partition they are sent without waiting for BatchTimeout (kafka-go's
 //     trigger). Not a cap: the engine cuts batches by bytes only
 //     (BatchBytes), so a batch may carry more; Stats().MaxBatchSize reports
-//     it.
+//     it. A message the broker refuses whole-batch (an invalid timestamp)
+//     therefore fails the other messages of its call's batch, where
+//     kafka-go's BatchSize: 1 sent each alone.
 //   - BatchBytes: a message larger than BatchBytes (default 1 MiB), counted
 //     as kafka-go counts it, is kafka.MessageTooLargeError; the engine's
-//     batches hold up to BatchBytes plus a batch header, and no more than
-//     Kafka's default max.message.bytes (1,048,588) unless BatchBytes is
-//     larger.
+//     batches hold up to BatchBytes plus a batch header, and, uncompressed,
+//     no more than Kafka's default max.message.bytes (1,048,588) unless
+//     BatchBytes is larger (compressed, the broker checks the compressed
+//     batch: every message kafka-go takes is sent, as kafka-go sends it).
 //   - BatchTimeout: ProducerLinger in async mode (default 1 s); 0 for
 //     synchronous calls.
 //   - WriteTimeout, ReadTimeout: ProduceRequestTimeout and

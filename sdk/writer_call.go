@@ -62,6 +62,10 @@ type recState struct {
 	fin       atomic.Bool // err is final
 	cl        *kgo.Client // the client the record was last produced on
 	lane      *lane       // the gather lane it went through, if any
+	// refused: the Balancer, run at hand-over with the topic's partition
+	// count, chose no partition of it (the engine fails the record
+	// without running the Balancer again).
+	refused bool
 }
 
 // group is the messages of a call in one partition.
@@ -107,7 +111,7 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	w.fatalMu.Lock()
 	fatal := w.fatalCh
 	w.fatalMu.Unlock()
-	w.handOver(c)
+	w.handOverOrRelease(c)
 	if c.report {
 		c.markQueued()
 	}
@@ -123,11 +127,29 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	return w.outcome(ctx, c, mark)
 }
 
-// handOver makes each message of c a record and hands it to the engine,
-// its partition chosen by the Balancer and its delivery budget starting
-// now.
-func (w *Writer) handOver(c *call) {
+// handOverOrRelease makes each message of c a record and hands it to the
+// engine (handOver), its partition chosen by the Balancer and its delivery
+// budget starting now. When the Balancer panics, which happens before any
+// record reaches the engine (it runs first, in the caller's goroutine, as
+// in kafka-go), the call is released, so that Close does not wait for it,
+// and the panic goes on to the caller.
+func (w *Writer) handOverOrRelease(c *call) {
 	cl := w.engine()
+	balanced := false
+	defer func() {
+		if !balanced {
+			w.settle(c)
+			w.outstanding.Done()
+		}
+	}()
+	w.prepare(c, cl)
+	balanced = true
+	w.handOver(c, cl)
+}
+
+// prepare makes each message of c a record, its partition chosen by the
+// Balancer when the topic's partitions are known.
+func (w *Writer) prepare(c *call, cl *kgo.Client) {
 	// One clock read per call (kafka-go reads it once per batch), not one
 	// per message in the engine: the write time of messages without a
 	// Time, and the start of every message's delivery budget.
@@ -151,11 +173,14 @@ func (w *Writer) handOver(c *call) {
 				parts = v.(*atomic.Int32)
 			}
 		}
-		pre := int32(-1)
+		pre, refused := int32(-1), false
 		if parts != nil {
 			if n := int(parts.Load()); n > 0 {
-				if p := b.Balance(*m, w.partitionList(n)...); p >= 0 && p < n {
+				p := b.Balance(*m, w.partitionList(n)...)
+				if p >= 0 && p < n {
 					pre = int32(p)
+				} else {
+					refused = true
 				}
 			}
 		}
@@ -163,6 +188,9 @@ func (w *Writer) handOver(c *call) {
 		// cost a write barrier over every pointer of it.
 		sl.st.Context = budget
 		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.cl, sl.st.lane = c, i, -1, pre, cl, nil
+		if refused {
+			sl.st.refused = true
+		}
 		sl.rec.Topic, sl.rec.Key, sl.rec.Value, sl.rec.Timestamp = m.Topic, m.Key, m.Value, recordTime(m.Time, now)
 		sl.rec.Context = &sl.st
 		if sl.rec.Topic == "" {
@@ -175,6 +203,10 @@ func (w *Writer) handOver(c *call) {
 			}
 		}
 	}
+}
+
+// handOver hands the records of c to the engine.
+func (w *Writer) handOver(c *call, cl *kgo.Client) {
 	if w.gather != nil && w.gather.take(cl, c.slots) {
 		return
 	}
@@ -616,7 +648,11 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 		return 0
 	}
 	part := int(st.pre)
-	if parts := p.w.partsOf(r.Topic); part < 0 || part >= n || parts.Load() != int32(n) {
+	parts := p.w.partsOf(r.Topic)
+	if st.refused && parts.Load() == int32(n) {
+		return -1 // the Balancer chose none of these partitions at hand-over
+	}
+	if part < 0 || part >= n || parts.Load() != int32(n) {
 		parts.Store(int32(n))
 		// Not chosen yet, or the topic's partitions changed since:
 		// choose among the engine's.

@@ -827,3 +827,66 @@ func TestWriterBudgetCountsFromHandOver(t *testing.T) {
 		})
 	}
 }
+
+// countingBalancer is RoundRobin that counts its calls, panics for the
+// key "panic" and chooses no partition for the key "none".
+type countingBalancer struct {
+	calls atomic.Int64
+	rr    kafka.RoundRobin
+}
+
+func (b *countingBalancer) Balance(m kafka.Message, partitions ...int) int {
+	b.calls.Add(1)
+	switch string(m.Key) {
+	case "panic":
+		panic("balancer panics")
+	case "none":
+		return len(partitions)
+	}
+	return b.rr.Balance(m, partitions...)
+}
+
+// TestWriterBalancerMisbehaves: a Balancer that panics panics the call,
+// as in kafka-go, and the Writer goes on and closes at once (it does not
+// wait for the call, whose messages never reached the engine); one that
+// chooses no partition fails its message, and runs once for it, as
+// kafka-go's.
+func TestWriterBalancerMisbehaves(t *testing.T) {
+	c := embedded.StartT(t, embedded.Topic("misbehaves", 3))
+	b := &countingBalancer{}
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "misbehaves", Balancer: b,
+		RequiredAcks: kafka.RequireAll, WriteTimeout: time.Hour}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte("a")}); err != nil {
+		t.Fatalf("WriteMessages: %v", err)
+	}
+	p := panicOf(func() { _ = w.WriteMessages(ctx, kafka.Message{Key: []byte("b")}, kafka.Message{Key: []byte("panic")}) })
+	if p != "balancer panics" {
+		t.Fatalf("WriteMessages with a panicking Balancer panicked with %v, want the Balancer's panic", p)
+	}
+	before := b.calls.Load()
+	err = w.WriteMessages(ctx, kafka.Message{Key: []byte("c")}, kafka.Message{Key: []byte("none")})
+	var werrs kafka.WriteErrors
+	if !errors.As(err, &werrs) || len(werrs) != 2 || werrs[0] != nil || werrs[1] == nil {
+		t.Fatalf("WriteMessages with a message the Balancer places nowhere: %v, want kafka.WriteErrors failing the second", err)
+	}
+	if n := b.calls.Load() - before; n != 2 {
+		t.Errorf("the Balancer ran %d times for 2 messages, want 2 (kafka-go runs it once a message)", n)
+	}
+	// With the call of the panic still counted, Close would wait the
+	// WriteTimeout, an hour.
+	done := make(chan error, 1)
+	go func() { done <- w.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close still waits after a minute: it waits for the call whose Balancer panicked")
+	}
+}

@@ -266,21 +266,41 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// Messages about the broker's max.message.bytes (1048588),
+			// uncompressed, then compressed: kafka-go checks a
+			// message's size before compression against BatchBytes, the
+			// broker the compressed batch.
 			Name:   "writer/broker-message-limit",
-			Topics: map[string]int{"t": 1},
+			Topics: map[string]int{"t": 1, "snappy": 1, "zstd": 1},
 			Run: func(s *Side) {
-				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll})
-				if w == nil {
-					return
+				for _, c := range []struct {
+					topic string
+					codec kafka.Compression
+				}{{"t", 0}, {"snappy", kafka.Snappy}, {"zstd", kafka.Zstd}} {
+					prefix := ""
+					if c.codec != 0 {
+						prefix = c.topic + ": "
+					}
+					w := s.NewWriter(prefix+"NewWriter", &kafka.Writer{Topic: s.Name(c.topic), RequiredAcks: kafka.RequireAll, Compression: c.codec})
+					if w == nil {
+						return
+					}
+					sizes := []int{1_000_100, 1_040_000, 1_048_000, 1_048_540, 1_048_552, 1_048_553, 1_100_000}
+					if c.codec != 0 {
+						// The first size the engine refused before it
+						// compared its batch compressed, and the first
+						// kafka-go refuses (above BatchBytes).
+						sizes = append(sizes, 1_048_515, 1_048_554)
+					}
+					for _, n := range sizes {
+						v := bytes.Repeat([]byte("v"), n)
+						s.Call(fmt.Sprintf("%sWriteMessages value=%d", prefix, n), func(ctx context.Context) error {
+							return w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: v})
+						})
+					}
+					s.CallNoCtx(prefix+"Close", w.Close)
+					s.Stored(prefix+"stored", c.topic)
 				}
-				for _, n := range []int{1_000_100, 1_040_000, 1_048_000, 1_048_540, 1_048_552, 1_048_553, 1_100_000} {
-					v := bytes.Repeat([]byte("v"), n)
-					s.Call(fmt.Sprintf("WriteMessages value=%d", n), func(ctx context.Context) error {
-						return w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: v})
-					})
-				}
-				s.CallNoCtx("Close", w.Close)
-				s.Stored("stored", "t")
 			},
 		},
 		Scenario{
