@@ -282,6 +282,12 @@
 //     no retry fixes end a call at once and refusals after
 //     DefaultBootstrapTimeout (10 s), where kafka-go returns the first dial
 //     error.
+//   - A synchronous WriteMessages never waits for BatchTimeout, which paces
+//     async mode only: its messages are sent at once, or with those of
+//     concurrent calls while a request is in flight. kafka-go's call waits
+//     until its batch is full (BatchSize, BatchBytes) or BatchTimeout (1 s
+//     by default) has passed: a second per call for a service writing one
+//     message per request.
 //   - A message no broker acknowledged within the Writer's delivery budget
 //     (10 × (WriteTimeout + 1 s), 110 s by default) fails with an error
 //     matching context.DeadlineExceeded and kgo.ErrRecordTimeout. kafka-go's

@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -124,6 +125,79 @@ type Conn struct {
 	// caller's buffer (see readValidated); 0 otherwise.
 	body  int
 	resps []kmsg.Response // decoded into, one per API key met
+
+	// readDeadline is the caller's read deadline (unix nanoseconds, 0
+	// for none), which a body read past it restores (see bodyStall).
+	readDeadline atomic.Int64
+}
+
+// bodyStall is how long a frame's body may go without a byte arriving
+// once the caller's read deadline has passed inside it. The guard reads a
+// frame whole in the read that began it, where kafka-go, which set its
+// deadline for the response's header (MaxWait plus a margin), would have
+// read the body on under a deadline per message (ReadBatchTimeout, 10 s by
+// default): a large fetch response still arriving at the deadline is read
+// on while its bytes keep coming, so that it is not refused and fetched
+// again for ever.
+const bodyStall = 10 * time.Second
+
+// SetDeadline implements net.Conn.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.noteReadDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline implements net.Conn.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.noteReadDeadline(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *Conn) noteReadDeadline(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	c.readDeadline.Store(ns)
+}
+
+// bodyReader reads a frame's body on past the caller's read deadline
+// while its bytes keep coming (see bodyStall).
+type bodyReader struct {
+	c        *Conn
+	progress bool // bytes came since the body began or the last extension
+	extended bool // the deadline was moved past the caller's
+}
+
+// read reads into p. A timeout after bytes came moves the deadline
+// bodyStall ahead and reports no error; one with no byte since is
+// returned.
+func (b *bodyReader) read(p []byte) (int, error) {
+	m, err := b.c.br.Read(p)
+	if m > 0 {
+		b.progress = true
+	}
+	var ne net.Error
+	if err != nil && b.progress && errors.As(err, &ne) && ne.Timeout() {
+		b.progress, b.extended = false, true
+		if derr := b.c.Conn.SetReadDeadline(time.Now().Add(bodyStall)); derr != nil {
+			return m, err
+		}
+		return m, nil
+	}
+	return m, err
+}
+
+// done gives the connection the caller's deadline back.
+func (b *bodyReader) done() {
+	if !b.extended {
+		return
+	}
+	var t time.Time
+	if ns := b.c.readDeadline.Load(); ns != 0 {
+		t = time.Unix(0, ns)
+	}
+	b.c.Conn.SetReadDeadline(t)
 }
 
 // pending is a request whose response is due.
@@ -271,7 +345,15 @@ func (c *Conn) readValidated(p []byte) (int, error) {
 // length), and checks it. A read error keeps what was read in the frame
 // buffer, where the next call goes on.
 func (c *Conn) readBody(p []byte) (int, error) {
-	n, err := io.ReadFull(c.br, p)
+	br := bodyReader{c: c}
+	n := 0
+	var err error
+	for n < len(p) && err == nil {
+		var m int
+		m, err = br.read(p[n:])
+		n += m
+	}
+	br.done()
 	if err != nil {
 		c.toFrame(p[:n])
 		if err == io.EOF {
@@ -307,13 +389,15 @@ func (c *Conn) toFrame(got []byte) {
 // fill reads the rest of the current frame. The buffer grows with what
 // arrives, not with what the size prefix claims.
 func (c *Conn) fill() error {
+	br := bodyReader{c: c}
+	defer br.done()
 	for len(c.frame) < c.need {
 		if len(c.frame) == cap(c.frame) {
 			grown := make([]byte, len(c.frame), min(c.need, max(2*cap(c.frame), 4<<10)))
 			copy(grown, c.frame)
 			c.frame = grown
 		}
-		m, err := c.br.Read(c.frame[len(c.frame):min(cap(c.frame), c.need)])
+		m, err := br.read(c.frame[len(c.frame):min(cap(c.frame), c.need)])
 		c.frame = c.frame[:len(c.frame)+m]
 		if err != nil {
 			if errors.Is(err, io.EOF) {

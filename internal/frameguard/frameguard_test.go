@@ -21,9 +21,10 @@ import (
 // in, one per call (a nil chunk is a timeout), then io.EOF; Write keeps what
 // it is given.
 type pipeConn struct {
-	in     [][]byte
-	out    bytes.Buffer
-	closed bool
+	in        [][]byte
+	out       bytes.Buffer
+	closed    bool
+	deadlines []time.Time // the read deadlines set, in order
 }
 
 type timeoutErr struct{}
@@ -58,8 +59,8 @@ func (p *pipeConn) Write(b []byte) (int, error) {
 func (p *pipeConn) Close() error                     { p.closed = true; return nil }
 func (p *pipeConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
 func (p *pipeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (p *pipeConn) SetDeadline(time.Time) error      { return nil }
-func (p *pipeConn) SetReadDeadline(time.Time) error  { return nil }
+func (p *pipeConn) SetDeadline(t time.Time) error     { return p.SetReadDeadline(t) }
+func (p *pipeConn) SetReadDeadline(t time.Time) error { p.deadlines = append(p.deadlines, t); return nil }
 func (p *pipeConn) SetWriteDeadline(time.Time) error { return nil }
 
 const testAddr = "127.0.0.1:9092"
@@ -285,8 +286,10 @@ func TestApiVersionsAnsweredInV0(t *testing.T) {
 }
 
 func TestReadResumesAfterTimeout(t *testing.T) {
+	// A timeout after bytes came is read past (TestSlowBodyReadOnPastTheDeadline);
+	// the second, with none since, is returned.
 	resp := response(metadataResponse(), 9, 1)
-	pc := &pipeConn{in: [][]byte{resp[:20], nil, resp[20:]}}
+	pc := &pipeConn{in: [][]byte{resp[:20], nil, nil, resp[20:]}}
 	c := Wrap(pc, testAddr, 0, nil)
 	if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
 		t.Fatal(err)
@@ -301,7 +304,7 @@ func TestReadResumesAfterTimeout(t *testing.T) {
 
 	// Read kgo's way, the timeout comes inside the body: the next body
 	// read goes on from what was read.
-	pc = &pipeConn{in: [][]byte{resp[:20], nil, resp[20:]}}
+	pc = &pipeConn{in: [][]byte{resp[:20], nil, nil, resp[20:]}}
 	c = reader{direct: 0}.wrap(pc, 0)
 	if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
 		t.Fatal(err)
@@ -315,6 +318,54 @@ func TestReadResumesAfterTimeout(t *testing.T) {
 	}
 	if n, err := io.ReadFull(c, body); err != nil || !bytes.Equal(buf[:len(resp)], resp) {
 		t.Errorf("after the timeout: read %d of %d body bytes, err %v", n, len(body), err)
+	}
+}
+
+// TestSlowBodyReadOnPastTheDeadline: a frame whose body is still arriving
+// when the caller's read deadline passes is read on, the deadline moved
+// bodyStall ahead at each timeout that followed bytes, then set back to
+// the caller's; read whole or kgo's way (the body into one buffer).
+func TestSlowBodyReadOnPastTheDeadline(t *testing.T) {
+	resp := response(metadataResponse(), 9, 1)
+	for _, rd := range []reader{{direct: 0}, {direct: directMin}} {
+		pc := &pipeConn{in: [][]byte{resp[:20], nil, resp[20:40], nil, resp[40:]}}
+		c := rd.wrap(pc, 0)
+		if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
+			t.Fatal(err)
+		}
+		caller := time.Now().Add(time.Second)
+		if err := c.SetReadDeadline(caller); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now()
+		var got []byte
+		var err error
+		if rd.direct == 0 {
+			// kgo's way: the size prefix, then the body into one buffer.
+			got = make([]byte, len(resp))
+			if _, err = io.ReadFull(c, got[:4]); err == nil {
+				var n int
+				n, err = c.Read(got[4:])
+				got = got[:4+n]
+			}
+		} else {
+			got, err = readAll(c)
+			if err == io.EOF {
+				err = nil
+			}
+		}
+		if err != nil || !bytes.Equal(got, resp) {
+			t.Fatalf("direct %d: read %d of %d bytes, err %v; want the whole response", rd.direct, len(got), len(resp), err)
+		}
+		ds := pc.deadlines
+		if len(ds) != 4 || !ds[0].Equal(caller) || !ds[3].Equal(caller) {
+			t.Fatalf("direct %d: read deadlines set %v; want the caller's, two extensions, the caller's again", rd.direct, ds)
+		}
+		for _, d := range ds[1:3] {
+			if d.Before(before.Add(bodyStall)) {
+				t.Errorf("direct %d: an extension to %v, want bodyStall (%v) past the timeout", rd.direct, d, bodyStall)
+			}
+		}
 	}
 }
 

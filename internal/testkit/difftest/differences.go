@@ -164,6 +164,15 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "sync-calls-skip-batch-timeout",
+		What:     "A synchronous WriteMessages never waits for BatchTimeout, which paces async mode only: its messages are sent at once, or with those of concurrent calls while a request is in flight.",
+		Why:      "kafka-go's call waits until its batch is full (BatchSize, BatchBytes) or BatchTimeout (1 s by default) has passed: a second per call for a service writing one message per request.",
+		Scenario: "writer/batch-timeout", Step: "WriteMessages",
+		Match: func(k, s string) bool {
+			return strings.Contains(k, "context.DeadlineExceeded") && strings.Contains(k, "(waits for ctx)") && s == "nil (returns)"
+		},
+	},
+	{
 		ID:       "delivery-budget-timeout",
 		What:     "A message no broker acknowledged within the Writer's delivery budget (10 × (WriteTimeout + 1 s), 110 s by default) fails with an error matching context.DeadlineExceeded and kgo.ErrRecordTimeout.",
 		Why:      "kafka-go's fails after MaxAttempts attempts of WriteTimeout with the last attempt's error, an i/o timeout (*net.OpError) or context.DeadlineExceeded: the Writer resends for longer (rides-through-outages), and its timeout is reported as kafka-go's own deadline errors are.",

@@ -386,6 +386,24 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// A synchronous call on a Writer with a long BatchTimeout
+			// (row sync-calls-skip-batch-timeout); Close writes what
+			// kafka-go still holds.
+			Name:   "writer/batch-timeout",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, BatchTimeout: time.Minute})
+				if w == nil {
+					return
+				}
+				s.CallWithin("WriteMessages", 2*time.Second, func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Value: []byte("one")})
+				})
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
 			// A broker that takes produce requests and never answers:
 			// kafka-go's call fails once MaxAttempts attempts of
 			// WriteTimeout ran out, the SDK's once the delivery budget
