@@ -133,6 +133,8 @@ type addrState struct {
 	// nanoseconds on the policy's clock): a re-dial's delay runs from
 	// then, so a dial long after it waits nothing.
 	lastEnd atomic.Int64
+	// lastErr is the last dial's error, nil after a dial that connected.
+	lastErr atomic.Pointer[error]
 }
 
 // maxFailures caps addrState.failures; the backoff is capped long before.
@@ -184,9 +186,11 @@ func (p *connPolicy) dial(ctx context.Context, network, address string, inner di
 	}
 	if err != nil {
 		p.stats.failures.Add(1)
+		st.lastErr.Store(&err)
 		p.fail(st)
 		return nil, err
 	}
+	st.lastErr.Store(nil)
 	p.stats.created.Add(1)
 	return &policyConn{Conn: conn, policy: p, st: st, addr: address, needTurns: turns}, nil
 }
@@ -219,6 +223,15 @@ func (p *connPolicy) waitBackoff(ctx context.Context, address string, st *addrSt
 	d := p.backoff.Delay(attempt) - start.Sub(time.Unix(0, st.lastEnd.Load()))
 	if d <= 0 {
 		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok && start.Add(d).After(dl) {
+		// The dial could not begin before its deadline: fail at once,
+		// with the error of the dial that earned the backoff (kafka-go's
+		// caller would have met it again), not after the whole deadline
+		// with only the deadline's.
+		if last := st.lastErr.Load(); last != nil {
+			return fmt.Errorf("sdk: re-dial of %s waits %v after its last failure, past the dial's deadline; last dial: %w", address, d.Round(time.Millisecond), *last)
+		}
 	}
 	err := p.clock.sleep(ctx, d)
 	waited := p.clock.now().Sub(start)

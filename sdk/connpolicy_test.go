@@ -417,6 +417,39 @@ func TestPolicyLimiterFailsFastPastDeadline(t *testing.T) {
 	}
 }
 
+// TestPolicyBackoffPastDeadlineFailsWithTheLastDialError: a re-dial whose
+// backoff runs past its dial's deadline fails at once, with the error of
+// the dial that failed (ECONNREFUSED, a *net.OpError, as kafka-go's caller
+// would have met), and dials nothing.
+func TestPolicyBackoffPastDeadlineFailsWithTheLastDialError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // now refuses
+	p := &connPolicy{clock: realClock(), backoff: retry.Backoff{Min: time.Hour, Max: time.Hour, Rand: func() float64 { return 0.5 }}}
+	dials := 0
+	inner := func(ctx context.Context, network, address string) (net.Conn, error) {
+		dials++
+		return netDial(ctx, network, address)
+	}
+	dial := p.wrap(inner, false)
+	if _, err := dial(context.Background(), "tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("first dial: %v, want ECONNREFUSED", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = dial(ctx, "tcp", addr) // its backoff, half an hour, is past the minute
+	var op *net.OpError
+	if !errors.Is(err, syscall.ECONNREFUSED) || !errors.As(err, &op) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("re-dial: %v (ctx %v); want the last dial's ECONNREFUSED *net.OpError at once", err, ctx.Err())
+	}
+	if dials != 1 {
+		t.Fatalf("%d dials, want 1: the re-dial must not dial", dials)
+	}
+}
+
 func TestPolicyTLSNeedsMoreTurns(t *testing.T) {
 	srv := startServer(t)
 	srv.handle(func(c net.Conn) {

@@ -158,8 +158,12 @@
 // return in lock-step. A delay runs from the failure or close, as Kafka's
 // own clients count reconnect.backoff.ms from their last attempt: a
 // broker that failed minutes ago and was restarted since is dialed at
-// once when it leads again. Waits respect the dial's context. The limit is per
-// process: many processes on one host each get their own. The price is
+// once when it leads again. Waits respect the dial's context: a re-dial
+// whose delay runs past the dial's deadline fails at once with the last
+// dial's error wrapped (syscall.ECONNREFUSED, a *net.OpError: what
+// kafka-go's caller would have met), a wait for the limiter's slot past it
+// fails at once too. The limit is per process: many processes on one host
+// each get their own. The price is
 // latency in a storm: the last of N clients dropped at once waits about
 // (N - burst) / rate. DialerConnStats and TransportConnStats report the
 // counters.

@@ -56,11 +56,14 @@ func (p *pipeConn) Write(b []byte) (int, error) {
 	}
 	return p.out.Write(b)
 }
-func (p *pipeConn) Close() error                     { p.closed = true; return nil }
-func (p *pipeConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (p *pipeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (p *pipeConn) SetDeadline(t time.Time) error     { return p.SetReadDeadline(t) }
-func (p *pipeConn) SetReadDeadline(t time.Time) error { p.deadlines = append(p.deadlines, t); return nil }
+func (p *pipeConn) Close() error                  { p.closed = true; return nil }
+func (p *pipeConn) LocalAddr() net.Addr           { return &net.TCPAddr{} }
+func (p *pipeConn) RemoteAddr() net.Addr          { return &net.TCPAddr{} }
+func (p *pipeConn) SetDeadline(t time.Time) error { return p.SetReadDeadline(t) }
+func (p *pipeConn) SetReadDeadline(t time.Time) error {
+	p.deadlines = append(p.deadlines, t)
+	return nil
+}
 func (p *pipeConn) SetWriteDeadline(time.Time) error { return nil }
 
 const testAddr = "127.0.0.1:9092"
