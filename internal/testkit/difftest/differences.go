@@ -164,6 +164,28 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "balancer-runs-after-checks",
+		What:     "A WriteMessages refused for its messages' topics (a message naming none, or a topic the cluster lacks) runs the Balancer for none of them: a stateful Balancer (RoundRobin, LeastBytes) places the next calls' messages as if the refused call had not been made.",
+		Why:      "The Writer checks every message's size and topic before it places any, so that a refused call leaves nothing behind; kafka-go's has run the Balancer for the messages before the refused one, which moves a RoundRobin on.",
+		Scenario: "writer/refused-call-and-balancer", Step: "stored",
+		Match: func(k, s string) bool {
+			kv, sv := storedValues.FindAllString(k, -1), storedValues.FindAllString(s, -1)
+			slices.Sort(kv)
+			slices.Sort(sv)
+			return k != s && slices.Equal(kv, sv)
+		},
+	},
+	{
+		ID:       "batch-size-not-a-cap",
+		What:     "BatchSize does not cap a synchronous call's batches: a call's messages to one partition go in one batch, so a message the broker refuses with its whole batch (a timestamp too far ahead) fails the call's other messages of that partition, and none of them is stored.",
+		Why:      "kafka-go's BatchSize: 1 sends each message in a request of its own; the Writer sends a call in one request per broker, what makes synchronous calls fast, and cuts batches by BatchBytes only.",
+		Scenario: "writer/batch-size-one", Step: "*",
+		Match: func(k, s string) bool {
+			refused := strings.Contains(k, "kafka.Error(32 ") && strings.Contains(s, "kafka.Error(32 ")
+			return refused || (s == "p0[]" && strings.Contains(k, `value="a"`))
+		},
+	},
+	{
 		ID:       "sync-calls-skip-batch-timeout",
 		What:     "A synchronous WriteMessages never waits for BatchTimeout, which paces async mode only: its messages are sent at once, or with those of concurrent calls while a request is in flight.",
 		Why:      "kafka-go's call waits until its batch is full (BatchSize, BatchBytes) or BatchTimeout (1 s by default) has passed: a second per call for a service writing one message per request.",
@@ -213,6 +235,9 @@ var placement = regexp.MustCompile(`^topic=\S* partition=-?\d+ `)
 
 // withoutPlacement is the lines of Completion's observation without their
 // topic and partition, sorted.
+// storedValues finds the values of a Stored observation.
+var storedValues = regexp.MustCompile(`value=("(?:[^"\\]|\\.)*"|null|\d+ bytes "[^"]*"\.\.\.)`)
+
 func withoutPlacement(obs string) []string {
 	lines := strings.Split(obs, "\n")
 	for i, l := range lines {

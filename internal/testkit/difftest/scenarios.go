@@ -386,6 +386,47 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// Calls refused for their topics between calls a RoundRobin
+			// places (row balancer-runs-after-checks).
+			Name:   "writer/refused-call-and-balancer",
+			Topics: map[string]int{"t": 3},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Balancer: &kafka.RoundRobin{}, RequiredAcks: kafka.RequireAll})
+				if w == nil {
+					return
+				}
+				t := s.Name("t")
+				msg := func(topic, v string) kafka.Message { return kafka.Message{Topic: topic, Value: []byte(v)} }
+				s.Write("WriteMessages a", w, msg(t, "a"))
+				s.Write("WriteMessages with no topic", w, msg(t, "lost1"), msg("", "lost2"))
+				s.Write("WriteMessages b", w, msg(t, "b"))
+				s.Write("WriteMessages with a topic the cluster lacks", w, msg(t, "lost3"), msg(t, "lost4"), msg(s.Name("missing"), "lost5"))
+				s.Write("WriteMessages c", w, msg(t, "c"))
+				s.Write("WriteMessages d", w, msg(t, "d"))
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
+			// A message the broker refuses whole-batch among others of
+			// one call, with BatchSize 1 (row batch-size-not-a-cap).
+			// Only Kafka checks timestamps (an hour ahead at most).
+			Name:     "writer/batch-size-one",
+			Topics:   map[string]int{"t": 1},
+			RealOnly: true,
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), BatchSize: 1, RequiredAcks: kafka.RequireAll})
+				if w == nil {
+					return
+				}
+				at := time.Now().Add(3 * time.Hour)
+				s.Write("WriteMessages", w, kafka.Message{Value: []byte("a")}, kafka.Message{Value: []byte("b")},
+					kafka.Message{Value: []byte("ahead"), Time: at}, kafka.Message{Value: []byte("c")}, kafka.Message{Value: []byte("d")})
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
 			// A synchronous call on a Writer with a long BatchTimeout
 			// (row sync-calls-skip-batch-timeout); Close writes what
 			// kafka-go still holds.
