@@ -286,6 +286,20 @@
 //     no retry fixes end a call at once and refusals after
 //     DefaultBootstrapTimeout (10 s), where kafka-go returns the first dial
 //     error.
+//   - A WriteMessages refused for its messages' topics (a message naming
+//     none, or a topic the cluster lacks) runs the Balancer for none of
+//     them: a stateful Balancer (RoundRobin, LeastBytes) places the next
+//     calls' messages as if the refused call had not been made. The Writer
+//     checks every message's size and topic before it places any, so that a
+//     refused call leaves nothing behind; kafka-go's has run the Balancer
+//     for the messages before the refused one, which moves a RoundRobin on.
+//   - BatchSize does not cap a synchronous call's batches: a call's messages
+//     to one partition go in one batch, so a message the broker refuses with
+//     its whole batch (a timestamp too far ahead) fails the call's other
+//     messages of that partition, and none of them is stored. kafka-go's
+//     BatchSize: 1 sends each message in a request of its own; the Writer
+//     sends a call in one request per broker, what makes synchronous calls
+//     fast, and cuts batches by BatchBytes only.
 //   - A synchronous WriteMessages never waits for BatchTimeout, which paces
 //     async mode only: its messages are sent at once, or with those of
 //     concurrent calls while a request is in flight. kafka-go's call waits
