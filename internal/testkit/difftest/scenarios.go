@@ -448,8 +448,8 @@ func writerScenarios() []Scenario {
 			// A broker that takes produce requests and never answers:
 			// kafka-go's call fails once MaxAttempts attempts of
 			// WriteTimeout ran out, the SDK's once the delivery budget
-			// (row rides-through-outages) has, both with an error
-			// matching context.DeadlineExceeded; nothing is stored.
+			// has (rows rides-through-outages, delivery-budget-timeout),
+			// both with a timeout error; nothing is stored.
 			Name:     "writer/broker-holds",
 			Topics:   map[string]int{"t": 1},
 			Patience: 40 * time.Second,
