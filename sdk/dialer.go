@@ -34,7 +34,10 @@ import (
 // FallbackDelay and KeepAlive once DialFunc is set, the policy dials with
 // them itself (DualStack has been a no-op since Go 1.12); a base DialFunc
 // is called by the policy. A non-empty base.ClientID is the user client ID
-// unless WithClientID is given. Waits of the policy count against the
+// unless WithClientID is given; with a nil base, or an empty ClientID, the
+// client ID is the WarpStream pairs alone (kafka.DefaultDialer's
+// "program@host (github.com/segmentio/kafka-go)" is not kept: set ClientID
+// to name the program in the brokers' logs and quotas). Waits of the policy count against the
 // Dialer's Timeout: a rate-limit slot later than the dial's deadline fails
 // the dial at once with an error matching context.DeadlineExceeded.
 //
@@ -63,7 +66,9 @@ func NewAZAwareDialer(base *kafka.Dialer, opts ...Option) (*kafka.Dialer, error)
 // copied, and its Dial is called by the policy. Its TLS moves into the
 // returned Transport's Dial (its TLS field is nil), as for
 // NewAZAwareDialer. A non-empty
-// base.ClientID is the user client ID unless WithClientID is given.
+// base.ClientID is the user client ID unless WithClientID is given (an
+// empty one, as kafka.Transport's default, leaves the WarpStream pairs
+// alone).
 // Waits of the policy count against DialTimeout (default 5s).
 //
 // Each call is one client instance. The returned Transport is safe for
