@@ -108,12 +108,7 @@ func isIdentity(partitions []int, n int) bool {
 // broker first) and makes them the view. On error the previous view stays: the write that follows
 // reports the problem.
 func (b *rackAwareBalancer) refresh(ctx context.Context, cl *kgo.Client, topics []string) error {
-	req := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
+	req := metadataRequest(topics...)
 	// The seed brokers first, as kafka-go's Transport asks its Addr; any
 	// broker when none of them answers.
 	for _, sb := range cl.SeedBrokers() {

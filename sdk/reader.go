@@ -541,13 +541,8 @@ func (r *Reader) askForTopics() {
 		if len(topics) == 0 {
 			topics = []string{r.config.Topic}
 		}
-		req := kmsg.NewPtrMetadataRequest()
+		req := metadataRequest(topics...)
 		req.AllowAutoTopicCreation = true
-		for _, t := range topics {
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(t)
-			req.Topics = append(req.Topics, rt)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), askTimeout)
 		defer cancel()
 		resp, err := req.RequestWith(ctx, r.engine())
@@ -568,15 +563,20 @@ func (r *Reader) askForTopics() {
 // askTimeout bounds an ask of askForTopics.
 const askTimeout = 30 * time.Second
 
-// partitions reads the topics' partitions, leaders and replicas.
-func (r *Reader) partitions(ctx context.Context, topics []string) ([]kafka.Partition, error) {
+// metadataRequest is a Metadata request for topics by name.
+func metadataRequest(topics ...string) *kmsg.MetadataRequest {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, r.engine())
+	return req
+}
+
+// partitions reads the topics' partitions, leaders and replicas.
+func (r *Reader) partitions(ctx context.Context, topics []string) ([]kafka.Partition, error) {
+	resp, err := metadataRequest(topics...).RequestWith(ctx, r.engine())
 	if err != nil {
 		return nil, err
 	}

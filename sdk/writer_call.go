@@ -21,7 +21,6 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // call is one WriteMessages: its messages, their records and outcomes,
@@ -357,10 +356,7 @@ const unknownTopicAttempts = 3
 // count when it has the topic (0 while it creates it), its kafka.Error
 // when it does not.
 func (w *Writer) lookUpTopic(ctx context.Context, topic string) (int, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
+	req := metadataRequest(topic)
 	req.AllowAutoTopicCreation = w.autoCreate
 	resp, err := req.RequestWith(ctx, w.engine())
 	if err != nil {
