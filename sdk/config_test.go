@@ -515,3 +515,34 @@ func TestEveryProblemIsReported(t *testing.T) {
 		t.Errorf("%d lines, want 7:\n%v", len(lines), err)
 	}
 }
+
+// The Writer's metadata grows as old as kafka-go's would: its
+// Transport's MetadataTTL, or kafka-go's 6 s, not the engine's 5
+// minutes, so that partitions added to a topic are written to as soon.
+func TestWriterMetadataTTL(t *testing.T) {
+	for _, tc := range []struct {
+		transport *kafka.Transport
+		want      time.Duration
+	}{
+		{nil, 6 * time.Second},
+		{&kafka.Transport{}, 6 * time.Second},
+		{&kafka.Transport{MetadataTTL: 2 * time.Second}, 2 * time.Second},
+		{&kafka.Transport{MetadataTTL: time.Millisecond}, metadataMinAge},
+		{&kafka.Transport{MetadataTTL: 24 * time.Hour}, time.Hour},
+	} {
+		kw := &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t"}
+		if tc.transport != nil {
+			kw.Transport = tc.transport
+		}
+		w, err := NewWriter(kw, WithAZ("az-a"), WithGetenv(func(string) string { return "" }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.metadataTTL(); got != tc.want {
+			t.Errorf("Transport %+v: metadata TTL %v, want %v", tc.transport, got, tc.want)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -636,12 +636,21 @@ func (w *Writer) writerEngineOpts(kw *kafka.Writer) []kgo.Opt {
 		if t.IdleTimeout > 0 {
 			opts = append(opts, kgo.ConnIdleTimeout(min(max(t.IdleTimeout, 100*time.Millisecond), 15*time.Minute)))
 		}
-		if t.MetadataTTL > 0 {
-			ttl := min(max(t.MetadataTTL, 10*time.Millisecond), time.Hour)
-			opts = append(opts, kgo.MetadataMaxAge(max(ttl, metadataMinAge)))
-		}
 	}
-	return opts
+	return append(opts, kgo.MetadataMaxAge(w.metadataTTL()))
+}
+
+// metadataTTL is how old the Writer's view of the cluster (partitions,
+// leaders) may grow: the Transport's MetadataTTL, kafka-go's 6 s when it
+// sets none (the engine's own default is 5 minutes, which would leave
+// partitions added to a topic unused for that long), within the engine's
+// bounds.
+func (w *Writer) metadataTTL() time.Duration {
+	ttl := defaultMetadataTTL
+	if t := w.s.baseTransport; t != nil && t.MetadataTTL > 0 {
+		ttl = min(max(t.MetadataTTL, 10*time.Millisecond), time.Hour)
+	}
+	return max(ttl, metadataMinAge)
 }
 
 // engineBatchBytes is the engine's cap on a record batch for BatchBytes

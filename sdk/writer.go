@@ -195,9 +195,9 @@ import (
 //     Warn and up to ErrorLogger.
 //   - Transport: nil or a *kafka.Transport, whose TLS, SASL, Dial,
 //     DialTimeout and Resolver serve the SDK's dial; IdleTimeout becomes
-//     ConnIdleTimeout, MetadataTTL MetadataMaxAge (and the age of the
-//     rack-aware view, see WithRackAwarePartitioning), ClientID the user
-//     part of the client ID.
+//     ConnIdleTimeout, MetadataTTL MetadataMaxAge (6 s when unset, as
+//     kafka-go's; also the age of the rack-aware view, see
+//     WithRackAwarePartitioning), ClientID the user part of the client ID.
 //   - AllowAutoTopicCreation: AllowAutoTopicCreation.
 type Writer struct {
 	s          *session
@@ -279,10 +279,10 @@ const (
 	// brokerMaxMessageBytes is Kafka's default max.message.bytes, the
 	// largest record batch a broker takes.
 	brokerMaxMessageBytes = 1048588
-	// defaultRackTTL is how old the leaders' racks may be for rack-aware
-	// partitioning when the Transport sets no MetadataTTL (kafka-go's
-	// default MetadataTTL).
-	defaultRackTTL = 6 * time.Second
+	// defaultMetadataTTL is kafka-go's MetadataTTL when the Transport sets
+	// none: how old the Writer's metadata and the leaders' racks of
+	// rack-aware partitioning may grow.
+	defaultMetadataTTL = 6 * time.Second
 )
 
 // NewWriter returns a Writer configured like w, which it does not modify or
@@ -336,7 +336,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 		explicit:   s.idempotence.mode == idempotenceOn,
 		why:        why,
 		fatalCh:    make(chan struct{}),
-		rackTTL:    defaultRackTTL,
+		rackTTL:    defaultMetadataTTL,
 	}
 	if sw.balancer == nil {
 		sw.balancer = &kafka.RoundRobin{}

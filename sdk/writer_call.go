@@ -57,6 +57,7 @@ type recState struct {
 	i         int
 	partition int32 // -1 until the balancer chose
 	pre       int32 // the partition WriteMessages chose, -1 for none
+	preN      int32 // the partition count pre (or refused) was chosen among
 	err       error
 	fin       atomic.Bool // err is final
 	cl        *kgo.Client // the client the record was last produced on
@@ -172,7 +173,7 @@ func (w *Writer) prepare(c *call, cl *kgo.Client) {
 				parts = v.(*atomic.Int32)
 			}
 		}
-		pre, refused := int32(-1), false
+		pre, preN, refused := int32(-1), int32(0), false
 		if parts != nil {
 			if n := int(parts.Load()); n > 0 {
 				p := b.Balance(*m, w.partitionList(n)...)
@@ -181,12 +182,13 @@ func (w *Writer) prepare(c *call, cl *kgo.Client) {
 				} else {
 					refused = true
 				}
+				preN = int32(n)
 			}
 		}
 		// Field by field: the slot is zeroed, and whole-struct stores
 		// cost a write barrier over every pointer of it.
 		sl.st.Context = budget
-		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.cl, sl.st.lane = c, i, -1, pre, cl, nil
+		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.preN, sl.st.cl, sl.st.lane = c, i, -1, pre, preN, cl, nil
 		if refused {
 			sl.st.refused = true
 		}
@@ -644,12 +646,18 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 		return 0
 	}
 	part := int(st.pre)
-	parts := p.w.partsOf(r.Topic)
-	if st.refused && parts.Load() == int32(n) {
+	// Each record carries the count its choice was made among: once
+	// the count changes, every record chosen among the old one is
+	// chosen again, so that a call's messages of one key keep one
+	// partition.
+	chosen := st.preN == int32(n)
+	if st.refused && chosen {
 		return -1 // the Balancer chose none of these partitions at hand-over
 	}
-	if part < 0 || part >= n || parts.Load() != int32(n) {
-		parts.Store(int32(n))
+	if part < 0 || !chosen {
+		if parts := p.w.partsOf(r.Topic); parts.Load() != int32(n) {
+			parts.Store(int32(n))
+		}
 		// Not chosen yet, or the topic's partitions changed since:
 		// choose among the engine's.
 		var b kafka.Balancer = p.w.balancer

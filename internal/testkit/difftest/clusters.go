@@ -73,6 +73,10 @@ func (e embeddedCluster) CreateTopic(ctx context.Context, topic string, partitio
 	return createTopic(ctx, e.c.Addrs(), topic, partitions)
 }
 
+func (e embeddedCluster) AddPartitions(ctx context.Context, topic string, total int) error {
+	return addPartitions(ctx, e.c.Addrs(), topic, total)
+}
+
 // runs numbers the Shared clusters of a process, so that names never
 // repeat on a broker that outlives one test.
 var runs atomic.Int64
@@ -96,6 +100,10 @@ func (c sharedCluster) Name(logical string) string { return logical + c.suffix }
 func (c sharedCluster) Close()                     {}
 func (c sharedCluster) DeleteTopic(ctx context.Context, topic string) error {
 	return deleteTopic(ctx, c.addrs, topic)
+}
+
+func (c sharedCluster) AddPartitions(ctx context.Context, topic string, total int) error {
+	return addPartitions(ctx, c.addrs, topic, total)
 }
 
 func (c sharedCluster) CreateTopic(ctx context.Context, topic string, partitions int) error {
@@ -136,6 +144,37 @@ func createTopic(ctx context.Context, addrs []string, topic string, partitions i
 			return fmt.Errorf("creating %s: %w", topic, err)
 		}
 	}
+	return waitLed(ctx, cl, topic, partitions)
+}
+
+// addPartitions grows topic to total partitions and waits until each
+// has a leader.
+func addPartitions(ctx context.Context, addrs []string, topic string, total int) error {
+	cl, err := admin(addrs)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = topic, int32(total)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30000
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return fmt.Errorf("growing %s to %d partitions: %w", topic, total, err)
+		}
+	}
+	return waitLed(ctx, cl, topic, total)
+}
+
+// waitLed waits until each of the partitions of topic has a leader that
+// answers ListOffsets.
+func waitLed(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
 	for {
 		ends, err := endOffsets(ctx, cl, topic)
 		if err == nil && len(ends) == partitions {

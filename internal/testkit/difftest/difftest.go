@@ -209,6 +209,9 @@ type Cluster interface {
 	CreateTopic(ctx context.Context, topic string, partitions int) error
 	// DeleteTopic deletes topic.
 	DeleteTopic(ctx context.Context, topic string) error
+	// AddPartitions grows topic to total partitions and waits until
+	// each has a leader.
+	AddPartitions(ctx context.Context, topic string, total int) error
 	// Close releases the cluster.
 	Close()
 	// Embedded reports whether the cluster is the in-process broker.

@@ -427,6 +427,44 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// A topic gains partitions under a Writer: once its metadata
+			// is refreshed (MetadataTTL), every message of a call is
+			// balanced among the new count, so that one key keeps one
+			// partition within the call and after it.
+			Name:   "writer/partitions-added",
+			Topics: map[string]int{"t": 3},
+			Run: func(s *Side) {
+				const ttl = 300 * time.Millisecond
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{},
+					Transport: &kafka.Transport{MetadataTTL: ttl}})
+				if w == nil {
+					return
+				}
+				keyed := func(round, times int) []kafka.Message {
+					var msgs []kafka.Message
+					for k := range 10 {
+						for i := range times {
+							msgs = append(msgs, kafka.Message{Key: fmt.Appendf(nil, "k%d", k), Value: fmt.Appendf(nil, "%d-%d-%d", round, k, i)})
+						}
+					}
+					return msgs
+				}
+				s.Write("WriteMessages on 3 partitions", w, keyed(0, 1)...)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := s.Cluster().AddPartitions(ctx, s.Name("t"), 6); err != nil {
+					s.T().Fatal(err)
+				}
+				// Both refresh their metadata every ttl: five of them
+				// pass before the next call.
+				time.Sleep(5 * ttl)
+				s.Write("WriteMessages on 6 partitions", w, keyed(1, 3)...)
+				s.Write("WriteMessages again", w, keyed(2, 1)...)
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
 			// A synchronous call on a Writer with a long BatchTimeout
 			// (row sync-calls-skip-batch-timeout); Close writes what
 			// kafka-go still holds.
