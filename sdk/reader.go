@@ -537,9 +537,11 @@ func (r *Reader) askForTopics() {
 	go func() {
 		defer r.askWG.Done()
 		defer r.asking.Store(false)
-		topics := r.config.GroupTopics
-		if len(topics) == 0 {
-			topics = []string{r.config.Topic}
+		// As the engine's: GroupTopics only with a GroupID (kafka-go
+		// ignores them otherwise).
+		topics := []string{r.config.Topic}
+		if r.group && len(r.config.GroupTopics) > 0 {
+			topics = r.config.GroupTopics
 		}
 		req := metadataRequest(topics...)
 		req.AllowAutoTopicCreation = true

@@ -114,6 +114,9 @@ type Scenario struct {
 	// Embedded: the scenario runs only on Embedded clusters (its faults
 	// need kfake's controls); Real: only on a real broker.
 	EmbeddedOnly, RealOnly bool
+	// AutoCreateTopics: the in-process broker creates a topic a request
+	// asks for, as Kafka does by default (auto.create.topics.enable).
+	AutoCreateTopics bool
 	// Run is called once per side, with that side's clients.
 	Run func(s *Side)
 }

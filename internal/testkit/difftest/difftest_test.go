@@ -3,7 +3,10 @@ package difftest_test
 import (
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/azkafka/azkafka/internal/testkit/difftest"
+	"github.com/azkafka/azkafka/internal/testkit/embedded"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -16,9 +19,13 @@ func TestScenarios(t *testing.T) {
 		if sc.RealOnly {
 			continue
 		}
+		cluster := difftest.Embedded()
+		if sc.AutoCreateTopics {
+			cluster = difftest.Embedded(embedded.KfakeOptions(kfake.AllowAutoTopicCreation()))
+		}
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
-			difftest.Run(t, difftest.Embedded(), sc, sdkFactory())
+			difftest.Run(t, cluster, sc, sdkFactory())
 		})
 	}
 }

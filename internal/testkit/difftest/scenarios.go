@@ -699,14 +699,20 @@ func readerScenarios() []Scenario {
 			// lookup of its partitions lets a cluster with
 			// auto.create.topics.enable (Kafka's default; the
 			// in-process broker's is off) create it.
-			Name: "reader/missing-topic",
+			Name:             "reader/missing-topic",
+			AutoCreateTopics: true,
 			Run: func(s *Side) {
-				for _, group := range []string{"", "g"} {
+				// The third: GroupTopics without a GroupID, which
+				// kafka-go ignores (it reads, and creates, Topic).
+				for _, group := range []string{"", "g", "-topics"} {
 					topic := "missing" + group
 					cfg := kafka.ReaderConfig{Topic: s.Name(topic), MaxWait: 200 * time.Millisecond}
-					if group != "" {
+					switch group {
+					case "g":
 						cfg.GroupID = s.Name(group)
 						cfg.HeartbeatInterval, cfg.SessionTimeout, cfg.RebalanceTimeout = 500*time.Millisecond, 6*time.Second, 6*time.Second
+					case "-topics":
+						cfg.GroupTopics = []string{s.Name("other")}
 					}
 					r := s.NewReader("NewReader "+topic, cfg)
 					if r == nil {
@@ -722,6 +728,13 @@ func readerScenarios() []Scenario {
 					}
 					s.Note(topic+" exists", exists)
 				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				exists, err := topicExists(ctx, s.BrokerAddrs(), s.Name("other"))
+				if err != nil {
+					s.T().Fatalf("%s: %v", s.Impl, err)
+				}
+				s.Note("other exists", exists)
 			},
 		},
 		{
