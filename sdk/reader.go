@@ -79,7 +79,10 @@ import (
 // highest given offset + 1. With CommitInterval 0 it is synchronous; with
 // CommitInterval > 0 it only marks, and the marks are committed every
 // interval, before a partition is revoked, and in Close. ReadMessage is
-// FetchMessage followed by CommitMessages.
+// FetchMessage followed by CommitMessages; with CommitInterval 0,
+// concurrent ReadMessage calls commit one at a time, and a message whose
+// partition a later message's commit already passed is not committed
+// again, so the group's offset never moves back.
 //
 // Nothing is skipped: the Reader hands out every record of a partition in
 // order from where the group's committed offset (or SetOffset) put it, and
@@ -238,6 +241,9 @@ type Reader struct {
 	// on coord when it is there.
 	commitMu sync.Mutex
 	coord    coordConn
+	// readCommits orders the commits of concurrent ReadMessage calls
+	// (CommitInterval 0); see readCommit.
+	readCommits readCommits
 	// handed and handedBytes count the messages handed out (key and
 	// value bytes) since the last Stats.
 	handed, handedBytes int64
@@ -402,12 +408,13 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		config: config,
 		shown:  shown,
 
-		group:      config.GroupID != "",
-		rangeFirst: rangeFirst,
-		pollMax:    pollMax,
-		pollSem:    make(chan struct{}, 1),
-		created:    time.Now(),
-		owned:      map[topicPartition]*partState{},
+		group:       config.GroupID != "",
+		rangeFirst:  rangeFirst,
+		pollMax:     pollMax,
+		pollSem:     make(chan struct{}, 1),
+		readCommits: readCommits{turn: make(chan struct{}, 1)},
+		created:     time.Now(),
+		owned:       map[topicPartition]*partState{},
 		ctl: controls{pausedTopics: map[string]bool{}, pausedParts: map[topicPartition]bool{},
 			rewind: map[topicPartition]int64{}, sought: map[topicPartition]uint64{}},
 		marks:      map[string]map[int32]kgo.EpochOffset{},

@@ -57,15 +57,50 @@ func (r *Reader) ReadMessage(ctx context.Context) (m kafka.Message, err error) {
 }
 
 // readCommit is ReadMessage with a synchronous commit of each message.
+//
+// Concurrent calls hand out messages in order but reach the commit in any
+// order: the commit of an earlier message of a partition made after a
+// later one's would move the group's offset back, and a restart would
+// read again what was read. So these commits are made one at a time, and
+// one that a commit already made covers (a higher offset of the same
+// partition, in the same generation of the group) is not made again: the
+// message is committed.
 func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
 	m, err := r.FetchMessage(ctx)
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
 	}
+	rc := &r.readCommits
+	select {
+	case rc.turn <- struct{}{}:
+	case <-ctx.Done():
+		return m, fmt.Errorf("committing message: %w", ctx.Err())
+	}
+	defer func() { <-rc.turn }()
+	_, gen := r.engine().GroupMetadata()
+	if gen != rc.gen {
+		rc.gen, rc.done = gen, nil
+	}
+	tp := topicPartition{m.Topic, int32(m.Partition)}
+	if o, ok := rc.done[tp]; ok && o > m.Offset {
+		return m, nil
+	}
 	if err := r.CommitMessages(ctx, m); err != nil {
 		return m, fmt.Errorf("committing message: %w", err)
 	}
+	if rc.done == nil {
+		rc.done = map[topicPartition]int64{}
+	}
+	rc.done[tp] = m.Offset + 1
 	return m, nil
+}
+
+// readCommits is what readCommit committed in the group's generation gen:
+// the next offset of each partition.
+type readCommits struct {
+	turn chan struct{} // of capacity 1: held while a commit is made
+	gen  int32
+	done map[topicPartition]int64
 }
 
 // FetchMessage returns the next message without committing it, like

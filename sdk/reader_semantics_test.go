@@ -405,6 +405,53 @@ func TestReaderCommitSemantics(t *testing.T) {
 			t.Errorf("CommitMessages after Close = %v, want io.ErrClosedPipe", err)
 		}
 	})
+	t.Run("CommitInterval=0/concurrent", func(t *testing.T) {
+		// Concurrent ReadMessage calls: each message once, and the group's
+		// offset never moved back by an earlier message's commit made
+		// after a later one's, so it ends past the last.
+		t.Parallel()
+		r := st.groupReader(t, "concurrent", 0)
+		defer r.Close()
+		ctx, cancel := context.WithCancel(testCtx(t))
+		defer cancel()
+		var mu sync.Mutex
+		seen := map[int64]int{}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					m, err := r.ReadMessage(ctx)
+					if err != nil {
+						if ctx.Err() == nil {
+							t.Errorf("ReadMessage: %v", err)
+							cancel()
+						}
+						return
+					}
+					mu.Lock()
+					seen[m.Offset]++
+					if len(seen) == semanticsMessages {
+						cancel()
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		for o, n := range seen {
+			if n != 1 {
+				t.Errorf("offset %d handed out %d times", o, n)
+			}
+		}
+		if len(seen) != semanticsMessages {
+			t.Fatalf("read %d messages, want %d", len(seen), semanticsMessages)
+		}
+		if c := st.committed(t, "concurrent"); c != semanticsMessages {
+			t.Fatalf("committed %d after every message was read and committed, want %d", c, semanticsMessages)
+		}
+	})
 	t.Run("CommitInterval=1h", func(t *testing.T) {
 		t.Parallel()
 		r := st.groupReader(t, "marks", time.Hour)
