@@ -314,6 +314,12 @@
 //     context.DeadlineExceeded: the Writer resends for longer
 //     (rides-through-outages), and its timeout is reported as kafka-go's own
 //     deadline errors are.
+//   - Writer.Stats counts each message once, at its outcome, in Messages and
+//     Bytes, and the failed calls in Errors: a batch resent after a refusal
+//     is not counted again. kafka-go counts every attempt: a resent batch's
+//     messages twice and each failed attempt as an error; the engine resends
+//     batches without reporting each attempt's messages (SDKStats.Retries
+//     counts the resends it can).
 //   - With OffsetOutOfRangeError, a group Reader whose committed offset is
 //     past the end of the partition's log returns kafka.OffsetOutOfRange
 //     from its fetches until the log reaches that offset, then reads from

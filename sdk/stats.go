@@ -31,9 +31,10 @@ type SDKStats struct {
 	// Retries (delta) is the number of times a failed operation was tried again:
 	// for a Writer, the produce requests whose connection failed before
 	// the answer came (closed, reset, timed out), which the engine sends
-	// again; for a Reader, a FetchMessage or CommitMessages retry. A batch
-	// a broker refused with a retriable error code (a leader moved) is
-	// resent too but not counted: the engine does not report it.
+	// again, and the messages resent after a broker found their batch
+	// corrupt; for a Reader, a FetchMessage or CommitMessages retry. A
+	// batch a broker refused with a retriable error code (a leader moved)
+	// is resent too but not counted: the engine does not report it.
 	Retries int64
 	// TransientErrors (delta) is the number of transient errors (connection closed,
 	// reset or refused; temporary Kafka errors) that azkafka absorbed

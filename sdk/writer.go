@@ -68,8 +68,9 @@ import (
 // # Retries and the delivery budget
 //
 // The engine resends what failed with a transient error (a closed or reset
-// connection, a refused connect, a moved leader, a broker not yet ready)
-// until the message is acknowledged or its delivery budget is spent: the
+// connection, a refused connect, a moved leader, a broker not yet ready; a
+// batch the broker found corrupt in transit, as many times as the retry
+// policy tries) until the message is acknowledged or its delivery budget is spent: the
 // retry policy's attempts × (WriteTimeout + its backoff maximum), 110 s
 // with the defaults (10 × (10 s + 1 s)), in the spirit of Java's
 // delivery.timeout.ms (120 s), counted from when the message was handed
@@ -227,6 +228,7 @@ type Writer struct {
 	// never reaches a fallback client still being built.
 	client  atomic.Pointer[kgo.Client]
 	retired sync.WaitGroup // clients replaced by the fallback, closing
+	corrupt corruptQueue   // records to resend, see resendCorrupt
 
 	fatalMu sync.Mutex
 	fatalCh chan struct{} // closed and replaced at each refusal
@@ -510,6 +512,7 @@ func (w *Writer) Close() error {
 			w.gather.wg.Wait()
 		}
 		w.retired.Wait()
+		w.corrupt.wg.Wait()
 		w.outstanding.Wait()
 		w.wh.awaitHooks()
 		w.budget.stop()
@@ -535,8 +538,10 @@ func (w *Writer) Close() error {
 // the SDK's counters (see SDKStats for what the engine can count). Where
 // they count otherwise than kafka-go's: Writes counts produce requests
 // (kafka-go's, partition batches: a request carries a batch per
-// partition); Bytes counts the messages' keys and values (kafka-go's,
-// their encoded size); BatchTime and BatchQueueTime stay zero (the engine
+// partition); Messages and Bytes count each message once, at its outcome,
+// and Errors the calls that failed (kafka-go's count every attempt: a
+// resent batch's messages twice, each failed attempt an error); Bytes
+// counts the messages' keys and values (kafka-go's, their encoded size); BatchTime and BatchQueueTime stay zero (the engine
 // does not time them); MaxAttempts, WriteBackoffMin and WriteBackoffMax
 // report the retry policy, which applies in their place; Dials counts the
 // Writer's connections (kafka-go's Writer reports none). The engine

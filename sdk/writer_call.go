@@ -60,6 +60,7 @@ type recState struct {
 	preN      int32 // the partition count pre (or refused) was chosen among
 	err       error
 	fin       atomic.Bool // err is final
+	resends   int         // times resent after a broker found its batch corrupt
 	cl        *kgo.Client // the client the record was last produced on
 	lane      *lane       // the gather lane it went through, if any
 	// refused: the Balancer, run at hand-over with the topic's partition
@@ -460,12 +461,20 @@ func (w *Writer) onFatal(error) {
 // record, serially, in order within a partition.
 func (w *Writer) onRecord(r *kgo.Record, err error) {
 	st := r.Context.(*recState)
-	c := st.c
 	if err != nil {
 		err = kafkaError(err)
-		if w.produceAgain(r, st, err) {
+		if w.produceAgain(r, st, err) || w.resendCorrupt(r, st, err) {
 			return
 		}
+	}
+	w.settleRecord(r, st, err)
+}
+
+// settleRecord gives r its outcome, err (nil, or kafkaError's), and
+// finishes its call when it was the last record without one.
+func (w *Writer) settleRecord(r *kgo.Record, st *recState, err error) {
+	c := st.c
+	if err != nil {
 		err = w.deliveryError(err)
 		if !c.report && c.failed.CompareAndSwap(false, true) {
 			w.wh.failed.Add(1)

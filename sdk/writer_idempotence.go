@@ -309,3 +309,73 @@ func (h *writerHooks) epochMoved(id int64, epoch int16) int64 {
 	}
 	return 0
 }
+
+// resendCorrupt queues r to be produced again when a broker refused its
+// batch as corrupt (CORRUPT_MESSAGE: its checksum did not match, so it was
+// not stored), as kafka-go and Java's clients retry it; the engine fails
+// such a batch and every later record of its partition. It reports whether
+// r was queued: not once the Writer is closed, r's delivery budget is
+// spent or it was resent as often as the retry policy tries.
+//
+// The promise must not produce (the engine's buffer room is freed after
+// it), so the queue is drained by a goroutine of its own, in the order the
+// records failed, after the retry policy's backoff: each partition's
+// records keep their order. Records of other calls made meanwhile may be
+// stored before them, as between concurrent calls.
+func (w *Writer) resendCorrupt(r *kgo.Record, st *recState, err error) bool {
+	if !errors.Is(err, kerr.CorruptMessage) || w.closed.Load() || st.Context.Err() != nil ||
+		st.resends+1 >= max(w.s.retry.MaxAttempts, 1) {
+		return false
+	}
+	st.resends++
+	w.hooks.counters.retries.Add(1)
+	q := &w.corrupt
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.recs = append(q.recs, r)
+	if !q.running {
+		q.running = true
+		q.wg.Add(1)
+		go w.drainCorrupt()
+	}
+	return true
+}
+
+// corruptQueue holds the records resendCorrupt queued.
+type corruptQueue struct {
+	mu      sync.Mutex
+	recs    []*kgo.Record
+	running bool
+	wg      sync.WaitGroup // the draining goroutine, for Close
+}
+
+// drainCorrupt produces the queued records again, after a backoff, until
+// the queue is empty.
+func (w *Writer) drainCorrupt() {
+	q := &w.corrupt
+	defer q.wg.Done()
+	for {
+		q.mu.Lock()
+		recs := q.recs
+		q.recs = nil
+		if len(recs) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		tries := 0
+		for _, r := range recs {
+			tries = max(tries, r.Context.(*recState).resends)
+		}
+		time.Sleep(w.s.retry.Backoff.Delay(tries - 1))
+		cl := w.engine()
+		for _, r := range recs {
+			st := r.Context.(*recState)
+			st.c.unassign(st)
+			st.cl = cl
+			// A closed engine fails it as given up by Close.
+			cl.Produce(context.Background(), r, w.promise)
+		}
+	}
+}

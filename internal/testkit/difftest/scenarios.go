@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -263,6 +264,38 @@ func writerScenarios() []Scenario {
 				s.Write("WriteMessages refused", w, numbered(0, 6)...)
 				s.WriterStats("Stats after", w)
 				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
+			// A produce request corrupted in transit: the broker finds its
+			// checksum wrong, stores nothing and answers CORRUPT_MESSAGE,
+			// which kafka-go resends (a temporary error). First once, then
+			// on every attempt.
+			Name:   "writer/corrupt-in-transit",
+			Topics: map[string]int{"t": 2},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{},
+					MaxAttempts: 3, WriteBackoffMin: 10 * time.Millisecond, WriteBackoffMax: 50 * time.Millisecond})
+				if w == nil {
+					return
+				}
+				s.Write("WriteMessages", w, kafka.Message{Key: []byte("a"), Value: []byte("before")})
+				var corrupt atomic.Int64
+				corrupt.Store(1)
+				s.Proxy().OnRequest(func(req kproxy.Request) kproxy.Action {
+					if req.Key == 0 && corrupt.Add(-1) >= 0 {
+						return kproxy.CorruptRecords
+					}
+					return kproxy.Forward
+				})
+				s.Write("WriteMessages corrupted once", w, numbered(0, 6)...)
+				s.WriterStats("Stats after", w)
+				corrupt.Store(1 << 30)
+				s.Write("WriteMessages always corrupted", w, numbered(6, 8)...)
+				corrupt.Store(0)
+				s.Write("WriteMessages after", w, numbered(8, 10)...)
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
 			},
 		},
 		Scenario{

@@ -120,3 +120,24 @@ func FailProduce(code int16, partitions []int32, onErr func(error)) func(Request
 		return EncodeResponse(req, pr)
 	}
 }
+
+// corruptRecords returns the Produce request frame (size prefix first)
+// with the last byte of each partition's records flipped, which their
+// batch's CRC covers.
+func corruptRecords(frame []byte, h RequestHeader) ([]byte, error) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = h.Version
+	if err := req.ReadFrom(frame[4+h.BodyOffset:]); err != nil {
+		return nil, fmt.Errorf("%w: produce request: %v", ErrMalformed, err)
+	}
+	for i := range req.Topics {
+		for j := range req.Topics[i].Partitions {
+			if recs := req.Topics[i].Partitions[j].Records; len(recs) > 0 {
+				recs[len(recs)-1] ^= 1
+			}
+		}
+	}
+	out := append(slices.Clone(frame[:4+h.BodyOffset]), req.AppendTo(nil)...)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, nil
+}

@@ -20,8 +20,10 @@
 //     Addr and Close.
 //   - OnRequest(func(Request) Action): per request, Forward, CloseBefore (the
 //     broker never sees the request), CloseAfter (the broker handles it, its
-//     response is dropped and the connection closed) or Reset (TCP RST to the
-//     client, SO_LINGER 0, before the broker sees the request).
+//     response is dropped and the connection closed), Reset (TCP RST to the
+//     client, SO_LINGER 0, before the broker sees the request) or
+//     CorruptRecords (a Produce's records changed in transit: the broker
+//     answers CORRUPT_MESSAGE and stores none).
 //   - OnResponse(func(Request, []byte) []byte) rewrites responses;
 //     DecodeResponse and EncodeResponse convert them to and from kmsg types.
 //   - OnResponseCut(func(Request, int) int) relays only the first bytes of
@@ -92,6 +94,11 @@ const (
 	// Reset aborts the client connection with a TCP RST (SO_LINGER 0)
 	// before the broker sees the request: the client sees ECONNRESET.
 	Reset
+	// CorruptRecords relays a Produce request with one byte of each
+	// partition's records changed in transit: its checksum no longer
+	// matches, so the broker stores none of it and answers
+	// CORRUPT_MESSAGE. Other requests are forwarded.
+	CorruptRecords
 )
 
 func (a Action) String() string {
@@ -104,6 +111,8 @@ func (a Action) String() string {
 		return "CloseAfter"
 	case Reset:
 		return "Reset"
+	case CorruptRecords:
+		return "CorruptRecords"
 	}
 	return "Action(" + strconv.Itoa(int(a)) + ")"
 }
@@ -553,6 +562,13 @@ func (c *conn) requestsLoop(bc net.Conn) {
 		case Reset:
 			c.reset()
 			return
+		case CorruptRecords:
+			if h.Key == keyProduce {
+				if frame, err = corruptRecords(frame, h); err != nil {
+					c.p.cfg.logger.Warn("kproxy: bad produce request", "conn", c.id, "err", err)
+					return
+				}
+			}
 		}
 		if expectResponse {
 			c.mu.Lock()

@@ -68,6 +68,7 @@ func TestActions(t *testing.T) {
 		{kproxy.CloseBefore, 0, isEOF, "EOF"},
 		{kproxy.CloseAfter, 1, isEOF, "EOF"},
 		{kproxy.Reset, 0, func(err error) bool { return errors.Is(err, syscall.ECONNRESET) }, "ECONNRESET"},
+		{kproxy.CorruptRecords, 0, func(err error) bool { return errors.Is(err, kafka.InvalidMessage) }, "kafka.InvalidMessage (CORRUPT_MESSAGE)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.action.String(), func(t *testing.T) {
