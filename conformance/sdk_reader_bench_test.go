@@ -377,7 +377,50 @@ func BenchmarkReaderGroup(b *testing.B) {
 			return first, func() error { cl.Close(); return nil }
 		})
 	})
+	// The same franz-go loop behind kafka-go's API: a kafka.Message built
+	// and returned by value per call, through the interface the other
+	// engines are read through. What this costs above engine=franz-go
+	// is the API's, which any drop-in pays.
+	b.Run("engine=franz-go-as-kafka-go", func(b *testing.B) {
+		readerBenchRun(b, "franz-go-as-kafka-go", func(ctx context.Context, b *testing.B, group string, prog *readerBenchProgress) (time.Time, func() error) {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(time.Second),
+				kgo.FetchMaxWait(readerBenchMaxWait))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return readMessages(ctx, b, &kgoMessages{cl: cl}, prog), func() error { cl.Close(); return nil }
+		})
+	})
 }
+
+// kgoMessages hands out a kgo client's records one kafka.Message per
+// ReadMessage call, with nothing else: the least a kafka-go-shaped
+// Reader on the engine does.
+type kgoMessages struct {
+	cl   *kgo.Client
+	recs []*kgo.Record
+}
+
+func (k *kgoMessages) ReadMessage(ctx context.Context) (kafka.Message, error) {
+	for len(k.recs) == 0 {
+		fs := k.cl.PollRecords(ctx, 0)
+		if errs := fs.Errors(); len(errs) > 0 {
+			return kafka.Message{}, errs[0].Err
+		}
+		k.recs = fs.Records()
+	}
+	rec := k.recs[0]
+	k.recs = k.recs[1:]
+	return kafka.Message{Topic: rec.Topic, Partition: int(rec.Partition), Offset: rec.Offset,
+		Key: rec.Key, Value: rec.Value, Time: rec.Timestamp.UTC()}, nil
+}
+
+func (k *kgoMessages) FetchMessage(ctx context.Context) (kafka.Message, error) {
+	return k.ReadMessage(ctx)
+}
+func (k *kgoMessages) CommitMessages(context.Context, ...kafka.Message) error { return nil }
+func (k *kgoMessages) Close() error                                           { k.cl.Close(); return nil }
 
 // BenchmarkReaderFetchCommit: FetchMessage with a synchronous
 // CommitMessages (CommitInterval 0) of every 100 messages, over the whole
