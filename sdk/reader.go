@@ -157,7 +157,10 @@ import (
 //     10ms is 10ms, the engine's shortest (kafka-go asks for 0 ms: the
 //     broker answers at once, a busy poll of an empty partition).
 //   - IsolationLevel (read uncommitted): the fetch isolation level
-//     (ReadLag and SetOffsetAt list offsets with it).
+//     (SetOffsetAt lists offsets with it). The end of a partition (ReadLag,
+//     LastOffset) is its high watermark under either, as in kafka-go: under
+//     ReadCommitted, a Reader started at the end while a transaction is
+//     open does not hand out that transaction's records.
 //   - StartOffset (FirstOffset): where a group member starts on a partition
 //     with no committed offset.
 //   - OffsetOutOfRangeError (false): an offset (SetOffset) below the log's

@@ -38,6 +38,14 @@ func (r *Reader) start(ctx context.Context) (bool, error) {
 	r.mu.Unlock()
 	off := kgo.NewOffset().AtStart() // kafka.FirstOffset, and kafka-go's below-start
 	switch {
+	case want == kafka.LastOffset && r.config.IsolationLevel == kafka.ReadCommitted:
+		// The engine's end would be the last stable offset: kafka-go's
+		// is the high watermark, past an open transaction.
+		last, err := r.listOffset(ctx, -1)
+		if err != nil {
+			return false, err
+		}
+		off = kgo.NewOffset().At(last)
 	case want == kafka.LastOffset:
 		off = kgo.NewOffset().AtEnd()
 	case want >= 0:
@@ -212,7 +220,7 @@ func (r *Reader) listOffset(ctx context.Context, ts int64) (int64, error) {
 func (r *Reader) listOffsetOnce(ctx context.Context, ts int64) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	req.IsolationLevel = r.isolation()
+	req.IsolationLevel = r.isolation(ts)
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = r.config.Topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -235,10 +243,13 @@ func (r *Reader) listOffsetOnce(ctx context.Context, ts int64) (int64, error) {
 	return 0, fmt.Errorf("sdk: listing offsets of %s[%d]: the response has no partition", r.config.Topic, r.config.Partition)
 }
 
-// isolation is the Reader's isolation level as a ListOffsets request
-// carries it: 1 under read_committed (the end is the last stable offset).
-func (r *Reader) isolation() int8 {
-	if r.config.IsolationLevel == kafka.ReadCommitted {
+// isolation is the isolation level of a ListOffsets request for the
+// offset at ts (-1: the end, -2: the start): the Reader's for a time, 1
+// under read_committed; read_uncommitted for the end, whose offset is then
+// the high watermark as kafka-go lists it (and Lag counts to), not the
+// last stable offset, which stops before an open transaction.
+func (r *Reader) isolation(ts int64) int8 {
+	if ts >= 0 && r.config.IsolationLevel == kafka.ReadCommitted {
 		return 1
 	}
 	return 0

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
@@ -577,5 +578,77 @@ func TestReaderStats(t *testing.T) {
 		gs.SDK.GroupProtocol != sdk.GroupProtocolClassic {
 		t.Errorf("group Reader: Partition %q, Offset %d, Lag %d, Messages %d, Rebalances %d, GroupProtocol %q; want \"-1\", %d, %d (> 0), 1, >= 1, classic",
 			gs.Partition, gs.Offset, gs.Lag, gs.Messages, gs.Rebalances, gs.SDK.GroupProtocol, offset, lag)
+	}
+}
+
+// TestReaderGroupStartsAtHighWatermark: under ReadCommitted, a group
+// member without a committed offset and StartOffset LastOffset starts at
+// the high watermark, as kafka-go's Reader does, not at the last stable
+// offset: the records of a transaction open when it started are not
+// handed out once the transaction commits.
+func TestReaderGroupStartsAtHighWatermark(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("txn", 1))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "txn", RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("txn", 3)...); err != nil {
+		t.Fatal(err)
+	}
+	txn, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.TransactionalID("open"), kgo.DefaultProduceTopic("txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("open-1")}, &kgo.Record{Value: []byte("open-2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// Offsets 0-2 committed, 3-4 in the open transaction: the high
+	// watermark is 5, the last stable offset 3.
+	firstFetch := make(chan int64, 1)
+	c.Kfake().ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Kfake().KeepControl()
+		for _, rt := range req.(*kmsg.FetchRequest).Topics {
+			for _, rp := range rt.Partitions {
+				select {
+				case firstFetch <- rp.FetchOffset:
+				default:
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "txn", GroupID: "g", StartOffset: kafka.LastOffset,
+		IsolationLevel: kafka.ReadCommitted, MaxWait: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	read := make(chan kafka.Message, 1)
+	go func() {
+		m, err := r.FetchMessage(testCtx(t))
+		if err != nil {
+			t.Errorf("FetchMessage: %v", err)
+		}
+		read <- m
+	}()
+	select {
+	case at := <-firstFetch:
+		if at != 5 {
+			t.Errorf("the first fetch asked for offset %d, want the high watermark 5", at)
+		}
+	case <-testCtx(t).Done():
+		t.Fatal("no fetch")
+	}
+	if err := txn.EndTransaction(testCtx(t), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("after")}); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-read; string(m.Value) != "after" {
+		t.Fatalf("first message %q at offset %d, want %q (the transaction open at the start is not read)", m.Value, m.Offset, "after")
 	}
 }

@@ -201,23 +201,42 @@ func (r *Reader) offsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Off
 // committed offset. With OffsetOutOfRangeError, one below the log's start
 // (retention deleted it while the group was down) starts there, as in
 // kafka-go, where the engine would fail every fetch of the partition; one
-// past the end is kafka.OffsetOutOfRange until the log reaches it. When
-// the offsets cannot be listed within adjustTimeout, the engine places
-// them.
+// past the end is kafka.OffsetOutOfRange until the log reaches it. Under
+// ReadCommitted, a partition without a committed offset that starts at
+// the end (StartOffset LastOffset) starts at the high watermark, as
+// kafka-go's, not at the engine's last stable offset, which stops before
+// an open transaction. When the offsets cannot be listed within
+// adjustTimeout, the engine places them.
 func (r *Reader) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	var tps []topicPartition
+	var tps, ends []topicPartition
+	committed := r.config.IsolationLevel == kafka.ReadCommitted
 	for t, ps := range offsets {
 		for p, o := range ps {
-			if o.EpochOffset().Offset >= 0 {
+			switch at := o.EpochOffset().Offset; {
+			case at >= 0:
 				tps = append(tps, topicPartition{t, p})
+			case at == -1 && committed: // the end
+				ends = append(ends, topicPartition{t, p})
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, adjustTimeout)
+	defer cancel()
+	if len(ends) > 0 {
+		hwms, err := r.listOffsets(ctx, ends, -1)
+		if err != nil {
+			r.s.logger.Warn("azkafka: listing the high watermarks of the assigned partitions failed; the engine starts them at their last stable offset",
+				"group", r.config.GroupID, "error", err)
+		}
+		for tp, hwm := range hwms {
+			if hwm >= 0 {
+				offsets[tp.topic][tp.partition] = kgo.NewOffset().At(hwm).WithEpoch(-1)
 			}
 		}
 	}
 	if len(tps) == 0 {
 		return offsets, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, adjustTimeout)
-	defer cancel()
 	oore := r.config.OffsetOutOfRangeError
 	ts := int64(-1) // the end
 	if oore {
@@ -317,13 +336,12 @@ func (r *Reader) readGroupLag(ctx context.Context) (int64, error) {
 	return sum, nil
 }
 
-// listOffsets lists the offsets of tps at ts (-1: the end, with the
-// Reader's isolation level, so the last stable offset under
-// read_committed; -2: the log's start).
+// listOffsets lists the offsets of tps at ts (-1: the end, the high
+// watermark; -2: the log's start; see isolation).
 func (r *Reader) listOffsets(ctx context.Context, tps []topicPartition, ts int64) (map[topicPartition]int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	req.IsolationLevel = r.isolation()
+	req.IsolationLevel = r.isolation(ts)
 	byTopic := map[string]int{}
 	for _, tp := range tps {
 		i, ok := byTopic[tp.topic]

@@ -646,6 +646,46 @@ func readerScenarios() []Scenario {
 			},
 		},
 		{
+			// Under ReadCommitted with a transaction open at offsets
+			// 3-4: the end of the log is the high watermark (5), where
+			// ReadLag counts to and LastOffset starts, as in kafka-go,
+			// not the last stable offset (3). The transaction commits
+			// once the Reader at LastOffset is fetching.
+			Name:   "reader/open/transaction-markers",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 3)...)
+				commit := openTxn(s, "t", "k3", "k4")
+				cfg := kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, IsolationLevel: kafka.ReadCommitted}
+				r := s.NewReader("NewReader", cfg)
+				if r == nil {
+					return
+				}
+				readLag := func(step string) {
+					ctx, cancel := context.WithTimeout(context.Background(), s.patience)
+					defer cancel()
+					lag, err := r.ReadLag(ctx)
+					s.Note(step, fmt.Sprintf("%d %s", lag, Shape(err)))
+				}
+				readLag("ReadLag from the start")
+				for i := range 3 {
+					s.FetchMessage(fmt.Sprintf("FetchMessage %d", i), r)
+				}
+				readLag("ReadLag after 3")
+				last := s.NewReader("NewReader at last", cfg)
+				if last == nil {
+					return
+				}
+				s.CallNoCtx("SetOffset LastOffset", func() error { return last.SetOffset(kafka.LastOffset) })
+				s.FetchMessageWithin("FetchMessage at last waits", time.Second, last)
+				commit()
+				produce(s, "t", kafka.Message{Key: []byte("k100"), Value: []byte("k100")})
+				s.Note("read at last", "read_committed: "+readUntil(s, last, "k100"))
+				s.CallNoCtx("Close", r.Close)
+				s.CallNoCtx("Close at last", last.Close)
+			},
+		},
+		{
 			// A topic whose broker stamps each batch with its append
 			// time: kfake's stamped batches fail the engine's CRC
 			// check, so on Apache Kafka only.
@@ -1237,6 +1277,37 @@ func produceTxn(s *Side, logical string, commit bool, keys ...string) {
 	}
 	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 		s.t.Fatalf("%s: ending a transaction on %s: %v", s.Impl, logical, err)
+	}
+}
+
+// openTxn writes records keyed keys to the logical topic's partition 0 in
+// a transaction it leaves open, and returns the commit of it.
+func openTxn(s *Side, logical string, keys ...string) (commit func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.BrokerAddrs()...), kgo.TransactionalID(fmt.Sprintf("difftest-%d", time.Now().UnixNano())),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		cl.Close()
+		s.t.Fatal(err)
+	}
+	for _, k := range keys {
+		rec := &kgo.Record{Topic: s.Name(logical), Key: []byte(k), Value: []byte(k)}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			cl.Close()
+			s.t.Fatalf("%s: producing to %s in a transaction: %v", s.Impl, logical, err)
+		}
+	}
+	return func() {
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			s.t.Fatalf("%s: committing a transaction on %s: %v", s.Impl, logical, err)
+		}
 	}
 }
 
