@@ -308,12 +308,13 @@
 //     message per request.
 //   - A message no broker acknowledged within the Writer's delivery budget
 //     (10 × (WriteTimeout + 1 s), 110 s by default) fails with an error
-//     matching context.DeadlineExceeded and kgo.ErrRecordTimeout. kafka-go's
-//     fails after MaxAttempts attempts of WriteTimeout with the last
-//     attempt's error, an i/o timeout (*net.OpError) or
-//     context.DeadlineExceeded: the Writer resends for longer
-//     (rides-through-outages), and its timeout is reported as kafka-go's own
-//     deadline errors are.
+//     matching context.DeadlineExceeded and kgo.ErrRecordTimeout, and the
+//     error the engine last met when no broker answered since (a dial's
+//     *net.OpError, say). kafka-go's fails after MaxAttempts attempts of
+//     WriteTimeout with the last attempt's error, an i/o timeout
+//     (*net.OpError) or context.DeadlineExceeded: the Writer resends for
+//     longer (rides-through-outages), and its timeout is reported as
+//     kafka-go's own deadline errors are.
 //   - Writer.Stats counts each message once, at its outcome, in Messages and
 //     Bytes, and the failed calls in Errors: a batch resent after a refusal
 //     is not counted again. kafka-go counts every attempt: a resent batch's

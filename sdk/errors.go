@@ -145,7 +145,15 @@ type kafkaCoded struct {
 	code kafka.Error
 }
 
-func (e kafkaCoded) Error() string { return e.err.Error() }
+// Error is kafka-go's text for a bare Kafka error code (a message's
+// element of kafka.WriteErrors, say), else the text of the error that
+// carries the code.
+func (e kafkaCoded) Error() string {
+	if _, bare := e.err.(*kerr.Error); bare {
+		return e.code.Error()
+	}
+	return e.err.Error()
+}
 
 func (e kafkaCoded) Unwrap() []error { return []error{e.err, e.code} }
 

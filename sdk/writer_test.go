@@ -673,7 +673,7 @@ func TestWriterAsyncFailureIsLogged(t *testing.T) {
 	out := logs.String()
 	if n := strings.Count(out, "async write failed for good"); n != 1 ||
 		!strings.Contains(out, "topic=asyncfail") || !strings.Contains(out, "partition=1") ||
-		!strings.Contains(out, "messages=2") || !strings.Contains(out, "TOPIC_AUTHORIZATION_FAILED") {
+		!strings.Contains(out, "messages=2") || !strings.Contains(out, "[29] Topic Authorization Failed") {
 		t.Fatalf("want one warning naming topic, partition 1, 2 messages and the cause; log:\n%s", out)
 	}
 	// As kafka-go's, Messages counts the messages written, stored or not.
