@@ -655,7 +655,7 @@ func readerScenarios() []Scenario {
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
 				produce(s, "t", numbered(0, 3)...)
-				commit := openTxn(s, "t", "k3", "k4")
+				end := openTxn(s, "t", "k3", "k4")
 				cfg := kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, IsolationLevel: kafka.ReadCommitted}
 				r := s.NewReader("NewReader", cfg)
 				if r == nil {
@@ -678,7 +678,7 @@ func readerScenarios() []Scenario {
 				}
 				s.CallNoCtx("SetOffset LastOffset", func() error { return last.SetOffset(kafka.LastOffset) })
 				s.FetchMessageWithin("FetchMessage at last waits", time.Second, last)
-				commit()
+				end(true)
 				produce(s, "t", kafka.Message{Key: []byte("k100"), Value: []byte("k100")})
 				s.Note("read at last", "read_committed: "+readUntil(s, last, "k100"))
 				s.CallNoCtx("Close", r.Close)
@@ -1258,31 +1258,13 @@ func produceTo(s *Side, logical string, p int, msgs ...kafka.Message) {
 // to the logical topic's partition 0, straight to the broker with
 // franz-go's client, and commits or aborts it (a setup step).
 func produceTxn(s *Side, logical string, commit bool, keys ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.BrokerAddrs()...), kgo.TransactionalID(fmt.Sprintf("difftest-%d", time.Now().UnixNano())),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.BeginTransaction(); err != nil {
-		s.t.Fatal(err)
-	}
-	for _, k := range keys {
-		rec := &kgo.Record{Topic: s.Name(logical), Key: []byte(k), Value: []byte(k)}
-		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			s.t.Fatalf("%s: producing to %s in a transaction: %v", s.Impl, logical, err)
-		}
-	}
-	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-		s.t.Fatalf("%s: ending a transaction on %s: %v", s.Impl, logical, err)
-	}
+	openTxn(s, logical, keys...)(commit)
 }
 
 // openTxn writes records keyed keys to the logical topic's partition 0 in
-// a transaction it leaves open, and returns the commit of it.
-func openTxn(s *Side, logical string, keys ...string) (commit func()) {
+// a transaction it leaves open, and returns the end of it: a commit, or
+// an abort.
+func openTxn(s *Side, logical string, keys ...string) (end func(commit bool)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.BrokerAddrs()...), kgo.TransactionalID(fmt.Sprintf("difftest-%d", time.Now().UnixNano())),
@@ -1301,12 +1283,12 @@ func openTxn(s *Side, logical string, keys ...string) (commit func()) {
 			s.t.Fatalf("%s: producing to %s in a transaction: %v", s.Impl, logical, err)
 		}
 	}
-	return func() {
+	return func(commit bool) {
 		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			s.t.Fatalf("%s: committing a transaction on %s: %v", s.Impl, logical, err)
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			s.t.Fatalf("%s: ending a transaction on %s: %v", s.Impl, logical, err)
 		}
 	}
 }
