@@ -129,8 +129,13 @@ func (r *Reader) drop(ps map[string][]int32) {
 
 // CommitMessages commits msgs like kafka.Reader.CommitMessages: for each
 // partition the highest offset + 1. With CommitInterval 0 it waits for the
-// commit, retrying transient errors and generation changes (the retry goes
-// through the group's next generation) until ctx is done; with
+// commit, retrying transient errors and generation changes until ctx is
+// done: after a generation change (a rebalance, or this member fenced and
+// joining again) it commits again only the partitions the group gave this
+// Reader back, past the offset the group had committed for them then, and
+// otherwise returns the group's refusal (kafka.UnknownMemberId,
+// kafka.IllegalGeneration, ...) as kafka-go's does, so that a member the
+// group dropped never moves back what another committed meanwhile; with
 // CommitInterval > 0 it marks the offsets for the next periodic commit.
 // As kafka-go's, it commits the partitions of msgs whether or not the
 // group gave them to this Reader (the broker takes a member's commit for
@@ -177,9 +182,19 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 // a rebalance callback: the next generation waits for the callback.
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	waitGeneration := ctx.Value(inCallback{}) == nil
-	var unknown error
+	var unknown, fenced error
+	stop := false
 	once := func() error {
+		if fenced != nil && !r.keepOwned(offsets) {
+			// The group moved on without this commit: nothing of it
+			// is this member's to commit any more.
+			stop = true
+			return fenced
+		}
 		err := r.commitOnce(ctx, offsets)
+		if isGenerationChange(err) {
+			fenced = err
+		}
 		for isUnknownTopic(err) && ctx.Err() == nil {
 			// A topic or partition the cluster does not have (a
 			// deleted topic, a partition past the topic's count): its
@@ -201,12 +216,37 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 		return err
 	}
 	err := r.retrying(ctx, metrics.OpCommit, once, func(err error) bool {
-		return engineTransient(err) || waitGeneration && isGenerationChange(err)
+		return !stop && (engineTransient(err) || waitGeneration && isGenerationChange(err))
 	})
 	if err == nil && unknown != nil {
 		return unknown
 	}
 	return err
+}
+
+// keepOwned removes from offsets, the rest of a commit the group refused
+// for its generation, the partitions the Reader does not own now and the
+// offsets not past the one the group had committed when the partition was
+// assigned to it again (or whose committed offset it has not read yet): a
+// member fenced while another took its partitions must not move their
+// offsets back. It reports whether any is left.
+func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	left := false
+	for t, ps := range offsets {
+		for p, eo := range ps {
+			if st := r.owned[topicPartition{t, p}]; st == nil || !st.read || eo.Offset <= st.committed {
+				delete(ps, p)
+			}
+		}
+		if len(ps) == 0 {
+			delete(offsets, t)
+		} else {
+			left = true
+		}
+	}
+	return left
 }
 
 // dropDeleted removes from offsets the topics the cluster no longer has,

@@ -500,7 +500,10 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 			err = fmt.Errorf("sdk: %s[%d]: %w", fe.Topic, fe.Partition, err)
 		}
 		err = kafkaError(err)
-		if engineTransient(fe.Err) {
+		if engineTransient(fe.Err) || isGenerationChange(fe.Err) {
+			// A generation change (the member fenced, removed or
+			// rejoining) is the engine's to recover: it joins again,
+			// as kafka-go's Reader does without a word to the caller.
 			r.absorb(metrics.OpFetch, err)
 			continue
 		}

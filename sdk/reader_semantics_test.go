@@ -10,13 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -650,5 +653,147 @@ func TestReaderGroupStartsAtHighWatermark(t *testing.T) {
 	}
 	if m := <-read; string(m.Value) != "after" {
 		t.Fatalf("first message %q at offset %d, want %q (the transaction open at the start is not read)", m.Value, m.Offset, "after")
+	}
+}
+
+// TestReaderFencedCommitDoesNotMoveBack: a member the group dropped (its
+// session expired while another member took its partitions and committed
+// past them) commits an old message: as kafka-go's, the commit fails with
+// the group's refusal, and the other member's offsets stay.
+func TestReaderFencedCommitDoesNotMoveBack(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 2), embedded.KfakeOptions(kfake.GroupMinSessionTimeout(100*time.Millisecond)))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll, Balancer: &kafka.RoundRobin{}}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("t", 40)...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond,
+		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, RebalanceTimeout: 3 * time.Second}
+	a, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	old, err := a.FetchMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From here the broker never sees a's heartbeats (they are answered
+	// for it): its session expires and b gets both partitions.
+	var mu sync.Mutex
+	fenced, passing := "", false
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		hb := req.(*kmsg.HeartbeatRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if fenced == "" {
+			fenced = hb.MemberID
+		}
+		if passing || hb.MemberID != fenced {
+			return nil, nil, false
+		}
+		return hb.ResponseKind(), nil, true
+	})
+	b, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for range 40 {
+		if _, err := b.ReadMessage(testCtx(t)); err != nil {
+			t.Fatalf("b: ReadMessage: %v", err)
+		}
+	}
+	committed := func() map[int]int64 {
+		resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
+			&kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{"t": {0, 1}}})
+		if err != nil {
+			t.Fatalf("OffsetFetch: %v", err)
+		}
+		out := map[int]int64{}
+		for _, p := range resp.Topics["t"] {
+			out[p.Partition] = p.CommittedOffset
+		}
+		return out
+	}
+	want := map[int]int64{0: 20, 1: 20}
+	if got := committed(); !maps.Equal(got, want) {
+		t.Fatalf("after b read everything: committed %v, want %v", got, want)
+	}
+	mu.Lock()
+	passing = true // a learns it was dropped, and joins again
+	mu.Unlock()
+	err = a.CommitMessages(testCtx(t), old)
+	if !errors.Is(err, kafka.UnknownMemberId) && !errors.Is(err, kafka.IllegalGeneration) && !errors.Is(err, kafka.RebalanceInProgress) {
+		t.Errorf("a: CommitMessages of %d@%d after it was dropped = %v, want the group's refusal", old.Partition, old.Offset, err)
+	}
+	if got := committed(); !maps.Equal(got, want) {
+		t.Fatalf("after a's commit: committed %v, want %v (b's)", got, want)
+	}
+}
+
+// TestReaderRejoinsSilently: a member the group removes (an admin's
+// LeaveGroup naming it) joins again and goes on reading, as kafka-go's
+// does: the removal is not an error of FetchMessage.
+func TestReaderRejoinsSilently(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 1), embedded.KfakeOptions(kfake.GroupMinSessionTimeout(100*time.Millisecond)))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	msgs := deliverytest.Messages("t", 10)
+	if err := w.WriteMessages(testCtx(t), msgs[:3]...); err != nil {
+		t.Fatal(err)
+	}
+	var member atomic.Value
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		member.CompareAndSwap(nil, req.(*kmsg.HeartbeatRequest).MemberID)
+		return nil, nil, false
+	})
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond,
+		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, RebalanceTimeout: 3 * time.Second}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for range 3 {
+		if _, err := r.ReadMessage(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for member.Load() == nil {
+		if _, err := r.ReadLag(testCtx(t)); err != nil { // heartbeats go on meanwhile
+			t.Fatal(err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = "g"
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID = member.Load().(string)
+	leave.Members = append(leave.Members, m)
+	if _, err := leave.RequestWith(testCtx(t), cl); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteMessages(testCtx(t), msgs[3:]...); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for len(seen) < 7 {
+		m, err := r.FetchMessage(testCtx(t))
+		if err != nil {
+			t.Fatalf("FetchMessage after the group removed the member: %v", err)
+		}
+		if m.Offset >= 3 {
+			seen[m.Offset] = true
+		}
 	}
 }

@@ -25,8 +25,11 @@ import (
 // unknown. Guarded by Reader.mu.
 type partState struct {
 	committed int64 // the group's committed offset
-	position  int64 // the next offset the Reader hands out
-	hwm       int64 // the high watermark of the latest fetch or ReadLag
+	// read: committed holds what the group had when the partition was
+	// assigned (the engine's offset fetch answered for it).
+	read     bool
+	position int64 // the next offset the Reader hands out
+	hwm      int64 // the high watermark of the latest fetch or ReadLag
 	// start is where the Reader starts without a committed offset
 	// (StartOffset: the log's start or end), as ReadLag listed it.
 	start int64
@@ -184,8 +187,11 @@ func (r *Reader) offsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Off
 	defer r.mu.Unlock()
 	for _, t := range topics {
 		for _, p := range t.Partitions {
-			if st := r.owned[topicPartition{t.Topic, p.Partition}]; st != nil && p.ErrorCode == 0 && p.Offset >= 0 {
-				st.committed = p.Offset
+			if st := r.owned[topicPartition{t.Topic, p.Partition}]; st != nil && p.ErrorCode == 0 {
+				st.read = true
+				if p.Offset >= 0 {
+					st.committed = p.Offset
+				}
 			}
 		}
 	}
