@@ -135,10 +135,16 @@ import (
 // are sent BatchTimeout after they were queued, or as soon as BatchSize
 // messages wait on one partition (kafka-go's two triggers; the engine cuts
 // batches by bytes, BatchBytes, so a batch may carry more than BatchSize
-// messages). Completion, when set, receives every message once, grouped per call and
-// partition (kafka-go calls it per batch), with Topic, Partition and (when
-// acknowledged with an offset: not under RequireNone) Offset set, Time as
-// given. A
+// messages). Completion, when set, receives every message once, with
+// Topic, Partition and (when acknowledged with an offset: not under
+// RequireNone) Offset set, Time as given: per partition, in the order the
+// messages got their outcome, on a goroutine of the partition's (so that
+// partitions report in parallel, and a Completion may write to another
+// partition synchronously; to its own it would wait for itself, as in
+// kafka-go), one call per run of messages with the same outcome ready
+// together (kafka-go calls it per batch). A synchronous call returns
+// after Completion got its messages, and Close waits for Completion
+// within its bound. A
 // message that fails for good in async mode without a Completion is
 // logged at Warn, once per call and partition, naming the topic,
 // partition and cause.
@@ -187,8 +193,8 @@ import (
 //     RequestTimeoutOverhead (the smaller of the two, default 10 s);
 //     WriteTimeout also sizes the delivery budget and bounds Close.
 //   - Async, Completion: WriteMessages returns once queued;
-//     Completion(messages, err) is called per call and partition with
-//     Partition and Offset set.
+//     Completion(messages, err) is called per partition with Partition
+//     and Offset set (see above).
 //   - Compression: ProducerBatchCompression (none by default, as kafka-go);
 //     a batch that the codec would make larger is sent uncompressed (a
 //     message of a few bytes), which every consumer reads the same.
@@ -229,6 +235,7 @@ type Writer struct {
 	client  atomic.Pointer[kgo.Client]
 	retired sync.WaitGroup // clients replaced by the fallback, closing
 	corrupt corruptQueue   // records to resend, see resendCorrupt
+	reports reportLanes    // Completion's calls, see reportLanes
 
 	fatalMu sync.Mutex
 	fatalCh chan struct{} // closed and replaced at each refusal

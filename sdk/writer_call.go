@@ -499,9 +499,16 @@ func (w *Writer) settleRecord(r *kgo.Record, st *recState, err error) {
 		w.gather.done(r, st)
 	}
 	if c.report {
-		c.finished(st)
+		c.finished(st) // the report settles the record with its call
+		return
 	}
-	if c.pending.Add(-1) == 0 {
+	w.callDone(c, 1)
+}
+
+// callDone notes that n more records of c have their outcome (and, for a
+// call that reports, were reported), and finishes c after its last.
+func (w *Writer) callDone(c *call, n int) {
+	if c.pending.Add(-int64(n)) == 0 {
 		if c.done != nil {
 			close(c.done)
 		}
@@ -598,43 +605,130 @@ func (c *call) markQueued() {
 	}
 }
 
-// reportGroup hands messages of one call and partition to Completion, one
-// call per run of the same outcome, or in async mode without Completion
-// logs a failure.
+// reportGroup reports messages of one call and partition, idx, which all
+// have their outcome: without Completion (async mode) it logs a failure
+// and settles them; with Completion it queues them on their partition's
+// report lane (see reportLanes).
 func (w *Writer) reportGroup(c *call, idx []int) {
+	if w.completion == nil {
+		for _, run := range outcomeRuns(c, idx) {
+			if err := c.slots[run[0]].st.err; err != nil {
+				w.wh.failed.Add(1)
+				first := &c.slots[run[0]]
+				w.s.logger.Warn("azkafka: async write failed for good; set kafka.Writer.Completion to handle failures",
+					"topic", first.rec.Topic, "partition", first.rec.Partition, "messages", len(run), "error", err)
+			}
+		}
+		w.callDone(c, len(idx))
+		return
+	}
+	first := &c.slots[idx[0]].rec
+	w.reports.queue(w, batchKey{first.Topic, first.Partition}, report{c, idx})
+}
+
+// outcomeRuns splits idx, messages of c, into runs of the same outcome.
+func outcomeRuns(c *call, idx []int) [][]int {
+	var runs [][]int
 	for len(idx) > 0 {
-		first := &c.slots[idx[0]]
-		err := first.st.err
+		err := c.slots[idx[0]].st.err
 		n := 1
 		for n < len(idx) && c.slots[idx[n]].st.err == err {
 			n++
 		}
-		run := idx[:n]
-		idx = idx[n:]
-		if err != nil {
-			w.wh.failed.Add(1)
-		}
-		if w.completion == nil {
-			if err != nil {
-				w.s.logger.Warn("azkafka: async write failed for good; set kafka.Writer.Completion to handle failures",
-					"topic", first.rec.Topic, "partition", first.rec.Partition, "messages", len(run), "error", err)
-			}
-			continue
-		}
-		out := make([]kafka.Message, len(run))
-		for j, i := range run {
-			sl := &c.slots[i]
-			out[j] = c.msgs[i]
-			out[j].Topic = sl.rec.Topic
-			out[j].Partition = int(sl.rec.Partition)
-			// As kafka-go's: Time as the caller gave it, and Offset
-			// only where the broker answered with one.
-			if err == nil && w.conf.acks != kafka.RequireNone {
-				out[j].Offset = max(sl.rec.Offset, -1) // -1: stored before (seqConn)
-			}
-		}
-		w.completion(out, err)
+		runs, idx = append(runs, idx[:n]), idx[n:]
 	}
+	return runs
+}
+
+// reportLanes run Completion off the engine's promise goroutine: one
+// goroutine per partition with reports waiting (it ends when none is
+// left), so that partitions report in parallel and each in the order its
+// messages got their outcome, as kafka-go's per-partition writers do. A
+// Completion that writes synchronously to another partition then returns;
+// one that writes to its own partition waits for itself, as in kafka-go.
+// Reports waiting together are handed to Completion together, one call per
+// run of the same outcome (kafka-go calls it once per batch, which may
+// hold messages of several calls). A call's records are settled once
+// reported: a synchronous call returns, and Close stops waiting for it,
+// after its Completion ran.
+type reportLanes struct {
+	mu    sync.Mutex
+	lanes map[batchKey][]report // reports waiting, by partition
+}
+
+// report is messages of one call and partition with their outcome.
+type report struct {
+	c   *call
+	idx []int
+}
+
+// queue adds r to k's lane, starting the lane's goroutine when it had none.
+func (l *reportLanes) queue(w *Writer, k batchKey, r report) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q, running := l.lanes[k]
+	if l.lanes == nil {
+		l.lanes = map[batchKey][]report{}
+	}
+	l.lanes[k] = append(q, r)
+	if !running {
+		go w.runReports(k)
+	}
+}
+
+// runReports hands k's reports to Completion until none is left.
+func (w *Writer) runReports(k batchKey) {
+	l := &w.reports
+	for {
+		l.mu.Lock()
+		rs := l.lanes[k]
+		if len(rs) == 0 {
+			delete(l.lanes, k)
+			l.mu.Unlock()
+			return
+		}
+		l.lanes[k] = rs[:0:0]
+		l.mu.Unlock()
+		var out []kafka.Message
+		var outErr error
+		for _, r := range rs {
+			for _, run := range outcomeRuns(r.c, r.idx) {
+				err := r.c.slots[run[0]].st.err
+				if err != nil {
+					w.wh.failed.Add(1)
+				}
+				if len(out) > 0 && err != outErr {
+					w.completion(out, outErr)
+					out = nil
+				}
+				out, outErr = w.appendReported(out, r.c, run, err), err
+			}
+		}
+		if len(out) > 0 {
+			w.completion(out, outErr)
+		}
+		for _, r := range rs {
+			w.callDone(r.c, len(r.idx))
+		}
+	}
+}
+
+// appendReported appends the messages run of c, whose outcome is err, as
+// Completion gets them.
+func (w *Writer) appendReported(out []kafka.Message, c *call, run []int, err error) []kafka.Message {
+	for _, i := range run {
+		sl := &c.slots[i]
+		m := c.msgs[i]
+		m.Topic = sl.rec.Topic
+		m.Partition = int(sl.rec.Partition)
+		// As kafka-go's: Time as the caller gave it, and Offset only
+		// where the broker answered with one.
+		if err == nil && w.conf.acks != kafka.RequireNone {
+			m.Offset = max(sl.rec.Offset, -1) // -1: stored before (seqConn)
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // writerPartitioner runs the Writer's kafka.Balancer as kgo's

@@ -890,3 +890,64 @@ func TestWriterBalancerMisbehaves(t *testing.T) {
 		t.Fatal("Close still waits after a minute: it waits for the call whose Balancer panicked")
 	}
 }
+
+// TestWriterCompletion: Completion runs off the engine's goroutine, one
+// partition's after another's in parallel: a Completion that writes
+// synchronously to another partition returns (it deadlocked while every
+// Completion ran on the goroutine that reports outcomes), a synchronous
+// call returns after its Completion, and Close returns once every
+// acknowledged message of async calls was reported.
+func TestWriterCompletion(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "completion", 2)
+	toKey := kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return int(m.Key[0] - '0') })
+	t.Run("sync call from Completion", func(t *testing.T) {
+		var w *sdk.Writer
+		inner := make(chan error, 1)
+		var reported atomic.Int32
+		w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+			Balancer: toKey, Completion: func(msgs []kafka.Message, err error) {
+				reported.Add(int32(len(msgs)))
+				if string(msgs[0].Value) == "outer" {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					inner <- w.WriteMessages(ctx, kafka.Message{Key: []byte("1"), Value: []byte("inner")})
+				}
+			}}, testOptions(t)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if err := w.WriteMessages(testCtx(t), kafka.Message{Key: []byte("0"), Value: []byte("outer")}); err != nil {
+			t.Fatalf("outer call: %v", err)
+		}
+		if err := <-inner; err != nil {
+			t.Fatalf("a synchronous call to another partition from Completion: %v", err)
+		}
+		if n := reported.Load(); n != 2 {
+			t.Fatalf("Completion reported %d messages when both calls returned, want 2", n)
+		}
+	})
+	t.Run("Close waits for Completion", func(t *testing.T) {
+		var reported atomic.Int32
+		w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.broker.Addrs()...), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+			Balancer: toKey, Async: true, BatchTimeout: time.Millisecond, Completion: func(msgs []kafka.Message, err error) {
+				time.Sleep(20 * time.Millisecond)
+				reported.Add(int32(len(msgs)))
+			}}, testOptions(t)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			if err := w.WriteMessages(testCtx(t), kafka.Message{Key: []byte{byte('0' + i%2)}, Value: []byte("v")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := reported.Load(); n != 50 {
+			t.Fatalf("Completion had reported %d of 50 messages when Close returned", n)
+		}
+	})
+}
