@@ -151,7 +151,9 @@ import (
 //
 // A synchronous call holds its own messages until they are acknowledged;
 // the engine buffers at most 50,000 records (kgo's MaxBufferedRecords),
-// after which WriteMessages blocks until there is room.
+// after which WriteMessages, async too, waits for room until its ctx ends
+// (then it stores nothing and returns ctx's error; kafka-go's async
+// buffer has no bound).
 //
 // # kafka.Writer fields
 //

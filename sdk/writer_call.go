@@ -288,6 +288,35 @@ func (w *Writer) validate(ctx context.Context, msgs []kafka.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err // nothing was handed over: nothing is stored
 	}
+	return w.awaitRoom(ctx, len(msgs))
+}
+
+// maxBuffered is the engine's MaxBufferedRecords (kgo's default).
+const maxBuffered = 50_000
+
+// awaitRoom waits, until ctx ends, for room for n more records in the
+// engine's buffer: the engine's Produce would wait for it without
+// regard to the call's ctx. A call of more records than the buffer holds
+// goes on (the engine takes them as room frees). Concurrent callers may
+// all see the same room; those then wait in the engine, briefly.
+func (w *Writer) awaitRoom(ctx context.Context, n int) error {
+	cl := w.engine()
+	if n > maxBuffered || cl.BufferedProduceRecords()+int64(n) <= maxBuffered {
+		return nil
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for wait := time.Millisecond; cl.BufferedProduceRecords()+int64(n) > maxBuffered; wait = min(2*wait, 50*time.Millisecond) {
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err() // nothing was handed over: nothing is stored
+		case <-t.C:
+		}
+		if w.closed.Load() {
+			return io.ErrClosedPipe
+		}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
 	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
@@ -950,4 +952,59 @@ func TestWriterCompletion(t *testing.T) {
 			t.Fatalf("Completion had reported %d of 50 messages when Close returned", n)
 		}
 	})
+}
+
+// TestWriterAsyncFullBufferHonoursCtx: an async call that finds the
+// engine's buffer full (the broker holds every produce request) waits for
+// room only as long as its ctx, and then stores nothing.
+func TestWriterAsyncFullBufferHonoursCtx(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("full", 1))
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "full", RequiredAcks: kafka.RequireAll,
+		Async: true, BatchTimeout: time.Millisecond}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("first")}); err != nil { // the topic's metadata
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		<-release
+		return nil, nil, false
+	})
+	batch := make([]kafka.Message, 1000)
+	for i := range batch {
+		batch[i] = kafka.Message{Value: []byte("v")}
+	}
+	for range 49 {
+		if err := w.WriteMessages(testCtx(t), batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- w.WriteMessages(ctx, append(slices.Clone(batch[:999]), kafka.Message{Value: []byte("refused")})...)
+	}()
+	<-ctx.Done()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("async call with the buffer full = %v, want context.DeadlineExceeded once its ctx ended", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("async call with the buffer full still waiting 5 s after its ctx ended")
+	}
+	close(release)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	counts := deliverytest.ConsumeAll(testCtx(t), t, deliverytest.Topic{Addrs: c.Addrs(), Name: "full", Partitions: 1})
+	if counts["refused"] != 0 || counts["v"] != 49_000 || counts["first"] != 1 {
+		t.Fatalf("stored %d of the 49,000 before, %d of the refused call's last message, want all and none", counts["v"], counts["refused"])
+	}
 }
