@@ -389,7 +389,9 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 		h.fetches.Add(1)
 		h.waitTime.observe(wait)
 		h.readTime.observe(read)
-		if err != nil {
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
+			// Not a fetch the client ended itself (a rebalance, SetOffset
+			// or Close cancels the one in flight).
 			h.fetchErrors.Add(1)
 		}
 	}

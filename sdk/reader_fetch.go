@@ -495,7 +495,9 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 				"topic", fe.Topic, "partition", fe.Partition, "error", err)
 			continue
 		}
-		r.stats.errors.Add(1)
+		if !isGenerationChange(err) {
+			r.stats.errors.Add(1)
+		}
 		if fe.Topic != "" {
 			err = fmt.Errorf("sdk: %s[%d]: %w", fe.Topic, fe.Partition, err)
 		}

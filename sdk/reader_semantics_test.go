@@ -797,3 +797,49 @@ func TestReaderRejoinsSilently(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderStatsRebalanceIsNoError: a member's fetch that a rebalance
+// (another member joining and leaving) cuts short is not an error of
+// Stats, as in kafka-go.
+func TestReaderStatsRebalanceIsNoError(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 2))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("t", 20)...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, CommitInterval: time.Hour}
+	a, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.ReadMessage(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b reads once the group gave it a partition: a rebalance a lived.
+	if _, err := b.FetchMessage(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Stats are deltas: the sums since a began.
+	var rebalances, errs int64
+	for rebalances < 2 {
+		st := a.Stats()
+		rebalances, errs = rebalances+st.Rebalances, errs+st.Errors
+		if _, err := a.ReadLag(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := a.Stats(); errs+st.Errors != 0 {
+		t.Fatalf("Stats over %d rebalances: Errors %d, want 0", rebalances, errs+st.Errors)
+	}
+}
