@@ -133,9 +133,10 @@ import (
 //
 // In async mode WriteMessages returns once the messages are queued; they
 // are sent BatchTimeout after they were queued, or as soon as BatchSize
-// messages wait on one partition (kafka-go's two triggers; the engine cuts
-// batches by bytes, BatchBytes, so a batch may carry more than BatchSize
-// messages). Completion, when set, receives every message once, with
+// messages wait on one partition (kafka-go's two triggers; that sends what
+// waits on every partition, where kafka-go sends that partition's batch;
+// the engine cuts batches by bytes, BatchBytes, counted as the engine
+// counts them, so a batch may carry more than BatchSize messages). Completion, when set, receives every message once, with
 // Topic, Partition and (when acknowledged with an offset: not under
 // RequireNone) Offset set, Time as given: per partition, in the order the
 // messages got their outcome, on a goroutine of the partition's (so that
