@@ -315,6 +315,12 @@
 //     (*net.OpError) or context.DeadlineExceeded: the Writer resends for
 //     longer (rides-through-outages), and its timeout is reported as
 //     kafka-go's own deadline errors are.
+//   - Completion gets each message's Time as the caller gave it, also on a
+//     topic whose broker stamps the append time (message.timestamp.type
+//     LogAppendTime): a message without a Time has the zero Time there.
+//     kafka-go sets Time from the produce response's append time; franz-go's
+//     engine does not pass that time on to the record it reports. The stored
+//     record has the broker's time, which a Reader returns.
 //   - Writer.Stats counts each message once, at its outcome, in Messages and
 //     Bytes, and the failed calls in Errors: a batch resent after a refusal
 //     is not counted again. kafka-go counts every attempt: a resent batch's

@@ -206,6 +206,15 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "completion-time-as-given",
+		What:     "Completion gets each message's Time as the caller gave it, also on a topic whose broker stamps the append time (message.timestamp.type LogAppendTime): a message without a Time has the zero Time there.",
+		Why:      "kafka-go sets Time from the produce response's append time; franz-go's engine does not pass that time on to the record it reports. The stored record has the broker's time, which a Reader returns.",
+		Scenario: "writer/log-append-time", Step: "Completion",
+		Match: func(k, s string) bool {
+			return strings.Replace(k, "time=now", "time=zero", 1) == s
+		},
+	},
+	{
 		ID:       "stats-count-outcomes",
 		What:     "Writer.Stats counts each message once, at its outcome, in Messages and Bytes, and the failed calls in Errors: a batch resent after a refusal is not counted again.",
 		Why:      "kafka-go counts every attempt: a resent batch's messages twice and each failed attempt as an error; the engine resends batches without reporting each attempt's messages (SDKStats.Retries counts the resends it can).",

@@ -224,6 +224,29 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// A topic whose broker stamps each batch with its append
+			// time (Kafka only: see reader/partition/log-append-time):
+			// what Completion gets as a message's Time, without a Time
+			// and with one (row completion-time-as-given).
+			Name:     "writer/log-append-time",
+			RealOnly: true,
+			Run: func(s *Side) {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				if err := createTopic(ctx, s.BrokerAddrs(), s.Name("lat"), 1, "message.timestamp.type", "LogAppendTime"); err != nil {
+					s.T().Fatalf("%s: %v", s.Impl, err)
+				}
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("lat"), RequiredAcks: kafka.RequireAll, Async: true,
+					BatchTimeout: 10 * time.Millisecond, Completion: s.Completion("Completion")})
+				if w == nil {
+					return
+				}
+				s.Write("WriteMessages", w, kafka.Message{Key: []byte("k"), Value: []byte("no time")},
+					kafka.Message{Key: []byte("k"), Value: []byte("a time"), Time: fixedTime})
+				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
 			Name:   "writer/async-unknown-topic",
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
