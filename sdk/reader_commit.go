@@ -130,12 +130,14 @@ func (r *Reader) drop(ps map[string][]int32) {
 // CommitMessages commits msgs like kafka.Reader.CommitMessages: for each
 // partition the highest offset + 1. With CommitInterval 0 it waits for the
 // commit, retrying transient errors and generation changes until ctx is
-// done: after a generation change (a rebalance, or this member fenced and
-// joining again) it commits again only the partitions the group gave this
-// Reader back, past the offset the group had committed for them then, and
-// otherwise returns the group's refusal (kafka.UnknownMemberId,
-// kafka.IllegalGeneration, ...) as kafka-go's does, so that a member the
-// group dropped never moves back what another committed meanwhile; with
+// done: a commit the group refused for its generation (a rebalance, or
+// this member fenced and joining again) is made again, once the group has
+// settled, only for the partitions the group gave this Reader back, past
+// the offset the group had committed for them then; otherwise it returns
+// the group's refusal (kafka.UnknownMemberId, kafka.IllegalGeneration,
+// ...) as kafka-go's does, so that a retry never moves back what another
+// member committed meanwhile (a commit of an old message made once the
+// member is back in the group is taken, as kafka-go's is); with
 // CommitInterval > 0 it marks the offsets for the next periodic commit.
 // As kafka-go's, it commits the partitions of msgs whether or not the
 // group gave them to this Reader (the broker takes a member's commit for
@@ -183,17 +185,25 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	waitGeneration := ctx.Value(inCallback{}) == nil
 	var unknown, fenced error
+	var fencedGen int32
+	var fencedAt time.Time
 	stop := false
 	once := func() error {
-		if fenced != nil && !r.keepOwned(offsets) {
-			// The group moved on without this commit: nothing of it
-			// is this member's to commit any more.
-			stop = true
-			return fenced
+		if fenced != nil {
+			switch r.keepOwned(offsets, fencedGen, time.Since(fencedAt) > r.rebalanceBound()) {
+			case commitWait:
+				return fenced // retried: the group is still settling
+			case commitNone:
+				// The group moved on without this commit: nothing
+				// of it is this member's to commit any more.
+				stop = true
+				return fenced
+			}
 		}
 		err := r.commitOnce(ctx, offsets)
-		if isGenerationChange(err) {
-			fenced = err
+		if isGenerationChange(err) && fenced == nil {
+			fenced, fencedAt = err, time.Now()
+			_, fencedGen = r.engine().GroupMetadata()
 		}
 		for isUnknownTopic(err) && ctx.Err() == nil {
 			// A topic or partition the cluster does not have (a
@@ -224,29 +234,62 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 	return err
 }
 
-// keepOwned removes from offsets, the rest of a commit the group refused
-// for its generation, the partitions the Reader does not own now and the
-// offsets not past the one the group had committed when the partition was
-// assigned to it again (or whose committed offset it has not read yet): a
-// member fenced while another took its partitions must not move their
-// offsets back. It reports whether any is left.
-func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset) bool {
+// What keepOwned leaves of a commit.
+const (
+	commitSome = iota // offsets to commit
+	commitWait        // the group is still settling: ask again
+	commitNone        // nothing of this member's to commit
+)
+
+// keepOwned decides, for a commit the group refused for its generation
+// gen (a rebalance, or this member fenced), what is still this member's
+// to commit: a partition the group gave it in a later generation, whose
+// committed offset the Reader has read since, keeps its offset if that is
+// past the committed one; one it does not own is dropped once the Reader
+// was given partitions in a later generation, or late (after the
+// rebalance's bound). Until then it waits, so that a commit through an
+// ordinary rebalance goes on in the next generation, and a member fenced
+// while another took its partitions never moves their offsets back.
+func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, gen int32, late bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	left := false
+	settled := late || r.fetchedGen > gen
+	wait := false
 	for t, ps := range offsets {
 		for p, eo := range ps {
-			if st := r.owned[topicPartition{t, p}]; st == nil || !st.read || eo.Offset <= st.committed {
+			st := r.owned[topicPartition{t, p}]
+			switch {
+			case st != nil && st.read:
+				if eo.Offset <= st.committed {
+					delete(ps, p)
+				}
+			case settled:
 				delete(ps, p)
+			default:
+				wait = true
 			}
 		}
 		if len(ps) == 0 {
 			delete(offsets, t)
-		} else {
-			left = true
 		}
 	}
-	return left
+	switch {
+	case wait:
+		return commitWait
+	case len(offsets) == 0:
+		return commitNone
+	}
+	return commitSome
+}
+
+// rebalanceBound is how long a commit refused for its generation waits
+// for the group to settle: the group's RebalanceTimeout (kafka-go's
+// default 30 s when unset).
+func (r *Reader) rebalanceBound() time.Duration {
+	if d := r.config.RebalanceTimeout; d > 0 {
+		return d
+	}
+	return 30 * time.Second
 }
 
 // dropDeleted removes from offsets the topics the cluster no longer has,

@@ -226,6 +226,7 @@ func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset i
 	}
 	r.q.drop(func(p topicPartition, _ int64) bool { return p == tp })
 	r.mu.Unlock()
+	r.readCommits.forget(tp) // ReadMessage commits from the new position on
 	r.engine().SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {tp.partition: {Epoch: -1, Offset: offset}}})
 	return nil
 }

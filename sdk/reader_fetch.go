@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -78,29 +79,56 @@ func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
 	}
 	defer func() { <-rc.turn }()
 	_, gen := r.engine().GroupMetadata()
-	if gen != rc.gen {
-		rc.gen, rc.done = gen, nil
-	}
 	tp := topicPartition{m.Topic, int32(m.Partition)}
-	if o, ok := rc.done[tp]; ok && o > m.Offset {
+	if rc.covered(gen, tp, m.Offset) {
 		return m, nil
 	}
 	if err := r.CommitMessages(ctx, m); err != nil {
 		return m, fmt.Errorf("committing message: %w", err)
 	}
-	if rc.done == nil {
-		rc.done = map[topicPartition]int64{}
-	}
-	rc.done[tp] = m.Offset + 1
+	rc.note(gen, tp, m.Offset+1)
 	return m, nil
 }
 
 // readCommits is what readCommit committed in the group's generation gen:
-// the next offset of each partition.
+// the next offset of each partition (Seek forgets a partition's).
 type readCommits struct {
 	turn chan struct{} // of capacity 1: held while a commit is made
+	mu   sync.Mutex
 	gen  int32
 	done map[topicPartition]int64
+}
+
+// covered reports whether a commit made in generation gen already passed
+// offset of tp.
+func (rc *readCommits) covered(gen int32, tp topicPartition, offset int64) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if gen != rc.gen {
+		rc.gen, rc.done = gen, nil
+	}
+	o, ok := rc.done[tp]
+	return ok && o > offset
+}
+
+// note records next, tp's committed offset in generation gen.
+func (rc *readCommits) note(gen int32, tp topicPartition, next int64) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if gen != rc.gen {
+		return
+	}
+	if rc.done == nil {
+		rc.done = map[topicPartition]int64{}
+	}
+	rc.done[tp] = next
+}
+
+// forget drops what was committed of tp.
+func (rc *readCommits) forget(tp topicPartition) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	delete(rc.done, tp)
 }
 
 // FetchMessage returns the next message without committing it, like

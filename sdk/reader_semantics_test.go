@@ -843,3 +843,63 @@ func TestReaderStatsRebalanceIsNoError(t *testing.T) {
 		t.Fatalf("Stats over %d rebalances: Errors %d, want 0", rebalances, errs+st.Errors)
 	}
 }
+
+// TestReaderCommitThroughRebalance: a synchronous commit that meets an
+// eager rebalance (REBALANCE_IN_PROGRESS) of a partition the member keeps
+// is made in the next generation, not failed.
+func TestReaderCommitThroughRebalance(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 1), embedded.Topic("o", 1))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Topic: "t", Value: []byte("x")}, kafka.Message{Topic: "o", Value: []byte("z")}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 5 * time.Second}
+	a, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	m, err := a.FetchMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b joins for another topic; the rebalance's SyncGroup is held
+	// while a commits.
+	syncing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		once.Do(func() { close(syncing) })
+		select {
+		case <-release:
+		default:
+			k.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	cfgB := cfg
+	cfgB.Topic, cfgB.GroupTopics = "", []string{"o"}
+	b, err := sdk.NewReader(cfgB, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	go func() { _, _ = b.FetchMessage(testCtx(t)) }()
+	<-syncing
+	time.AfterFunc(time.Second, func() { close(release) })
+	if err := a.CommitMessages(testCtx(t), m); err != nil {
+		t.Fatalf("commit of a partition a keeps through a rebalance: %v", err)
+	}
+	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
+		&kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{"t": {0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics["t"][0].CommittedOffset; got != 1 {
+		t.Fatalf("committed %d, want 1", got)
+	}
+}

@@ -58,11 +58,14 @@ type recState struct {
 	partition int32 // -1 until the balancer chose
 	pre       int32 // the partition WriteMessages chose, -1 for none
 	preN      int32 // the partition count pre (or refused) was chosen among
-	err       error
-	fin       atomic.Bool // err is final
-	resends   int         // times resent after a broker found its batch corrupt
-	cl        *kgo.Client // the client the record was last produced on
-	lane      *lane       // the gather lane it went through, if any
+	// last is the partitioner's last answer, among lastN partitions: a
+	// record the engine partitions again (a resend) keeps it.
+	last, lastN int32
+	err         error
+	fin         atomic.Bool // err is final
+	resends     int         // times resent after a broker found its batch corrupt
+	cl          *kgo.Client // the client the record was last produced on
+	lane        *lane       // the gather lane it went through, if any
 	// refused: the Balancer, run at hand-over with the topic's partition
 	// count, chose no partition of it (the engine fails the record
 	// without running the Balancer again).
@@ -294,19 +297,21 @@ func (w *Writer) validate(ctx context.Context, msgs []kafka.Message) error {
 // maxBuffered is the engine's MaxBufferedRecords (kgo's default).
 const maxBuffered = 50_000
 
-// awaitRoom waits, until ctx ends, for room for n more records in the
-// engine's buffer: the engine's Produce would wait for it without
-// regard to the call's ctx. A call of more records than the buffer holds
-// goes on (the engine takes them as room frees). Concurrent callers may
-// all see the same room; those then wait in the engine, briefly.
+// awaitRoom waits, until ctx ends, for room in the engine's buffer for
+// the n records of a call (for a tenth of the buffer at most: a larger
+// call goes on once that much is free, and the engine takes the rest as
+// room frees), since the engine's Produce waits for room without regard
+// to the call's ctx. Concurrent callers may all see the same room; those
+// then wait in the engine, briefly.
 func (w *Writer) awaitRoom(ctx context.Context, n int) error {
 	cl := w.engine()
-	if n > maxBuffered || cl.BufferedProduceRecords()+int64(n) <= maxBuffered {
+	need := int64(min(n, maxBuffered/10))
+	if cl.BufferedProduceRecords()+need <= maxBuffered {
 		return nil
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
-	for wait := time.Millisecond; cl.BufferedProduceRecords()+int64(n) > maxBuffered; wait = min(2*wait, 50*time.Millisecond) {
+	for wait := time.Millisecond; cl.BufferedProduceRecords()+need > maxBuffered; wait = min(2*wait, 50*time.Millisecond) {
 		t.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -593,11 +598,21 @@ func (c *call) assign(st *recState, p int32) {
 
 func (c *call) unassign(st *recState) {
 	c.mu.Lock()
+	var ready []int
 	if c.report && st.partition >= 0 {
-		c.group(st.partition).assigned--
+		// The partition's other records may all have their outcome
+		// already: then they are reported now.
+		g := c.group(st.partition)
+		g.assigned--
+		if c.queued && len(g.done) > 0 && len(g.done) >= g.assigned {
+			ready, g.done, g.assigned = g.done, nil, 0
+		}
 	}
 	st.partition = -1
 	c.mu.Unlock()
+	if ready != nil {
+		c.w.reportGroup(c, ready)
+	}
 }
 
 // finished notes st's outcome and reports its partition's messages of the
@@ -777,6 +792,14 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 	if !ok || n <= 0 {
 		return 0
 	}
+	if st.lastN == int32(n) {
+		// Partitioned before among as many partitions (a resend): the
+		// same partition, not the Balancer's next answer.
+		if st.last >= 0 {
+			st.c.assign(st, st.last)
+		}
+		return int(st.last)
+	}
 	part := int(st.pre)
 	// Each record carries the count its choice was made among: once
 	// the count changes, every record chosen among the old one is
@@ -784,6 +807,7 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 	// partition.
 	chosen := st.preN == int32(n)
 	if st.refused && chosen {
+		st.last, st.lastN = -1, int32(n)
 		return -1 // the Balancer chose none of these partitions at hand-over
 	}
 	if part < 0 || !chosen {
@@ -798,7 +822,9 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 		}
 		part = b.Balance(st.c.msgs[st.i], p.w.partitionList(n)...)
 	}
+	st.last, st.lastN = -1, int32(n) // none of them, when part is out of range
 	if part >= 0 && part < n {
+		st.last = int32(part)
 		st.c.assign(st, int32(part))
 		if f := p.w.fill; f != nil && f.add(r.Topic, int32(part)) {
 			p.w.sendNow()

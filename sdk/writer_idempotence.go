@@ -314,8 +314,9 @@ func (h *writerHooks) epochMoved(id int64, epoch int16) int64 {
 // batch as corrupt (CORRUPT_MESSAGE: its checksum did not match, so it was
 // not stored), as kafka-go and Java's clients retry it; the engine fails
 // such a batch and every later record of its partition. It reports whether
-// r was queued: not once the Writer is closed, r's delivery budget is
-// spent or it was resent as often as the retry policy tries.
+// r was queued: not once Close has closed the engine (Close's wait for
+// the calls goes on through these resends), r's delivery budget is spent
+// or it was resent as often as the retry policy tries.
 //
 // The promise must not produce (the engine's buffer room is freed after
 // it), so the queue is drained by a goroutine of its own, in the order the
@@ -323,7 +324,7 @@ func (h *writerHooks) epochMoved(id int64, epoch int16) int64 {
 // records keep their order. Records of other calls made meanwhile may be
 // stored before them, as between concurrent calls.
 func (w *Writer) resendCorrupt(r *kgo.Record, st *recState, err error) bool {
-	if !errors.Is(err, kerr.CorruptMessage) || w.closed.Load() || st.Context.Err() != nil ||
+	if !errors.Is(err, kerr.CorruptMessage) || w.engineDone.Load() || st.Context.Err() != nil ||
 		st.resends+1 >= max(w.s.retry.MaxAttempts, 1) {
 		return false
 	}

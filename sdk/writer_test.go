@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -1006,5 +1007,86 @@ func TestWriterAsyncFullBufferHonoursCtx(t *testing.T) {
 	counts := deliverytest.ConsumeAll(testCtx(t), t, deliverytest.Topic{Addrs: c.Addrs(), Name: "full", Partitions: 1})
 	if counts["refused"] != 0 || counts["v"] != 49_000 || counts["first"] != 1 {
 		t.Fatalf("stored %d of the 49,000 before, %d of the refused call's last message, want all and none", counts["v"], counts["refused"])
+	}
+}
+
+// TestWriterResendAfterPartitionsChange: a record the broker refused as
+// corrupt after its topic gained partitions is resent to the partition it
+// was balanced to (not the stateful Balancer's next answer), and every
+// message of the async call is reported before Close returns.
+func TestWriterResendAfterPartitionsChange(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Brokers(1), embedded.Topic("grow", 2))
+	var reported atomic.Int32
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "grow", RequiredAcks: kafka.RequireAll,
+		Balancer: &kafka.RoundRobin{}, BatchBytes: 450, Async: true, BatchTimeout: 50 * time.Millisecond, WriteTimeout: 5 * time.Second,
+		Transport: &kafka.Transport{MetadataTTL: 300 * time.Millisecond},
+		Completion: func(msgs []kafka.Message, err error) {
+			if err != nil {
+				t.Errorf("Completion of %d messages: %v", len(msgs), err)
+			}
+			reported.Add(int32(len(msgs)))
+		}},
+		sdk.WithAZ("az-a"), sdk.WithGetenv(func(string) string { return "" }), sdk.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Key: []byte("first"), Value: make([]byte, 10)}); err != nil {
+		t.Fatal(err)
+	}
+	for reported.Load() == 0 { // the first produce request answered
+		select {
+		case <-testCtx(t).Done():
+			t.Fatal("the first message was not reported")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	gt := kmsg.NewCreatePartitionsRequestTopic()
+	gt.Topic, gt.Count = "grow", 4
+	grow.Topics = append(grow.Topics, gt)
+	if _, err := grow.RequestWith(testCtx(t), cl); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * 300 * time.Millisecond) // the Writer's metadata, refreshed every 300 ms, has the 4 partitions
+	var produces atomic.Int32
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if produces.Add(1) != 2 {
+			return nil, nil, false
+		}
+		req := r.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.CorruptMessage.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	msgs := make([]kafka.Message, 6)
+	for i := range msgs {
+		msgs[i] = kafka.Message{Key: []byte{byte('a' + i)}, Value: make([]byte, 300)}
+	}
+	if err := w.WriteMessages(testCtx(t), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := reported.Load(); n != 7 {
+		t.Fatalf("Completion reported %d of 7 messages when Close returned", n)
 	}
 }
