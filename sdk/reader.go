@@ -240,9 +240,9 @@ type Reader struct {
 	// topicIDs are the IDs of the topics fetched (group mode), which a
 	// commit names them by (OffsetCommit v10+); see commitOnce.
 	topicIDs map[string][16]byte
-	// fetchedGen is the group's generation when the engine last read
-	// the committed offsets of partitions assigned to the Reader.
-	fetchedGen int32
+	// assigns counts the group's assignments to the Reader (never reset,
+	// unlike the rebalances of Stats).
+	assigns atomic.Int64
 	// commitMu orders the commits sent directly (commitOnce), which go
 	// on coord when it is there.
 	commitMu sync.Mutex

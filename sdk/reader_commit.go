@@ -20,12 +20,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/metrics"
+	"github.com/azkafka/azkafka/retry"
 )
 
 // assigned records the partitions the Reader now owns and calls the
 // Assigned callback.
 func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 	r.rebalances.Add(1)
+	r.assigns.Add(1)
 	r.mu.Lock()
 	for t, parts := range ps {
 		for _, p := range parts {
@@ -185,25 +187,20 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	waitGeneration := ctx.Value(inCallback{}) == nil
 	var unknown, fenced error
-	var fencedGen int32
+	var fencedAssigns int64
 	var fencedAt time.Time
 	stop := false
 	once := func() error {
-		if fenced != nil {
-			switch r.keepOwned(offsets, fencedGen, time.Since(fencedAt) > r.rebalanceBound()) {
-			case commitWait:
-				return fenced // retried: the group is still settling
-			case commitNone:
-				// The group moved on without this commit: nothing
-				// of it is this member's to commit any more.
-				stop = true
-				return fenced
-			}
+		if fenced != nil && !r.settleCommit(ctx, offsets, fencedAssigns, fencedAt) {
+			// The group moved on without this commit (nothing of it
+			// is this member's to commit any more), or ctx ended.
+			stop = true
+			return fenced
 		}
+		assigns := r.assigns.Load()
 		err := r.commitOnce(ctx, offsets)
 		if isGenerationChange(err) && fenced == nil {
-			fenced, fencedAt = err, time.Now()
-			_, fencedGen = r.engine().GroupMetadata()
+			fenced, fencedAt, fencedAssigns = err, time.Now(), assigns
 		}
 		for isUnknownTopic(err) && ctx.Err() == nil {
 			// A topic or partition the cluster does not have (a
@@ -234,6 +231,25 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 	return err
 }
 
+// settleCommit waits until the group has settled after it refused a
+// commit of offsets for its generation (a rebalance, or this member fenced
+// and joining again), then keeps of offsets what is still this member's
+// to commit (see keepOwned). It reports whether any is left; false too
+// when ctx ends or the Reader closes meanwhile.
+func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, assigns int64, at time.Time) bool {
+	for {
+		switch r.keepOwned(offsets, r.assigns.Load() > assigns, time.Since(at) > r.rebalanceBound()) {
+		case commitSome:
+			return true
+		case commitNone:
+			return false
+		}
+		if retry.SleepContext(ctx, 20*time.Millisecond) != nil || r.closed.Load() {
+			return false
+		}
+	}
+}
+
 // What keepOwned leaves of a commit.
 const (
 	commitSome = iota // offsets to commit
@@ -241,19 +257,19 @@ const (
 	commitNone        // nothing of this member's to commit
 )
 
-// keepOwned decides, for a commit the group refused for its generation
-// gen (a rebalance, or this member fenced), what is still this member's
-// to commit: a partition the group gave it in a later generation, whose
-// committed offset the Reader has read since, keeps its offset if that is
-// past the committed one; one it does not own is dropped once the Reader
-// was given partitions in a later generation, or late (after the
-// rebalance's bound). Until then it waits, so that a commit through an
-// ordinary rebalance goes on in the next generation, and a member fenced
-// while another took its partitions never moves their offsets back.
-func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, gen int32, late bool) int {
+// keepOwned decides what of a commit the group refused for its generation
+// is still this member's to commit: a partition the group gave it, whose
+// committed offset the Reader has read since it was given, keeps its
+// offset if that is past the committed one; one it does not own is
+// dropped once the group assigned partitions again since the refusal
+// (reassigned), or late (after the rebalance's bound). Until then, and
+// while an owned partition's committed offset is not read, it waits, so
+// that a commit through an ordinary rebalance goes on in the next
+// generation, and a member fenced while another took its partitions never
+// moves their offsets back.
+func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassigned, late bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	settled := late || r.fetchedGen > gen
 	wait := false
 	for t, ps := range offsets {
 		for p, eo := range ps {
@@ -263,7 +279,7 @@ func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, gen int
 				if eo.Offset <= st.committed {
 					delete(ps, p)
 				}
-			case settled:
+			case late || st == nil && reassigned:
 				delete(ps, p)
 			default:
 				wait = true

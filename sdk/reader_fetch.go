@@ -80,42 +80,45 @@ func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
 	defer func() { <-rc.turn }()
 	_, gen := r.engine().GroupMetadata()
 	tp := topicPartition{m.Topic, int32(m.Partition)}
-	if rc.covered(gen, tp, m.Offset) {
+	covered, seeks := rc.covered(gen, tp, m.Offset)
+	if covered {
 		return m, nil
 	}
 	if err := r.CommitMessages(ctx, m); err != nil {
 		return m, fmt.Errorf("committing message: %w", err)
 	}
-	rc.note(gen, tp, m.Offset+1)
+	rc.note(gen, tp, m.Offset+1, seeks)
 	return m, nil
 }
 
 // readCommits is what readCommit committed in the group's generation gen:
 // the next offset of each partition (Seek forgets a partition's).
 type readCommits struct {
-	turn chan struct{} // of capacity 1: held while a commit is made
-	mu   sync.Mutex
-	gen  int32
-	done map[topicPartition]int64
+	turn  chan struct{} // of capacity 1: held while a commit is made
+	mu    sync.Mutex
+	gen   int32
+	done  map[topicPartition]int64
+	seeks uint64 // Seeks so far: a commit from before one is not noted
 }
 
 // covered reports whether a commit made in generation gen already passed
-// offset of tp.
-func (rc *readCommits) covered(gen int32, tp topicPartition, offset int64) bool {
+// offset of tp, and the Seeks so far.
+func (rc *readCommits) covered(gen int32, tp topicPartition, offset int64) (bool, uint64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if gen != rc.gen {
 		rc.gen, rc.done = gen, nil
 	}
 	o, ok := rc.done[tp]
-	return ok && o > offset
+	return ok && o > offset, rc.seeks
 }
 
-// note records next, tp's committed offset in generation gen.
-func (rc *readCommits) note(gen int32, tp topicPartition, next int64) {
+// note records next, tp's committed offset in generation gen, unless a
+// Seek came after seeks.
+func (rc *readCommits) note(gen int32, tp topicPartition, next int64, seeks uint64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if gen != rc.gen {
+	if gen != rc.gen || seeks != rc.seeks {
 		return
 	}
 	if rc.done == nil {
@@ -124,10 +127,11 @@ func (rc *readCommits) note(gen int32, tp topicPartition, next int64) {
 	rc.done[tp] = next
 }
 
-// forget drops what was committed of tp.
+// forget drops what was committed of tp (a Seek moved it).
 func (rc *readCommits) forget(tp topicPartition) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	rc.seeks++
 	delete(rc.done, tp)
 }
 

@@ -903,3 +903,71 @@ func TestReaderCommitThroughRebalance(t *testing.T) {
 		t.Fatalf("committed %d, want 1", got)
 	}
 }
+
+// TestReaderCommitThroughRebalanceSplit: a commit of two partitions that
+// meets an eager rebalance which gives one of them to another member is
+// made for the one the member keeps, once the group has settled, without
+// waiting out the RebalanceTimeout for the one it lost.
+func TestReaderCommitThroughRebalanceSplit(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 2))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll, Balancer: &kafka.RoundRobin{}}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("x")}, kafka.Message{Value: []byte("y")}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: time.Minute}
+	a, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var msgs []kafka.Message
+	for len(msgs) < 2 {
+		m, err := a.FetchMessage(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+	}
+	syncing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		once.Do(func() { close(syncing) })
+		select {
+		case <-release:
+		default:
+			k.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	b, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	go func() { _, _ = b.FetchMessage(testCtx(t)) }()
+	<-syncing
+	time.AfterFunc(time.Second, func() { close(release) })
+	// Far below the RebalanceTimeout: the commit must not wait for it.
+	ctx, cancel := context.WithTimeout(testCtx(t), 15*time.Second)
+	defer cancel()
+	if err := a.CommitMessages(ctx, msgs...); err != nil {
+		t.Fatalf("commit through a rebalance that split the partitions: %v", err)
+	}
+	kept := a.Assignment()
+	if len(kept) != 1 {
+		t.Fatalf("a owns %v after the rebalance, want one partition", kept)
+	}
+	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
+		&kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{"t": {kept[0].Partition}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics["t"][0].CommittedOffset; got != 1 {
+		t.Fatalf("committed %d for the partition a kept, want 1", got)
+	}
+}

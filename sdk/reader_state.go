@@ -169,8 +169,7 @@ func (r *Reader) groupOffsetLocked() int64 {
 
 // offsetsFetched records the committed offsets the engine read for the
 // partitions just assigned (kgo's OnOffsetsFetched).
-func (r *Reader) offsetsFetched(_ context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
-	_, gen := cl.GroupMetadata()
+func (r *Reader) offsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 	topics := resp.Topics
 	for _, g := range resp.Groups {
 		for _, t := range g.Topics {
@@ -186,7 +185,6 @@ func (r *Reader) offsetsFetched(_ context.Context, cl *kgo.Client, resp *kmsg.Of
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.fetchedGen = gen
 	for _, t := range topics {
 		for _, p := range t.Partitions {
 			if st := r.owned[topicPartition{t.Topic, p.Partition}]; st != nil && p.ErrorCode == 0 {

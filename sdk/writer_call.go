@@ -298,15 +298,15 @@ func (w *Writer) validate(ctx context.Context, msgs []kafka.Message) error {
 const maxBuffered = 50_000
 
 // awaitRoom waits, until ctx ends, for room in the engine's buffer for
-// the n records of a call (for a tenth of the buffer at most: a larger
-// call goes on once that much is free, and the engine takes the rest as
-// room frees), since the engine's Produce waits for room without regard
-// to the call's ctx. Concurrent callers may all see the same room; those
-// then wait in the engine, briefly.
+// the n records of a call, since the engine's Produce waits for room
+// without regard to the call's ctx. A call of more records than the
+// buffer holds goes on (the engine takes them as room frees). Concurrent
+// callers may all see the same room; those then wait in the engine,
+// briefly.
 func (w *Writer) awaitRoom(ctx context.Context, n int) error {
 	cl := w.engine()
-	need := int64(min(n, maxBuffered/10))
-	if cl.BufferedProduceRecords()+need <= maxBuffered {
+	need := int64(n)
+	if n > maxBuffered || cl.BufferedProduceRecords()+need <= maxBuffered {
 		return nil
 	}
 	t := time.NewTimer(0)
