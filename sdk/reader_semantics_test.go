@@ -971,3 +971,66 @@ func TestReaderCommitThroughRebalanceSplit(t *testing.T) {
 		t.Fatalf("committed %d for the partition a kept, want 1", got)
 	}
 }
+
+// TestReaderSeekResetsReadMessageCommits: after a Seek back, ReadMessage
+// (CommitInterval 0) commits what it reads again, moving the group's
+// offset back as Seek's doc says, also when a ReadMessage commit from
+// before the Seek was still in flight.
+func TestReaderSeekResetsReadMessageCommits(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 1))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("t", 6)...); err != nil {
+		t.Fatal(err)
+	}
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for range 3 {
+		if _, err := r.ReadMessage(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The next ReadMessage's commit (of offset 3) is held at the broker
+	// while Seek moves the partition back to 0.
+	var hold atomic.Bool
+	hold.Store(true)
+	held, release := make(chan struct{}), make(chan struct{})
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if hold.CompareAndSwap(true, false) {
+			close(held)
+			k.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.ReadMessage(testCtx(t))
+		done <- err
+	}()
+	<-held
+	if err := r.Seek(testCtx(t), "t", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.ReadMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
+		&kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{"t": {0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Topics["t"][0].CommittedOffset; m.Offset != 0 || got != 1 {
+		t.Fatalf("after Seek(0), ReadMessage returned offset %d and the group's offset is %d, want 0 and 1", m.Offset, got)
+	}
+}
