@@ -868,19 +868,7 @@ func TestReaderCommitThroughRebalance(t *testing.T) {
 	}
 	// b joins for another topic; the rebalance's SyncGroup is held
 	// while a commits.
-	syncing, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	k := c.Kfake()
-	k.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		once.Do(func() { close(syncing) })
-		select {
-		case <-release:
-		default:
-			k.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	syncing, release := holdSyncGroup(c)
 	cfgB := cfg
 	cfgB.Topic, cfgB.GroupTopics = "", []string{"o"}
 	b, err := sdk.NewReader(cfgB, testOptions(t)...)
@@ -890,16 +878,11 @@ func TestReaderCommitThroughRebalance(t *testing.T) {
 	defer b.Close()
 	go func() { _, _ = b.FetchMessage(testCtx(t)) }()
 	<-syncing
-	time.AfterFunc(time.Second, func() { close(release) })
+	time.AfterFunc(time.Second, release)
 	if err := a.CommitMessages(testCtx(t), m); err != nil {
 		t.Fatalf("commit of a partition a keeps through a rebalance: %v", err)
 	}
-	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
-		&kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{"t": {0}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := resp.Topics["t"][0].CommittedOffset; got != 1 {
+	if got := groupCommitted(t, c, "g", "t", 0); got != 1 {
 		t.Fatalf("committed %d, want 1", got)
 	}
 }
@@ -931,19 +914,7 @@ func TestReaderCommitThroughRebalanceSplit(t *testing.T) {
 		}
 		msgs = append(msgs, m)
 	}
-	syncing, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	k := c.Kfake()
-	k.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		once.Do(func() { close(syncing) })
-		select {
-		case <-release:
-		default:
-			k.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
+	syncing, release := holdSyncGroup(c)
 	b, err := sdk.NewReader(cfg, testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
@@ -951,7 +922,7 @@ func TestReaderCommitThroughRebalanceSplit(t *testing.T) {
 	defer b.Close()
 	go func() { _, _ = b.FetchMessage(testCtx(t)) }()
 	<-syncing
-	time.AfterFunc(time.Second, func() { close(release) })
+	time.AfterFunc(time.Second, release)
 	// Far below the RebalanceTimeout: the commit must not wait for it.
 	ctx, cancel := context.WithTimeout(testCtx(t), 15*time.Second)
 	defer cancel()
@@ -962,12 +933,7 @@ func TestReaderCommitThroughRebalanceSplit(t *testing.T) {
 	if len(kept) != 1 {
 		t.Fatalf("a owns %v after the rebalance, want one partition", kept)
 	}
-	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
-		&kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{"t": {kept[0].Partition}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := resp.Topics["t"][0].CommittedOffset; got != 1 {
+	if got := groupCommitted(t, c, "g", "t", kept[0].Partition); got != 1 {
 		t.Fatalf("committed %d for the partition a kept, want 1", got)
 	}
 }
@@ -1025,12 +991,43 @@ func TestReaderSeekResetsReadMessageCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
-		&kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{"t": {0}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := resp.Topics["t"][0].CommittedOffset; m.Offset != 0 || got != 1 {
+	if got := groupCommitted(t, c, "g", "t", 0); m.Offset != 0 || got != 1 {
 		t.Fatalf("after Seek(0), ReadMessage returned offset %d and the group's offset is %d, want 0 and 1", m.Offset, got)
 	}
+}
+
+// holdSyncGroup holds c's SyncGroup requests from now on, the group's
+// rebalance with them: syncing is closed once one arrived, release lets
+// them through.
+func holdSyncGroup(c *embedded.Cluster) (syncing <-chan struct{}, release func()) {
+	arrived, released := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		once.Do(func() { close(arrived) })
+		select {
+		case <-released:
+		default:
+			k.SleepControl(func() { <-released })
+		}
+		return nil, nil, false
+	})
+	return arrived, func() { releaseOnce.Do(func() { close(released) }) }
+}
+
+// groupCommitted is group's committed offset of topic's partition on c.
+func groupCommitted(t *testing.T, c *embedded.Cluster, group, topic string, partition int) int64 {
+	t.Helper()
+	resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
+		&kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: {partition}}})
+	if err != nil {
+		t.Fatalf("OffsetFetch: %v", err)
+	}
+	for _, p := range resp.Topics[topic] {
+		if p.Partition == partition {
+			return p.CommittedOffset
+		}
+	}
+	return -1
 }
