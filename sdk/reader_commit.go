@@ -27,7 +27,6 @@ import (
 // Assigned callback.
 func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 	r.rebalances.Add(1)
-	r.assigns.Add(1)
 	r.mu.Lock()
 	for t, parts := range ps {
 		for _, p := range parts {
@@ -38,6 +37,9 @@ func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, ps map[string][]in
 		}
 	}
 	r.mu.Unlock()
+	// After the partitions are owned: a commit that sees the count grow
+	// sees what the group gave (see keepOwned).
+	r.assigns.Add(1)
 	if f := r.s.rebalance.Assigned; f != nil {
 		r.callBack(ctx, f, ps)
 	}
@@ -191,11 +193,21 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 	var fencedAt time.Time
 	stop := false
 	once := func() error {
-		if fenced != nil && !r.settleCommit(ctx, offsets, fencedAssigns, fencedAt) {
-			// The group moved on without this commit (nothing of it
-			// is this member's to commit any more), or ctx ended.
-			stop = true
-			return fenced
+		if fenced != nil {
+			switch r.settleCommit(ctx, offsets, fencedAssigns, fencedAt) {
+			case commitCovered:
+				// The group's committed offsets, read since this
+				// member was given the partitions again, are at or
+				// past the commit's (an earlier attempt of it
+				// whose answer was lost took effect): done.
+				return nil
+			case commitNone:
+				// The group moved on without this commit (nothing
+				// of it is this member's to commit any more), or
+				// ctx ended.
+				stop = true
+				return fenced
+			}
 		}
 		assigns := r.assigns.Load()
 		err := r.commitOnce(ctx, offsets)
@@ -234,33 +246,34 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 // settleCommit waits until the group has settled after it refused a
 // commit of offsets for its generation (a rebalance, or this member fenced
 // and joining again), then keeps of offsets what is still this member's
-// to commit (see keepOwned). It reports whether any is left; false too
-// when ctx ends or the Reader closes meanwhile.
-func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, assigns int64, at time.Time) bool {
+// to commit (see keepOwned). It returns keepOwned's answer, commitNone
+// too when ctx ends or the Reader closes meanwhile, never commitWait.
+func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, assigns int64, at time.Time) int {
 	for {
-		switch r.keepOwned(offsets, r.assigns.Load() > assigns, time.Since(at) > r.rebalanceBound()) {
-		case commitSome:
-			return true
-		case commitNone:
-			return false
+		if left := r.keepOwned(offsets, r.assigns.Load() > assigns, time.Since(at) > r.rebalanceBound()); left != commitWait {
+			return left
 		}
 		if retry.SleepContext(ctx, 20*time.Millisecond) != nil || r.closed.Load() {
-			return false
+			return commitNone
 		}
 	}
 }
 
 // What keepOwned leaves of a commit.
 const (
-	commitSome = iota // offsets to commit
-	commitWait        // the group is still settling: ask again
-	commitNone        // nothing of this member's to commit
+	commitSome    = iota // offsets to commit
+	commitWait           // the group is still settling: ask again
+	commitNone           // something not this member's to commit, and nothing else left
+	commitCovered        // nothing left: the group's committed offsets cover it all
 )
 
 // keepOwned decides what of a commit the group refused for its generation
 // is still this member's to commit: a partition the group gave it, whose
 // committed offset the Reader has read since it was given, keeps its
-// offset if that is past the committed one; one it does not own is
+// offset if that is past the committed one (when every one is the
+// committed one, the commit is covered: an attempt of it the group took
+// before its answer was lost, say; one behind it is refused: the group
+// moved on without it); one it does not own is
 // dropped once the group assigned partitions again since the refusal
 // (reassigned), or late (after the rebalance's bound). Until then, and
 // while an owned partition's committed offset is not read, it waits, so
@@ -270,7 +283,7 @@ const (
 func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassigned, late bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	wait := false
+	wait, refused := false, false
 	for t, ps := range offsets {
 		for p, eo := range ps {
 			st := r.owned[topicPartition{t, p}]
@@ -278,9 +291,11 @@ func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassig
 			case st != nil && st.read:
 				if eo.Offset <= st.committed {
 					delete(ps, p)
+					refused = refused || eo.Offset < st.committed
 				}
 			case late || st == nil && reassigned:
 				delete(ps, p)
+				refused = true
 			default:
 				wait = true
 			}
@@ -292,10 +307,12 @@ func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassig
 	switch {
 	case wait:
 		return commitWait
-	case len(offsets) == 0:
+	case len(offsets) > 0:
+		return commitSome
+	case refused:
 		return commitNone
 	}
-	return commitSome
+	return commitCovered
 }
 
 // rebalanceBound is how long a commit refused for its generation waits

@@ -25,6 +25,7 @@ import (
 
 	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
 	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -935,6 +936,84 @@ func TestReaderCommitThroughRebalanceSplit(t *testing.T) {
 	}
 	if got := groupCommitted(t, c, "g", "t", kept[0].Partition); got != 1 {
 		t.Fatalf("committed %d for the partition a kept, want 1", got)
+	}
+}
+
+// TestReaderCommitAnswerLostThroughRebalance: a synchronous commit whose
+// first attempt the broker took but whose answer was lost, and whose
+// resend the group refuses as from a member it no longer has, returns nil
+// once the member, given the partition again, reads that the group's
+// committed offset is the commit's.
+func TestReaderCommitAnswerLostThroughRebalance(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 1), embedded.Topic("o", 1))
+	p, err := kproxy.Start(c.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), RequiredAcks: kafka.RequireAll, Transport: ownTransport(t)}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Topic: "t", Value: []byte("x")}, kafka.Message{Topic: "o", Value: []byte("z")}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.ReaderConfig{Brokers: []string{p.Addr()}, Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 5 * time.Second}
+	a, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	m, err := a.FetchMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost atomic.Bool
+	// The first OffsetCommit reaches the broker and its answer is lost.
+	// The resend is held at the broker until b, reading the other topic,
+	// has joined the group: a's heartbeats wait behind the resend on its
+	// connection, so the rebalance ends by removing a after the
+	// RebalanceTimeout; a joins again and is given "t" again.
+	p.OnRequest(func(r kproxy.Request) kproxy.Action {
+		if r.Key == keyOffsetCommit && !lost.Swap(true) {
+			return kproxy.CloseAfter
+		}
+		return kproxy.Forward
+	})
+	second, joined := make(chan struct{}), make(chan struct{})
+	var commits atomic.Int32
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if commits.Add(1) == 2 {
+			close(second)
+			k.SleepControl(func() { <-joined })
+		}
+		return nil, nil, false
+	})
+	go func() {
+		<-second
+		defer close(joined)
+		cfgB := cfg
+		cfgB.Brokers, cfgB.Topic, cfgB.GroupTopics = c.Addrs(), "", []string{"o"}
+		b, err := sdk.NewReader(cfgB, testOptions(t)...)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		t.Cleanup(func() { b.Close() })
+		if _, err := b.FetchMessage(testCtx(t)); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := a.CommitMessages(testCtx(t), m); err != nil {
+		t.Fatalf("commit taken by the broker, answer lost, resent into the next generation: %v", err)
+	}
+	if commits.Load() < 2 {
+		t.Fatalf("%d OffsetCommit requests: the commit was not resent", commits.Load())
+	}
+	if got := groupCommitted(t, c, "g", "t", 0); got != 1 {
+		t.Fatalf("committed %d, want 1", got)
 	}
 }
 
