@@ -137,8 +137,9 @@ func (r *Reader) drop(ps map[string][]int32) {
 // done: a commit the group refused for its generation (a rebalance, or
 // this member fenced and joining again) is made again, once the group has
 // settled, only for the partitions the group gave this Reader back, past
-// the offset the group had committed for them then; otherwise it returns
-// the group's refusal (kafka.UnknownMemberId, kafka.IllegalGeneration,
+// the offset the group had committed for them then (when that offset is
+// the commit's, as after an attempt the group took whose answer was lost,
+// it returns nil); otherwise it returns the group's refusal (kafka.UnknownMemberId, kafka.IllegalGeneration,
 // ...) as kafka-go's does, so that a retry never moves back what another
 // member committed meanwhile (a commit of an old message made once the
 // member is back in the group is taken, as kafka-go's is); with
