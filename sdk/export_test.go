@@ -40,8 +40,8 @@ func SetGatherHold(d time.Duration) { gatherHold.Store(int64(d)) }
 // CoordCommits is how many commits the Reader's own connection to its
 // coordinator answered.
 func CoordCommits(r *Reader) int64 {
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
+	r.commitTurn <- struct{}{}
+	defer func() { <-r.commitTurn }()
 	return r.coord.sent
 }
 

@@ -243,10 +243,11 @@ type Reader struct {
 	// assigns counts the group's assignments to the Reader (never reset,
 	// unlike the rebalances of Stats).
 	assigns atomic.Int64
-	// commitMu orders the commits sent directly (commitOnce), which go
-	// on coord when it is there.
-	commitMu sync.Mutex
-	coord    coordConn
+	// commitTurn (of capacity 1, held while a commit is sent) orders the
+	// commits sent directly (commitOnce), which go on coord when it is
+	// there; a commit waits for its turn until its ctx ends.
+	commitTurn chan struct{}
+	coord      coordConn
 	// readCommits orders the commits of concurrent ReadMessage calls
 	// (CommitInterval 0); see readCommit.
 	readCommits readCommits
@@ -419,6 +420,7 @@ func NewReader(config kafka.ReaderConfig, opts ...Option) (*Reader, error) {
 		pollMax:     pollMax,
 		pollSem:     make(chan struct{}, 1),
 		readCommits: readCommits{turn: make(chan struct{}, 1)},
+		commitTurn:  make(chan struct{}, 1),
 		created:     time.Now(),
 		owned:       map[topicPartition]*partState{},
 		ctl: controls{pausedTopics: map[string]bool{}, pausedParts: map[topicPartition]bool{},

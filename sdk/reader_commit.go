@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"time"
 
@@ -136,13 +137,16 @@ func (r *Reader) drop(ps map[string][]int32) {
 // commit, retrying transient errors and generation changes until ctx is
 // done: a commit the group refused for its generation (a rebalance, or
 // this member fenced and joining again) is made again, once the group has
-// settled, only for the partitions the group gave this Reader back, past
-// the offset the group had committed for them then (when that offset is
-// the commit's, as after an attempt the group took whose answer was lost,
-// it returns nil); otherwise it returns the group's refusal (kafka.UnknownMemberId, kafka.IllegalGeneration,
-// ...) as kafka-go's does, so that a retry never moves back what another
-// member committed meanwhile (a commit of an old message made once the
-// member is back in the group is taken, as kafka-go's is); with
+// settled, for the partitions the group gave this Reader back, past the
+// offset the group had committed for them then (when that offset is the
+// commit's, as after an attempt the group took whose answer was lost, it
+// returns nil). If the group gave any of them to another member, or its
+// committed offset is past the commit's, the call returns the group's
+// refusal (kafka.UnknownMemberId, kafka.IllegalGeneration, ...) as
+// kafka-go's does, having committed the rest, so that a retry never moves
+// back what another member committed meanwhile (a commit of an old message
+// made once the member is back in the group is taken, as kafka-go's is);
+// with
 // CommitInterval > 0 it marks the offsets for the next periodic commit.
 // As kafka-go's, it commits the partitions of msgs whether or not the
 // group gave them to this Reader (the broker takes a member's commit for
@@ -189,32 +193,40 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 // a rebalance callback: the next generation waits for the callback.
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	waitGeneration := ctx.Value(inCallback{}) == nil
-	var unknown, fenced error
+	var unknown, fenced, refused error
 	var fencedAssigns int64
 	var fencedAt time.Time
+	pin := noPin // the generation a commit after a refusal is for
 	stop := false
 	once := func() error {
 		if fenced != nil {
-			switch r.settleCommit(ctx, offsets, fencedAssigns, fencedAt) {
+			left, dropped := r.settleCommit(ctx, offsets, fencedAssigns, fencedAt)
+			if dropped {
+				// Some of it is not this member's to commit any more:
+				// the rest is committed, and the call returns the
+				// group's refusal, as kafka-go's.
+				refused = fenced
+			}
+			switch left {
 			case commitCovered:
 				// The group's committed offsets, read since this
-				// member was given the partitions again, are at or
-				// past the commit's (an earlier attempt of it
-				// whose answer was lost took effect): done.
+				// member was given the partitions again, are the
+				// commit's (an earlier attempt of it whose answer
+				// was lost took effect): done.
 				return nil
 			case commitNone:
-				// The group moved on without this commit (nothing
-				// of it is this member's to commit any more), or
-				// ctx ended.
+				// The group moved on without this commit, or ctx
+				// ended.
 				stop = true
 				return fenced
 			}
+			// What is left was decided for the generation that gave
+			// this member its partitions back: a commit sent in a
+			// later one would be decided again.
+			_, pin = r.engine().GroupMetadata()
 		}
 		assigns := r.assigns.Load()
-		err := r.commitOnce(ctx, offsets)
-		if isGenerationChange(err) && fenced == nil {
-			fenced, fencedAt, fencedAssigns = err, time.Now(), assigns
-		}
+		err := r.commitOnce(ctx, offsets, pin)
 		for isUnknownTopic(err) && ctx.Err() == nil {
 			// A topic or partition the cluster does not have (a
 			// deleted topic, a partition past the topic's count): its
@@ -231,31 +243,38 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 			if !r.dropDeleted(offsets, err) {
 				return nil
 			}
-			err = r.commitOnce(ctx, offsets)
+			err = r.commitOnce(ctx, offsets, pin)
+		}
+		if isGenerationChange(err) {
+			// Each refusal waits for an assignment after it.
+			fenced, fencedAt, fencedAssigns = err, time.Now(), assigns
 		}
 		return err
 	}
 	err := r.retrying(ctx, metrics.OpCommit, once, func(err error) bool {
 		return !stop && (engineTransient(err) || waitGeneration && isGenerationChange(err))
 	})
-	if err == nil && unknown != nil {
-		return unknown
+	switch {
+	case err != nil:
+		return err
+	case refused != nil:
+		return refused
 	}
-	return err
+	return unknown
 }
 
 // settleCommit waits until the group has settled after it refused a
 // commit of offsets for its generation (a rebalance, or this member fenced
 // and joining again), then keeps of offsets what is still this member's
-// to commit (see keepOwned). It returns keepOwned's answer, commitNone
+// to commit (see keepOwned). It returns keepOwned's answers, commitNone
 // too when ctx ends or the Reader closes meanwhile, never commitWait.
-func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, assigns int64, at time.Time) int {
+func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, assigns int64, at time.Time) (left int, dropped bool) {
 	for {
-		if left := r.keepOwned(offsets, r.assigns.Load() > assigns, time.Since(at) > r.rebalanceBound()); left != commitWait {
-			return left
+		if left, dropped := r.keepOwned(offsets, r.assigns.Load() > assigns, time.Since(at) > r.rebalanceBound()); left != commitWait {
+			return left, dropped
 		}
 		if retry.SleepContext(ctx, 20*time.Millisecond) != nil || r.closed.Load() {
-			return commitNone
+			return commitNone, false
 		}
 	}
 }
@@ -269,34 +288,34 @@ const (
 )
 
 // keepOwned decides what of a commit the group refused for its generation
-// is still this member's to commit: a partition the group gave it, whose
-// committed offset the Reader has read since it was given, keeps its
-// offset if that is past the committed one (when every one is the
-// committed one, the commit is covered: an attempt of it the group took
-// before its answer was lost, say; one behind it is refused: the group
-// moved on without it); one it does not own is
-// dropped once the group assigned partitions again since the refusal
-// (reassigned), or late (after the rebalance's bound). Until then, and
-// while an owned partition's committed offset is not read, it waits, so
-// that a commit through an ordinary rebalance goes on in the next
+// is still this member's to commit, once the group assigned partitions
+// again since the refusal (reassigned): a partition the group gave it,
+// whose committed offset the Reader has read since, keeps its offset if
+// that is past the committed one (when every one is the committed one,
+// the commit is covered: an attempt of it the group took before its
+// answer was lost, say; one behind it is dropped: the group moved on
+// without it); one it does not own is dropped. Late (after the
+// rebalance's bound), what is not kept is dropped. Until then it waits,
+// so that a commit through an ordinary rebalance goes on in the next
 // generation, and a member fenced while another took its partitions never
-// moves their offsets back.
-func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassigned, late bool) int {
+// moves their offsets back. dropped reports whether it dropped any
+// partition as not this member's to commit.
+func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassigned, late bool) (left int, dropped bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	wait, refused := false, false
+	wait := false
 	for t, ps := range offsets {
 		for p, eo := range ps {
 			st := r.owned[topicPartition{t, p}]
 			switch {
-			case st != nil && st.read:
+			case reassigned && st != nil && st.read:
 				if eo.Offset <= st.committed {
 					delete(ps, p)
-					refused = refused || eo.Offset < st.committed
+					dropped = dropped || eo.Offset < st.committed
 				}
-			case late || st == nil && reassigned:
+			case late || reassigned && st == nil:
 				delete(ps, p)
-				refused = true
+				dropped = true
 			default:
 				wait = true
 			}
@@ -307,13 +326,13 @@ func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassig
 	}
 	switch {
 	case wait:
-		return commitWait
+		return commitWait, dropped
 	case len(offsets) > 0:
-		return commitSome
-	case refused:
-		return commitNone
+		return commitSome, dropped
+	case dropped:
+		return commitNone, true
 	}
-	return commitCovered
+	return commitCovered, false
 }
 
 // rebalanceBound is how long a commit refused for its generation waits
@@ -353,20 +372,35 @@ func (r *Reader) dropDeleted(offsets map[string]map[int32]kgo.EpochOffset, err e
 // Reader's own connection to the coordinator (coordConn): the engine's
 // commit path adds its own bookkeeping of commits the Reader does not use
 // (its autocommit is off), and its request path two goroutines a round
-// trip. commitMu keeps the commits in the order they are made, as the
+// trip. commitTurn keeps the commits in the order they are made, as the
 // engine's path does. Other topics (CommitMessages may commit any
 // partition, as kafka-go's does) go through the engine, which knows how
 // to name a topic it has not fetched, and so does a commit the
 // connection cannot carry (see coordConn).
-func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, pin int32) error {
 	if req := r.commitRequest(offsets); req != nil {
-		return r.commitDirect(ctx, req, offsets)
+		return r.commitDirect(ctx, req, offsets, pin)
 	}
-	return r.commitEngine(ctx, offsets)
+	return r.commitEngine(ctx, offsets, pin)
 }
 
-// commitEngine commits offsets through the engine's commit path.
-func (r *Reader) commitEngine(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+// noPin is the pin of a commit that any generation may carry.
+const noPin = int32(math.MinInt32)
+
+// movedFrom reports whether a commit decided for generation pin must not
+// be sent in generation gen: another one, or none (not in the group).
+func movedFrom(pin, gen int32) bool { return pin != noPin && (gen != pin || gen <= 0) }
+
+// errGenerationMoved is a commit's error when the group's generation is
+// no longer the one it was decided for.
+var errGenerationMoved = fmt.Errorf("sdk: the group's generation changed before the commit was sent: %w", kerr.IllegalGeneration)
+
+// commitEngine commits offsets through the engine's commit path; pinned,
+// only in generation pin (see movedFrom).
+func (r *Reader) commitEngine(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, pin int32) error {
+	if _, gen := r.engine().GroupMetadata(); movedFrom(pin, gen) {
+		return errGenerationMoved
+	}
 	var cerr error
 	r.engine().CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		r.noteCommitted(offsets, resp, err)
@@ -422,19 +456,26 @@ func (r *Reader) commitRequest(offsets map[string]map[int32]kgo.EpochOffset) *km
 // commitDirect sends req, the commit of offsets, to the group's
 // coordinator on the Reader's own connection, or else through the engine
 // (see commitOnce).
-func (r *Reader) commitDirect(ctx context.Context, req *kmsg.OffsetCommitRequest, offsets map[string]map[int32]kgo.EpochOffset) error {
+func (r *Reader) commitDirect(ctx context.Context, req *kmsg.OffsetCommitRequest, offsets map[string]map[int32]kgo.EpochOffset, pin int32) error {
 	cl := r.engine()
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
+	select {
+	case r.commitTurn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-r.commitTurn }()
 	req.MemberID, req.Generation = cl.GroupMetadata()
+	if movedFrom(pin, req.Generation) {
+		return errGenerationMoved
+	}
 	if req.Generation <= 0 || req.MemberID == "" {
 		// Not (or no longer, or not yet again) in the group: the
 		// engine's path waits for the join, or says why there is none.
-		return r.commitEngine(ctx, offsets)
+		return r.commitEngine(ctx, offsets, pin)
 	}
 	resp, err := r.coordCommit(ctx, req)
 	if errors.Is(err, errCoordConn) {
-		return r.commitEngine(ctx, offsets)
+		return r.commitEngine(ctx, offsets, pin)
 	}
 	if err == nil {
 		// A v10+ response names its topics by ID only.
@@ -477,7 +518,7 @@ func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error
 	if len(offsets) == 0 {
 		return nil
 	}
-	err := r.commitOnce(ctx, offsets)
+	err := r.commitOnce(ctx, offsets, noPin)
 	if err != nil {
 		// Keep them for the next try, unless newer marks came meanwhile
 		// (raise keeps the higher), or the partition was lost or sought.

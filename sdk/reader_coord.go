@@ -36,7 +36,7 @@ import (
 // authenticates as kafka-go does, and dials anew before the session the
 // broker gave ends.
 type coordConn struct {
-	mu sync.Mutex // guards c against Close; commitMu orders its use
+	mu sync.Mutex // guards c against Close; commitTurn orders its use
 	c  net.Conn
 	// version is the OffsetCommit version: the highest the coordinator
 	// and this client both know.

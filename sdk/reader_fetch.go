@@ -67,11 +67,15 @@ func (r *Reader) ReadMessage(ctx context.Context) (m kafka.Message, err error) {
 // partition, in the same generation of the group) is not made again: the
 // message is committed.
 func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
+	rc := &r.readCommits
+	// The Seeks before the fetch: a message fetched before a Seek that
+	// commits after it does not set the floor of the messages the Seek
+	// made read again.
+	seeks := rc.seekCount()
 	m, err := r.FetchMessage(ctx)
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
 	}
-	rc := &r.readCommits
 	select {
 	case rc.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -80,8 +84,7 @@ func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
 	defer func() { <-rc.turn }()
 	_, gen := r.engine().GroupMetadata()
 	tp := topicPartition{m.Topic, int32(m.Partition)}
-	covered, seeks := rc.covered(gen, tp, m.Offset)
-	if covered {
+	if rc.covered(gen, tp, m.Offset) {
 		return m, nil
 	}
 	if err := r.CommitMessages(ctx, m); err != nil {
@@ -102,15 +105,22 @@ type readCommits struct {
 }
 
 // covered reports whether a commit made in generation gen already passed
-// offset of tp, and the Seeks so far.
-func (rc *readCommits) covered(gen int32, tp topicPartition, offset int64) (bool, uint64) {
+// offset of tp.
+func (rc *readCommits) covered(gen int32, tp topicPartition, offset int64) bool {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if gen != rc.gen {
 		rc.gen, rc.done = gen, nil
 	}
 	o, ok := rc.done[tp]
-	return ok && o > offset, rc.seeks
+	return ok && o > offset
+}
+
+// seekCount is the number of Seeks so far.
+func (rc *readCommits) seekCount() uint64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.seeks
 }
 
 // note records next, tp's committed offset in generation gen, unless a
