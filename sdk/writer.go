@@ -70,7 +70,8 @@ import (
 // The engine resends what failed with a transient error (a closed or reset
 // connection, a refused connect, a moved leader, a broker not yet ready; a
 // batch the broker found corrupt in transit, as many times as the retry
-// policy tries) until the message is acknowledged or its delivery budget is spent: the
+// policy tries, after its backoff: records the same partition took
+// meanwhile are stored before it, where kafka-go keeps the order) until the message is acknowledged or its delivery budget is spent: the
 // retry policy's attempts × (WriteTimeout + its backoff maximum), 110 s
 // with the defaults (10 × (10 s + 1 s)), in the spirit of Java's
 // delivery.timeout.ms (120 s), counted from when the message was handed

@@ -40,8 +40,8 @@ type call struct {
 	failed atomic.Bool
 
 	mu     sync.Mutex
-	queued bool // every record was handed to the engine
-	groups map[int32]*group
+	queued bool                // every record was handed to the engine
+	groups map[batchKey]*group // by topic and partition
 }
 
 type slot struct {
@@ -572,14 +572,16 @@ func (w *Writer) deliveryError(err error) error {
 	return err
 }
 
-func (c *call) group(p int32) *group {
+// group is the group of st's message in partition p of its topic.
+func (c *call) group(st *recState, p int32) *group {
+	k := batchKey{c.slots[st.i].rec.Topic, p}
 	if c.groups == nil {
-		c.groups = make(map[int32]*group, 1)
+		c.groups = make(map[batchKey]*group, 1)
 	}
-	g := c.groups[p]
+	g := c.groups[k]
 	if g == nil {
 		g = &group{}
-		c.groups[p] = g
+		c.groups[k] = g
 	}
 	return g
 }
@@ -592,7 +594,7 @@ func (c *call) assign(st *recState, p int32) {
 	}
 	c.mu.Lock()
 	st.partition = p
-	c.group(p).assigned++
+	c.group(st, p).assigned++
 	c.mu.Unlock()
 }
 
@@ -602,7 +604,7 @@ func (c *call) unassign(st *recState) {
 	if c.report && st.partition >= 0 {
 		// The partition's other records may all have their outcome
 		// already: then they are reported now.
-		g := c.group(st.partition)
+		g := c.group(st, st.partition)
 		g.assigned--
 		if c.queued && len(g.done) > 0 && len(g.done) >= g.assigned {
 			ready, g.done, g.assigned = g.done, nil, 0
@@ -619,7 +621,7 @@ func (c *call) unassign(st *recState) {
 // call once all of them have theirs.
 func (c *call) finished(st *recState) {
 	c.mu.Lock()
-	g := c.group(st.partition)
+	g := c.group(st, st.partition)
 	g.done = append(g.done, st.i)
 	var ready []int
 	if c.queued && len(g.done) >= g.assigned {

@@ -330,6 +330,10 @@ func (w *Writer) resendCorrupt(r *kgo.Record, st *recState, err error) bool {
 	}
 	st.resends++
 	w.hooks.counters.retries.Add(1)
+	// Off its partition now, on the goroutine that reports outcomes in
+	// their order: the call's other records there that have theirs are
+	// reported before any later outcome of the partition.
+	st.c.unassign(st)
 	q := &w.corrupt
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -373,7 +377,6 @@ func (w *Writer) drainCorrupt() {
 		cl := w.engine()
 		for _, r := range recs {
 			st := r.Context.(*recState)
-			st.c.unassign(st)
 			st.cl = cl
 			// A closed engine fails it as given up by Close.
 			cl.Produce(context.Background(), r, w.promise)

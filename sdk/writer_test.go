@@ -955,6 +955,85 @@ func TestWriterCompletion(t *testing.T) {
 	})
 }
 
+// TestWriterCompletionPerTopicPartition: a call's messages are reported
+// per topic and partition: a message to b/0 of a call whose a/0 message
+// waits at the broker is reported once acknowledged, before a later
+// call's message to b/0, and never with a/0's.
+func TestWriterCompletionPerTopicPartition(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Brokers(2), embedded.Topic("a", 1), embedded.Topic("b", 1))
+	k := c.Kfake()
+	if err := k.MoveTopicPartition("a", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.MoveTopicPartition("b", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var reports [][]string
+	zReported := make(chan struct{})
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), RequiredAcks: kafka.RequireAll,
+		Async: true, BatchTimeout: time.Millisecond, Completion: func(msgs []kafka.Message, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			var r []string
+			for _, m := range msgs {
+				r = append(r, m.Topic+":"+string(m.Value))
+				if string(m.Value) == "z" {
+					close(zReported)
+				}
+			}
+			reports = append(reports, r)
+		}}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Both topics' metadata first.
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Topic: "a", Value: []byte("wa")}, kafka.Message{Topic: "b", Value: []byte("wb")}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	k.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if k.CurrentNode() == 0 { // a/0's leader holds its produce requests
+			k.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Topic: "a", Value: []byte("x")}, kafka.Message{Topic: "b", Value: []byte("y")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Topic: "b", Value: []byte("z")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-zReported:
+	case <-testCtx(t).Done():
+		t.Fatal("b:z never reported while a/0 waits")
+	}
+	releaseOnce.Do(func() { close(release) })
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var order []string
+	for _, r := range reports {
+		for _, m := range r {
+			if strings.HasPrefix(m, "a:") && slices.ContainsFunc(r, func(m string) bool { return strings.HasPrefix(m, "b:") }) {
+				t.Errorf("one Completion call reported %v: messages of two topics", r)
+			}
+			order = append(order, m)
+		}
+	}
+	if y, z := slices.Index(order, "b:y"), slices.Index(order, "b:z"); y < 0 || y > z {
+		t.Errorf("reported %v: b:y (acknowledged first) after b:z", order)
+	}
+}
+
 // TestWriterAsyncFullBufferHonoursCtx: an async call that finds the
 // engine's buffer full (the broker holds every produce request) waits for
 // room only as long as its ctx, and then stores nothing.
@@ -1055,11 +1134,32 @@ func TestWriterResendAfterPartitionsChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * 300 * time.Millisecond) // the Writer's metadata, refreshed every 300 ms, has the 4 partitions
+	refuseAsCorrupt(c, 2)
+	msgs := make([]kafka.Message, 6)
+	for i := range msgs {
+		msgs[i] = kafka.Message{Key: []byte{byte('a' + i)}, Value: make([]byte, 300)}
+	}
+	if err := w.WriteMessages(testCtx(t), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := reported.Load(); n != 7 {
+		t.Fatalf("Completion reported %d of 7 messages when Close returned", n)
+	}
+}
+
+// refuseAsCorrupt makes c answer its nth Produce request from now on
+// with CORRUPT_MESSAGE for every partition, storing nothing of it, and
+// returns a channel closed once it did.
+func refuseAsCorrupt(c *embedded.Cluster, nth int32) <-chan struct{} {
 	var produces atomic.Int32
+	refused := make(chan struct{})
 	k := c.Kfake()
 	k.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		k.KeepControl()
-		if produces.Add(1) != 2 {
+		if produces.Add(1) != nth {
 			return nil, nil, false
 		}
 		req := r.(*kmsg.ProduceRequest)
@@ -1074,19 +1174,66 @@ func TestWriterResendAfterPartitionsChange(t *testing.T) {
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
+		close(refused)
 		return resp, nil, true
 	})
-	msgs := make([]kafka.Message, 6)
-	for i := range msgs {
-		msgs[i] = kafka.Message{Key: []byte{byte('a' + i)}, Value: make([]byte, 300)}
+	return refused
+}
+
+// TestWriterCompletionOrderThroughCorruptResend: the messages of an async
+// call acknowledged before another of its messages in the same partition
+// was refused as corrupt are reported before the outcomes that partition
+// gets later (a later call's), not after the refused one's resend.
+func TestWriterCompletionOrderThroughCorruptResend(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Brokers(1), embedded.Topic("ord", 1))
+	var mu sync.Mutex
+	var order []string
+	first := make(chan struct{})
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "ord", RequiredAcks: kafka.RequireAll,
+		BatchBytes: 450, Async: true, BatchTimeout: 20 * time.Millisecond, WriteTimeout: 5 * time.Second,
+		Completion: func(msgs []kafka.Message, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				order = append(order, fmt.Sprintf("%s@%d", m.Value[:2], m.Offset))
+				if len(order) == 1 {
+					close(first)
+				}
+			}
+		}},
+		append(testOptions(t), sdk.WithRetryPolicy(retry.Policy{MaxAttempts: 10,
+			Backoff: retry.Backoff{Min: 2 * time.Second, Max: 2 * time.Second, Rand: func() float64 { return 0.999 }}}))...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := w.WriteMessages(testCtx(t), msgs...); err != nil {
+	defer w.Close()
+	val := func(s string) []byte { b := make([]byte, 300); copy(b, s); return b }
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: val("w0")}); err != nil { // the topic's metadata
+		t.Fatal(err)
+	}
+	<-first
+	refused := refuseAsCorrupt(c, 2)
+	// One call, one batch per message (BatchBytes 450): m2's is refused.
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: val("m1")}, kafka.Message{Value: val("m2")}); err != nil {
+		t.Fatal(err)
+	}
+	<-refused
+	for w.Stats().SDK.Retries == 0 { // m2 is queued to be resent, after the backoff
+		if err := retry.SleepContext(testCtx(t), 5*time.Millisecond); err != nil {
+			t.Fatal("m2 was not queued to be resent")
+		}
+	}
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: val("m3")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := reported.Load(); n != 7 {
-		t.Fatalf("Completion reported %d of 7 messages when Close returned", n)
+	mu.Lock()
+	defer mu.Unlock()
+	// (m2, resent after the backoff, is stored after m3: see Writer.)
+	if len(order) != 4 || order[1] != "m1@1" {
+		t.Fatalf("reported %v, want w0, then m1 (acknowledged first, at offset 1) before m3, and m2", order)
 	}
 }
