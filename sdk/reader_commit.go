@@ -137,16 +137,16 @@ func (r *Reader) drop(ps map[string][]int32) {
 // commit, retrying transient errors and generation changes until ctx is
 // done: a commit the group refused for its generation (a rebalance, or
 // this member fenced and joining again) is made again, once the group has
-// settled, for the partitions the group gave this Reader back, past the
-// offset the group had committed for them then (when that offset is the
-// commit's, as after an attempt the group took whose answer was lost, it
-// returns nil). If the group gave any of them to another member, or its
-// committed offset is past the commit's, the call returns the group's
-// refusal (kafka.UnknownMemberId, kafka.IllegalGeneration, ...) as
-// kafka-go's does, having committed the rest, so that a retry never moves
-// back what another member committed meanwhile (a commit of an old message
-// made once the member is back in the group is taken, as kafka-go's is);
-// with
+// settled, only for the partitions the group gave this Reader back, past
+// the offset the group had committed for them then (the others are not
+// committed: their new owner reads them again from the group's offset).
+// When that leaves nothing, it returns nil if the group's offsets are the
+// commit's (an attempt the group took whose answer was lost), else the
+// group's refusal (kafka.UnknownMemberId, kafka.IllegalGeneration,
+// kafka.RebalanceInProgress, ...), as kafka-go's commit in a generation
+// the group ended does, so that a retry never moves back what another
+// member committed meanwhile (a commit of an old message made once the
+// member is back in the group is taken, as kafka-go's is); with
 // CommitInterval > 0 it marks the offsets for the next periodic commit.
 // As kafka-go's, it commits the partitions of msgs whether or not the
 // group gave them to this Reader (the broker takes a member's commit for
@@ -193,21 +193,14 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 // a rebalance callback: the next generation waits for the callback.
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	waitGeneration := ctx.Value(inCallback{}) == nil
-	var unknown, fenced, refused error
+	var unknown, fenced error
 	var fencedAssigns int64
 	var fencedAt time.Time
 	pin := noPin // the generation a commit after a refusal is for
 	stop := false
 	once := func() error {
 		if fenced != nil {
-			left, dropped := r.settleCommit(ctx, offsets, fencedAssigns, fencedAt)
-			if dropped {
-				// Some of it is not this member's to commit any more:
-				// the rest is committed, and the call returns the
-				// group's refusal, as kafka-go's.
-				refused = fenced
-			}
-			switch left {
+			switch r.settleCommit(ctx, offsets, fencedAssigns, fencedAt) {
 			case commitCovered:
 				// The group's committed offsets, read since this
 				// member was given the partitions again, are the
@@ -254,11 +247,8 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 	err := r.retrying(ctx, metrics.OpCommit, once, func(err error) bool {
 		return !stop && (engineTransient(err) || waitGeneration && isGenerationChange(err))
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case refused != nil:
-		return refused
 	}
 	return unknown
 }
@@ -266,15 +256,15 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 // settleCommit waits until the group has settled after it refused a
 // commit of offsets for its generation (a rebalance, or this member fenced
 // and joining again), then keeps of offsets what is still this member's
-// to commit (see keepOwned). It returns keepOwned's answers, commitNone
+// to commit (see keepOwned). It returns keepOwned's answer, commitNone
 // too when ctx ends or the Reader closes meanwhile, never commitWait.
-func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, assigns int64, at time.Time) (left int, dropped bool) {
+func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, assigns int64, at time.Time) int {
 	for {
-		if left, dropped := r.keepOwned(offsets, r.assigns.Load() > assigns, time.Since(at) > r.rebalanceBound()); left != commitWait {
-			return left, dropped
+		if left := r.keepOwned(offsets, r.assigns.Load() > assigns, time.Since(at) > r.rebalanceBound()); left != commitWait {
+			return left
 		}
 		if retry.SleepContext(ctx, 20*time.Millisecond) != nil || r.closed.Load() {
-			return commitNone, false
+			return commitNone
 		}
 	}
 }
@@ -298,12 +288,11 @@ const (
 // rebalance's bound), what is not kept is dropped. Until then it waits,
 // so that a commit through an ordinary rebalance goes on in the next
 // generation, and a member fenced while another took its partitions never
-// moves their offsets back. dropped reports whether it dropped any
-// partition as not this member's to commit.
-func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassigned, late bool) (left int, dropped bool) {
+// moves their offsets back.
+func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassigned, late bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	wait := false
+	wait, dropped := false, false
 	for t, ps := range offsets {
 		for p, eo := range ps {
 			st := r.owned[topicPartition{t, p}]
@@ -326,13 +315,13 @@ func (r *Reader) keepOwned(offsets map[string]map[int32]kgo.EpochOffset, reassig
 	}
 	switch {
 	case wait:
-		return commitWait, dropped
+		return commitWait
 	case len(offsets) > 0:
-		return commitSome, dropped
+		return commitSome
 	case dropped:
-		return commitNone, true
+		return commitNone
 	}
-	return commitCovered, false
+	return commitCovered
 }
 
 // rebalanceBound is how long a commit refused for its generation waits
