@@ -737,6 +737,120 @@ func TestReaderFencedCommitDoesNotMoveBack(t *testing.T) {
 	}
 }
 
+// TestReaderFencedCommitBehindAnotherDoesNotMoveBack: a member the group
+// dropped (another member took its partition and committed past it)
+// commits an old message while another of its commits waits unanswered,
+// learns it was dropped and joins again meanwhile: the old commit, refused
+// for the old generation, is not sent in the new one (which the broker
+// would take), and the other member's offset stays.
+func TestReaderFencedCommitBehindAnotherDoesNotMoveBack(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 1), embedded.KfakeOptions(kfake.GroupMinSessionTimeout(100*time.Millisecond)))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("t", 40)...); err != nil {
+		t.Fatal(err)
+	}
+	addr, hold := commitHoldingProxy(t, c)
+	cfg := kafka.ReaderConfig{Brokers: []string{addr}, Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond,
+		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, RebalanceTimeout: 3 * time.Second}
+	a, err := sdk.NewReader(cfg, append(testOptions(t), sdk.WithRetryPolicy(retry.Policy{MaxAttempts: 10,
+		Backoff: retry.Backoff{Min: time.Millisecond, Max: time.Millisecond}}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	old, err := a.FetchMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := a.FetchMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From here the broker never sees a's heartbeats (they are answered
+	// for it): its session expires and b takes the partition.
+	var mu sync.Mutex
+	fenced, passing := "", false
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		hb := req.(*kmsg.HeartbeatRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if fenced == "" {
+			fenced = hb.MemberID
+		}
+		if passing || hb.MemberID != fenced {
+			return nil, nil, false
+		}
+		return hb.ResponseKind(), nil, true
+	})
+	cfgB := cfg
+	cfgB.Brokers = c.Addrs()
+	b, err := sdk.NewReader(cfgB, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for range 40 {
+		if _, err := b.ReadMessage(testCtx(t)); err != nil {
+			t.Fatalf("b: ReadMessage: %v", err)
+		}
+	}
+	if got := groupCommitted(t, c, "g", "t", 0); got != 40 {
+		t.Fatalf("b committed %d, want 40", got)
+	}
+	// a commits the old message: refused, retried. Then a commit of the
+	// next one is held on its way, holding a's turn to commit.
+	a.Stats()
+	oldDone := make(chan error, 1)
+	go func() { oldDone <- a.CommitMessages(testCtx(t), old) }()
+	for a.Stats().SDK.Retries == 0 {
+		if err := retry.SleepContext(testCtx(t), time.Millisecond); err != nil {
+			t.Fatal("the old commit was not refused")
+		}
+	}
+	held, release := hold()
+	defer release()
+	nextDone := make(chan error, 1)
+	go func() { nextDone <- a.CommitMessages(testCtx(t), next) }()
+	<-held
+	// a learns it was dropped and joins again: wait until the group has
+	// a back under a new member ID.
+	mu.Lock()
+	passing = true
+	mu.Unlock()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for back := false; !back; {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = []string{"g"}
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := resp.Groups[0]
+		back = g.State == "Stable" && len(g.Members) == 2 &&
+			!slices.ContainsFunc(g.Members, func(m kmsg.DescribeGroupsResponseGroupMember) bool { return m.MemberID == fenced })
+		if err := retry.SleepContext(testCtx(t), 10*time.Millisecond); err != nil {
+			t.Fatal("a did not join the group again")
+		}
+	}
+	release()
+	for name, done := range map[string]chan error{"old": oldDone, "next": nextDone} {
+		if err := <-done; !errors.Is(err, kafka.UnknownMemberId) && !errors.Is(err, kafka.IllegalGeneration) && !errors.Is(err, kafka.RebalanceInProgress) {
+			t.Errorf("a: CommitMessages of the %s message after it was dropped = %v, want the group's refusal", name, err)
+		}
+	}
+	if got := groupCommitted(t, c, "g", "t", 0); got != 40 {
+		t.Fatalf("after a's commits: committed %d, want 40 (b's)", got)
+	}
+}
+
 // TestReaderRejoinsSilently: a member the group removes (an admin's
 // LeaveGroup naming it) joins again and goes on reading, as kafka-go's
 // does: the removal is not an error of FetchMessage.
