@@ -683,22 +683,7 @@ func TestReaderFencedCommitDoesNotMoveBack(t *testing.T) {
 	}
 	// From here the broker never sees a's heartbeats (they are answered
 	// for it): its session expires and b gets both partitions.
-	var mu sync.Mutex
-	fenced, passing := "", false
-	k := c.Kfake()
-	k.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		hb := req.(*kmsg.HeartbeatRequest)
-		mu.Lock()
-		defer mu.Unlock()
-		if fenced == "" {
-			fenced = hb.MemberID
-		}
-		if passing || hb.MemberID != fenced {
-			return nil, nil, false
-		}
-		return hb.ResponseKind(), nil, true
-	})
+	_, pass := answerHeartbeats(c)
 	b, err := sdk.NewReader(cfg, testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
@@ -725,9 +710,7 @@ func TestReaderFencedCommitDoesNotMoveBack(t *testing.T) {
 	if got := committed(); !maps.Equal(got, want) {
 		t.Fatalf("after b read everything: committed %v, want %v", got, want)
 	}
-	mu.Lock()
-	passing = true // a learns it was dropped, and joins again
-	mu.Unlock()
+	pass() // a learns it was dropped, and joins again
 	err = a.CommitMessages(testCtx(t), old)
 	if !errors.Is(err, kafka.UnknownMemberId) && !errors.Is(err, kafka.IllegalGeneration) && !errors.Is(err, kafka.RebalanceInProgress) {
 		t.Errorf("a: CommitMessages of %d@%d after it was dropped = %v, want the group's refusal", old.Partition, old.Offset, err)
@@ -770,22 +753,7 @@ func TestReaderFencedCommitBehindAnotherDoesNotMoveBack(t *testing.T) {
 	}
 	// From here the broker never sees a's heartbeats (they are answered
 	// for it): its session expires and b takes the partition.
-	var mu sync.Mutex
-	fenced, passing := "", false
-	k := c.Kfake()
-	k.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		hb := req.(*kmsg.HeartbeatRequest)
-		mu.Lock()
-		defer mu.Unlock()
-		if fenced == "" {
-			fenced = hb.MemberID
-		}
-		if passing || hb.MemberID != fenced {
-			return nil, nil, false
-		}
-		return hb.ResponseKind(), nil, true
-	})
+	fenced, pass := answerHeartbeats(c)
 	cfgB := cfg
 	cfgB.Brokers = c.Addrs()
 	b, err := sdk.NewReader(cfgB, testOptions(t)...)
@@ -818,9 +786,7 @@ func TestReaderFencedCommitBehindAnotherDoesNotMoveBack(t *testing.T) {
 	<-held
 	// a learns it was dropped and joins again: wait until the group has
 	// a back under a new member ID.
-	mu.Lock()
-	passing = true
-	mu.Unlock()
+	pass()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
 	if err != nil {
 		t.Fatal(err)
@@ -835,7 +801,7 @@ func TestReaderFencedCommitBehindAnotherDoesNotMoveBack(t *testing.T) {
 		}
 		g := resp.Groups[0]
 		back = g.State == "Stable" && len(g.Members) == 2 &&
-			!slices.ContainsFunc(g.Members, func(m kmsg.DescribeGroupsResponseGroupMember) bool { return m.MemberID == fenced })
+			!slices.ContainsFunc(g.Members, func(m kmsg.DescribeGroupsResponseGroupMember) bool { return m.MemberID == fenced() })
 		if err := retry.SleepContext(testCtx(t), 10*time.Millisecond); err != nil {
 			t.Fatal("a did not join the group again")
 		}
@@ -849,6 +815,39 @@ func TestReaderFencedCommitBehindAnotherDoesNotMoveBack(t *testing.T) {
 	if got := groupCommitted(t, c, "g", "t", 0); got != 40 {
 		t.Fatalf("after a's commits: committed %d, want 40 (b's)", got)
 	}
+}
+
+// answerHeartbeats answers the heartbeats of the group member whose
+// heartbeat c receives first from now on for it, without the group seeing
+// them (its session expires), until pass is called. member is its ID.
+func answerHeartbeats(c *embedded.Cluster) (member func() string, pass func()) {
+	var mu sync.Mutex
+	first, passing := "", false
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		hb := req.(*kmsg.HeartbeatRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		if first == "" {
+			first = hb.MemberID
+		}
+		if passing || hb.MemberID != first {
+			return nil, nil, false
+		}
+		return hb.ResponseKind(), nil, true
+	})
+	member = func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return first
+	}
+	pass = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		passing = true
+	}
+	return member, pass
 }
 
 // TestReaderRejoinsSilently: a member the group removes (an admin's
@@ -1139,109 +1138,51 @@ func TestReaderCommitAnswerLostThroughRebalance(t *testing.T) {
 // TestReaderSeekResetsReadMessageCommits: after a Seek back, ReadMessage
 // (CommitInterval 0) commits what it reads again, moving the group's
 // offset back as Seek's doc says, also when a ReadMessage commit from
-// before the Seek was still in flight.
+// before the Seek was in flight, and when a ReadMessage that fetched its
+// message before the Seek commits it after.
 func TestReaderSeekResetsReadMessageCommits(t *testing.T) {
 	t.Parallel()
-	c := embedded.StartT(t, embedded.Topic("t", 1))
-	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll}
-	defer w.Close()
-	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("t", 6)...); err != nil {
-		t.Fatal(err)
-	}
-	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond}, testOptions(t)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for range 3 {
-		if _, err := r.ReadMessage(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The next ReadMessage's commit (of offset 3) is held at the broker
-	// while Seek moves the partition back to 0.
-	var hold atomic.Bool
-	hold.Store(true)
-	held, release := make(chan struct{}), make(chan struct{})
-	k := c.Kfake()
-	k.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
-		k.KeepControl()
-		if hold.CompareAndSwap(true, false) {
-			close(held)
-			k.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
-	done := make(chan error, 1)
-	go func() {
-		_, err := r.ReadMessage(testCtx(t))
-		done <- err
-	}()
-	<-held
-	if err := r.Seek(testCtx(t), "t", 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	m, err := r.ReadMessage(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := groupCommitted(t, c, "g", "t", 0); m.Offset != 0 || got != 1 {
-		t.Fatalf("after Seek(0), ReadMessage returned offset %d and the group's offset is %d, want 0 and 1", m.Offset, got)
-	}
-}
-
-// TestReaderSeekFloorIgnoresEarlierFetch: a ReadMessage that fetched its
-// message before a Seek back and commits it after the Seek does not make
-// the messages read again after the Seek count as committed.
-func TestReaderSeekFloorIgnoresEarlierFetch(t *testing.T) {
-	t.Parallel()
-	c := embedded.StartT(t, embedded.Topic("t", 1))
-	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll}
-	defer w.Close()
-	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("t", 6)...); err != nil {
-		t.Fatal(err)
-	}
-	addr, hold := commitHoldingProxy(t, c)
-	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond}, testOptions(t)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for range 2 {
-		if _, err := r.ReadMessage(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.Stats() // from here, Stats counts the messages handed out below
-	_, release := hold()
-	first, second := make(chan error, 1), make(chan error, 1)
-	go func() { _, err := r.ReadMessage(testCtx(t)); first <- err }()  // offset 2: its commit is held
-	go func() { _, err := r.ReadMessage(testCtx(t)); second <- err }() // offset 3: waits for its turn
-	for handed := int64(0); handed < 2; {
-		handed += r.Stats().Messages
-		if err := retry.SleepContext(testCtx(t), 5*time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.Seek(testCtx(t), "t", 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	release()
-	for _, done := range []chan error{first, second} {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := r.ReadMessage(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := groupCommitted(t, c, "g", "t", 0); m.Offset != 0 || got != 1 {
-		t.Fatalf("after Seek(0), ReadMessage returned offset %d and the group's offset is %d, want 0 and 1", m.Offset, got)
+	for _, tc := range []struct {
+		name    string
+		readers int // ReadMessage calls across the Seek: one's commit is held
+	}{{"a commit in flight", 1}, {"fetched before, committed after", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, r, hold := commitHoldingReader(t, 6)
+			for range 2 {
+				if _, err := r.ReadMessage(testCtx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.Stats() // from here, Stats counts the messages handed out below
+			held, release := hold()
+			done := make(chan error, tc.readers)
+			for range tc.readers {
+				go func() { _, err := r.ReadMessage(testCtx(t)); done <- err }()
+			}
+			<-held
+			for handed := int64(0); handed < int64(tc.readers); handed += r.Stats().Messages {
+				if err := retry.SleepContext(testCtx(t), 5*time.Millisecond); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := r.Seek(testCtx(t), "t", 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			release()
+			for range tc.readers {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, err := r.ReadMessage(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := groupCommitted(t, c, "g", "t", 0); m.Offset != 0 || got != 1 {
+				t.Fatalf("after Seek(0), ReadMessage returned offset %d and the group's offset is %d, want 0 and 1", m.Offset, got)
+			}
+		})
 	}
 }
 
@@ -1249,18 +1190,7 @@ func TestReaderSeekFloorIgnoresEarlierFetch(t *testing.T) {
 // another one not answered yet returns with its ctx.
 func TestReaderCommitWaitsForItsTurnUntilCtx(t *testing.T) {
 	t.Parallel()
-	c := embedded.StartT(t, embedded.Topic("t", 1))
-	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll}
-	defer w.Close()
-	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("t", 2)...); err != nil {
-		t.Fatal(err)
-	}
-	addr, hold := commitHoldingProxy(t, c)
-	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond}, testOptions(t)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	_, r, hold := commitHoldingReader(t, 2)
 	m0, err := r.FetchMessage(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -1288,6 +1218,25 @@ func TestReaderCommitWaitsForItsTurnUntilCtx(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("CommitMessages with a 200 ms ctx still waiting after 10 s behind an unanswered commit")
 	}
+}
+
+// commitHoldingReader starts a cluster with topic "t" of one partition
+// holding n messages, and a Reader of group "g" on it through a
+// commitHoldingProxy, closed with the test.
+func commitHoldingReader(t *testing.T, n int) (*embedded.Cluster, *sdk.Reader, func() (<-chan struct{}, func())) {
+	c := embedded.StartT(t, embedded.Topic("t", 1))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "t", RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), deliverytest.Messages("t", n)...); err != nil {
+		t.Fatal(err)
+	}
+	addr, hold := commitHoldingProxy(t, c)
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return c, r, hold
 }
 
 // commitHoldingProxy is a proxy in front of c. hold makes it hold the
