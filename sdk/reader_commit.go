@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"time"
 
@@ -196,7 +195,7 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 	var unknown, fenced error
 	var fencedAssigns int64
 	var fencedAt time.Time
-	pin := noPin // the generation a commit after a refusal is for
+	var pin commitPin // the member and generation a commit after a refusal is for
 	stop := false
 	once := func() error {
 		if fenced != nil {
@@ -216,7 +215,7 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 			// What is left was decided for the generation that gave
 			// this member its partitions back: a commit sent in a
 			// later one would be decided again.
-			_, pin = r.engine().GroupMetadata()
+			pin = r.pinCommit()
 		}
 		assigns := r.assigns.Load()
 		err := r.commitOnce(ctx, offsets, pin)
@@ -239,7 +238,12 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 			err = r.commitOnce(ctx, offsets, pin)
 		}
 		if isGenerationChange(err) {
-			// Each refusal waits for an assignment after it.
+			// Each refusal waits for an assignment after it. (Under
+			// KIP-848 Kafka takes a commit with an older member epoch
+			// of the partitions the member still has; it refuses one
+			// of a partition not the member's, or the member's only
+			// since a later epoch, as STALE_MEMBER_EPOCH: the same
+			// question as a classic generation's refusal.)
 			fenced, fencedAt, fencedAssigns = err, time.Now(), assigns
 		}
 		return err
@@ -366,28 +370,46 @@ func (r *Reader) dropDeleted(offsets map[string]map[int32]kgo.EpochOffset, err e
 // partition, as kafka-go's does) go through the engine, which knows how
 // to name a topic it has not fetched, and so does a commit the
 // connection cannot carry (see coordConn).
-func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, pin int32) error {
+func (r *Reader) commitOnce(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, pin commitPin) error {
 	if req := r.commitRequest(offsets); req != nil {
 		return r.commitDirect(ctx, req, offsets, pin)
 	}
 	return r.commitEngine(ctx, offsets, pin)
 }
 
-// noPin is the pin of a commit that any generation may carry.
-const noPin = int32(math.MinInt32)
+// commitPin is the member and generation a commit was decided for; the
+// zero value pins none.
+type commitPin struct {
+	set bool
+	// epochs: gen is KIP-848's member epoch, which moves at every change
+	// of the group, the member's partitions changed or not (and Kafka
+	// checks each partition of a commit against the member's).
+	epochs bool
+	member string
+	gen    int32
+}
 
-// movedFrom reports whether a commit decided for generation pin must not
-// be sent in generation gen: another one, or none (not in the group).
-func movedFrom(pin, gen int32) bool { return pin != noPin && (gen != pin || gen <= 0) }
+// pinCommit pins a commit to the Reader's member and generation now.
+func (r *Reader) pinCommit() commitPin {
+	member, gen := r.engine().GroupMetadata()
+	return commitPin{set: true, epochs: r.s.groupProtocol == GroupProtocolConsumer && !r.classicOnly.Load(), member: member, gen: gen}
+}
+
+// movedFrom reports whether a commit decided for pin must not be sent by
+// member in generation gen: not in the group, another member ID (fenced
+// and joined again), or (classic) another generation.
+func (pin commitPin) movedFrom(member string, gen int32) bool {
+	return pin.set && (gen <= 0 || member != pin.member || !pin.epochs && gen != pin.gen)
+}
 
 // errGenerationMoved is a commit's error when the group's generation is
 // no longer the one it was decided for.
 var errGenerationMoved = fmt.Errorf("sdk: the group's generation changed before the commit was sent: %w", kerr.IllegalGeneration)
 
 // commitEngine commits offsets through the engine's commit path; pinned,
-// only in generation pin (see movedFrom).
-func (r *Reader) commitEngine(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, pin int32) error {
-	if _, gen := r.engine().GroupMetadata(); movedFrom(pin, gen) {
+// only as the pinned member and generation (see movedFrom).
+func (r *Reader) commitEngine(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, pin commitPin) error {
+	if pin.movedFrom(r.engine().GroupMetadata()) {
 		return errGenerationMoved
 	}
 	var cerr error
@@ -445,7 +467,7 @@ func (r *Reader) commitRequest(offsets map[string]map[int32]kgo.EpochOffset) *km
 // commitDirect sends req, the commit of offsets, to the group's
 // coordinator on the Reader's own connection, or else through the engine
 // (see commitOnce).
-func (r *Reader) commitDirect(ctx context.Context, req *kmsg.OffsetCommitRequest, offsets map[string]map[int32]kgo.EpochOffset, pin int32) error {
+func (r *Reader) commitDirect(ctx context.Context, req *kmsg.OffsetCommitRequest, offsets map[string]map[int32]kgo.EpochOffset, pin commitPin) error {
 	cl := r.engine()
 	select {
 	case r.commitTurn <- struct{}{}:
@@ -454,7 +476,7 @@ func (r *Reader) commitDirect(ctx context.Context, req *kmsg.OffsetCommitRequest
 	}
 	defer func() { <-r.commitTurn }()
 	req.MemberID, req.Generation = cl.GroupMetadata()
-	if movedFrom(pin, req.Generation) {
+	if pin.movedFrom(req.MemberID, req.Generation) {
 		return errGenerationMoved
 	}
 	if req.Generation <= 0 || req.MemberID == "" {
@@ -507,7 +529,7 @@ func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error
 	if len(offsets) == 0 {
 		return nil
 	}
-	err := r.commitOnce(ctx, offsets, noPin)
+	err := r.commitOnce(ctx, offsets, commitPin{})
 	if err != nil {
 		// Keep them for the next try, unless newer marks came meanwhile
 		// (raise keeps the higher), or the partition was lost or sought.
