@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
 	"github.com/azkafka/azkafka/internal/testkit/embedded"
+	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -262,5 +265,109 @@ func TestReaderConsumerProtocolGroup(t *testing.T) {
 	deliverytest.RequireCommittedToEnd(testCtx(t), t, check, groupID)
 	if d, err := describeConsumerGroup(testCtx(t), cl, groupID); err != nil || d.ErrorCode != 0 || len(d.Members) != 0 {
 		t.Errorf("after every Close: ConsumerGroupDescribe = %d members, error code %d, %v; want an empty consumer group", len(d.Members), d.ErrorCode, err)
+	}
+}
+
+// TestReaderConsumerProtocolStaleEpochCommit: under KIP-848, a commit sent
+// with the member's epoch just before another member joined (for another
+// topic: this member's partitions stay) is refused STALE_MEMBER_EPOCH, as a
+// Kafka without KIP-1251's check of each partition answers (the broker here
+// answers so for the first commit); it is made again once the member has
+// its new epoch, not after the RebalanceTimeout.
+func TestReaderConsumerProtocolStaleEpochCommit(t *testing.T) {
+	t.Parallel()
+	c := embedded.StartT(t, embedded.Topic("t", 1), embedded.Topic("o", 1), embedded.KfakeOptions(
+		kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"})))
+	w := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), RequiredAcks: kafka.RequireAll, Transport: ownTransport(t)}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Topic: "t", Value: []byte("x")}, kafka.Message{Topic: "t", Value: []byte("y")},
+		kafka.Message{Topic: "o", Value: []byte("z")}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.ReaderConfig{Brokers: c.Addrs(), Topic: "t", GroupID: "g", MaxWait: 100 * time.Millisecond,
+		RebalanceTimeout: time.Minute, Dialer: &kafka.Dialer{ClientID: "a"}}
+	opts := testOptions(t, sdk.WithGroupProtocol(sdk.GroupProtocolConsumer))
+	a, err := sdk.NewReader(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	m0, err := a.FetchMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CommitMessages(testCtx(t), m0); err != nil {
+		t.Fatal(err)
+	}
+	m1, err := a.FetchMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next commit is held at the broker until a's epoch moved, then
+	// refused as stale.
+	var sent atomic.Pointer[kmsg.OffsetCommitRequest]
+	arrived, moved := make(chan struct{}), make(chan struct{})
+	k := c.Kfake()
+	k.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		oc := req.(*kmsg.OffsetCommitRequest)
+		if !sent.CompareAndSwap(nil, oc) {
+			return nil, nil, false
+		}
+		close(arrived)
+		k.SleepControl(func() { <-moved })
+		resp := oc.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range oc.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.StaleMemberEpoch.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithTimeout(testCtx(t), 15*time.Second) // far below the RebalanceTimeout
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.CommitMessages(ctx, m1) }()
+	<-arrived
+	cfgB := cfg
+	cfgB.Topic, cfgB.GroupTopics, cfgB.Dialer = "", []string{"o"}, &kafka.Dialer{ClientID: "b"}
+	b, err := sdk.NewReader(cfgB, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.FetchMessage(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for epoch := int32(-1); epoch <= sent.Load().Generation; {
+		d, err := describeConsumerGroup(testCtx(t), cl, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mb := range d.Members {
+			if mb.MemberID == sent.Load().MemberID {
+				epoch = mb.MemberEpoch
+			}
+		}
+		if err := retry.SleepContext(ctx, 20*time.Millisecond); err != nil {
+			t.Fatal("a's member epoch did not move")
+		}
+	}
+	close(moved)
+	if err := <-done; err != nil {
+		t.Fatalf("a commit of a partition a kept all along, refused as stale once: %v", err)
+	}
+	if got := groupCommitted(t, c, "g", "t", 0); got != 2 {
+		t.Fatalf("committed %d, want 2", got)
 	}
 }

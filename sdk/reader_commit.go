@@ -193,13 +193,13 @@ func (r *Reader) CommitMessages(ctx context.Context, msgs ...kafka.Message) erro
 func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
 	waitGeneration := ctx.Value(inCallback{}) == nil
 	var unknown, fenced error
-	var fencedAssigns int64
-	var fencedAt time.Time
+	var last refusal
 	var pin commitPin // the member and generation a commit after a refusal is for
 	stop := false
 	once := func() error {
+		pinNow := false
 		if fenced != nil {
-			switch r.settleCommit(ctx, offsets, fencedAssigns, fencedAt) {
+			switch r.settleCommit(ctx, offsets, last) {
 			case commitCovered:
 				// The group's committed offsets, read since this
 				// member was given the partitions again, are the
@@ -212,12 +212,19 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 				stop = true
 				return fenced
 			}
+			pinNow = true
+		}
+		// The assignments before the attempt, then its member and
+		// generation (an assignment in between makes the next
+		// refusal's wait shorter, never longer).
+		assigns := r.assigns.Load()
+		member, gen := r.engine().GroupMetadata()
+		if pinNow {
 			// What is left was decided for the generation that gave
 			// this member its partitions back: a commit sent in a
 			// later one would be decided again.
-			pin = r.pinCommit()
+			pin = r.pinned(member, gen)
 		}
-		assigns := r.assigns.Load()
 		err := r.commitOnce(ctx, offsets, pin)
 		for isUnknownTopic(err) && ctx.Err() == nil {
 			// A topic or partition the cluster does not have (a
@@ -244,7 +251,8 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 			// of a partition not the member's, or the member's only
 			// since a later epoch, as STALE_MEMBER_EPOCH: the same
 			// question as a classic generation's refusal.)
-			fenced, fencedAt, fencedAssigns = err, time.Now(), assigns
+			fenced = err
+			last = refusal{at: time.Now(), assigns: assigns, stale: errors.Is(err, kerr.StaleMemberEpoch), member: member, gen: gen}
 		}
 		return err
 	}
@@ -262,15 +270,43 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 // and joining again), then keeps of offsets what is still this member's
 // to commit (see keepOwned). It returns keepOwned's answer, commitNone
 // too when ctx ends or the Reader closes meanwhile, never commitWait.
-func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, assigns int64, at time.Time) int {
+func (r *Reader) settleCommit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, rf refusal) int {
 	for {
-		if left := r.keepOwned(offsets, r.assigns.Load() > assigns, time.Since(at) > r.rebalanceBound()); left != commitWait {
+		if left := r.keepOwned(offsets, r.settled(rf), time.Since(rf.at) > r.rebalanceBound()); left != commitWait {
 			return left
 		}
 		if retry.SleepContext(ctx, 20*time.Millisecond) != nil || r.closed.Load() {
 			return commitNone
 		}
 	}
+}
+
+// refusal is a commit's refusal for its generation: when, the Reader's
+// count of assignments before the attempt, and the member and generation
+// it was made with.
+type refusal struct {
+	at      time.Time
+	assigns int64
+	stale   bool // KIP-848's STALE_MEMBER_EPOCH
+	member  string
+	gen     int32
+}
+
+// settled reports whether the Reader's partitions are known again since
+// rf: the group assigned partitions since; or, for a stale member epoch,
+// the member's epoch moved (a Kafka without KIP-1251's check of each
+// partition refuses a commit whose epoch is not the member's latest, which
+// moves at every change of the group, the member's partitions changed or
+// not, and then the engine reports no assignment).
+func (r *Reader) settled(rf refusal) bool {
+	if r.assigns.Load() > rf.assigns {
+		return true
+	}
+	if !rf.stale {
+		return false
+	}
+	member, gen := r.engine().GroupMetadata()
+	return gen > 0 && member == rf.member && gen != rf.gen
 }
 
 // What keepOwned leaves of a commit.
@@ -389,9 +425,8 @@ type commitPin struct {
 	gen    int32
 }
 
-// pinCommit pins a commit to the Reader's member and generation now.
-func (r *Reader) pinCommit() commitPin {
-	member, gen := r.engine().GroupMetadata()
+// pinned pins a commit to member and generation gen.
+func (r *Reader) pinned(member string, gen int32) commitPin {
 	return commitPin{set: true, epochs: r.s.groupProtocol == GroupProtocolConsumer && !r.classicOnly.Load(), member: member, gen: gen}
 }
 
@@ -411,6 +446,16 @@ var errGenerationMoved = fmt.Errorf("sdk: the group's generation changed before 
 func (r *Reader) commitEngine(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, pin commitPin) error {
 	if pin.movedFrom(r.engine().GroupMetadata()) {
 		return errGenerationMoved
+	}
+	if pin.set {
+		// The engine takes its member and generation when it sends,
+		// after an earlier commit or a join it waits for.
+		ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+			if pin.movedFrom(req.MemberID, req.Generation) {
+				return errGenerationMoved
+			}
+			return nil
+		})
 	}
 	var cerr error
 	r.engine().CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {

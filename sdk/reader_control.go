@@ -225,8 +225,9 @@ func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset i
 		delete(m, tp.partition)
 	}
 	r.q.drop(func(p topicPartition, _ int64) bool { return p == tp })
+	moves := r.moves
 	r.mu.Unlock()
-	r.readCommits.forget(tp) // ReadMessage commits from the new position on
+	r.readCommits.forget(tp, moves) // ReadMessage commits from the new position on
 	r.engine().SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {tp.partition: {Epoch: -1, Offset: offset}}})
 	return nil
 }

@@ -68,14 +68,12 @@ func (r *Reader) ReadMessage(ctx context.Context) (m kafka.Message, err error) {
 // message is committed.
 func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
 	rc := &r.readCommits
-	// The Seeks before the fetch: a message fetched before a Seek that
-	// commits after it does not set the floor of the messages the Seek
-	// made read again.
-	seeks := rc.seekCount()
-	m, err := r.FetchMessage(ctx)
+	f, err := r.next(ctx, false)
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
 	}
+	var m kafka.Message
+	setMessage(&m, f)
 	select {
 	case rc.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -90,7 +88,9 @@ func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
 	if err := r.CommitMessages(ctx, m); err != nil {
 		return m, fmt.Errorf("committing message: %w", err)
 	}
-	rc.note(gen, tp, m.Offset+1, seeks)
+	// f.moves: a message handed out before a Seek that commits after
+	// it does not set the floor of the messages the Seek made read again.
+	rc.note(gen, tp, m.Offset+1, f.moves)
 	return m, nil
 }
 
@@ -101,7 +101,7 @@ type readCommits struct {
 	mu    sync.Mutex
 	gen   int32
 	done  map[topicPartition]int64
-	seeks uint64 // Seeks so far: a commit from before one is not noted
+	moves uint64 // Reader.moves at the last Seek: a commit of a message handed out before it is not noted
 }
 
 // covered reports whether a commit made in generation gen already passed
@@ -116,19 +116,13 @@ func (rc *readCommits) covered(gen int32, tp topicPartition, offset int64) bool 
 	return ok && o > offset
 }
 
-// seekCount is the number of Seeks so far.
-func (rc *readCommits) seekCount() uint64 {
+// note records next, tp's committed offset in generation gen, unless the
+// message was handed out (when Reader.moves was moves) before the last
+// Seek.
+func (rc *readCommits) note(gen int32, tp topicPartition, next int64, moves uint64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return rc.seeks
-}
-
-// note records next, tp's committed offset in generation gen, unless a
-// Seek came after seeks.
-func (rc *readCommits) note(gen int32, tp topicPartition, next int64, seeks uint64) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if gen != rc.gen || seeks != rc.seeks {
+	if gen != rc.gen || moves != rc.moves {
 		return
 	}
 	if rc.done == nil {
@@ -137,11 +131,12 @@ func (rc *readCommits) note(gen int32, tp topicPartition, next int64, seeks uint
 	rc.done[tp] = next
 }
 
-// forget drops what was committed of tp (a Seek moved it).
-func (rc *readCommits) forget(tp topicPartition) {
+// forget drops what was committed of tp (a Seek moved it; moves is
+// Reader.moves after it).
+func (rc *readCommits) forget(tp topicPartition, moves uint64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	rc.seeks++
+	rc.moves = max(rc.moves, moves)
 	delete(rc.done, tp)
 }
 
@@ -186,6 +181,7 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 			if mark {
 				r.markLocked(f)
 			}
+			f.moves = r.moves
 			if r.group {
 				f.st.position = f.rec.Offset + 1
 			} else {

@@ -8,9 +8,10 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // fetched is a record handed out, with its partition's high watermark and,
 // in group mode, its state.
 type fetched struct {
-	rec *kgo.Record
-	hwm int64
-	st  *partState
+	rec   *kgo.Record
+	hwm   int64
+	st    *partState
+	moves uint64 // Reader.moves when it was handed out
 }
 
 // run is one partition's records of a poll, in offset order: the slice
