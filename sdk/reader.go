@@ -216,6 +216,11 @@ type Reader struct {
 	pollMax int
 	// pollSem admits one poller of the engine at a time.
 	pollSem chan struct{}
+	// pollGate, while holdPolls waits for pollSem, is closed when it got
+	// it: pollers wait for it before they queue for pollSem, so that
+	// callers polling in turn cannot keep a Seek out. Guarded by mu.
+	pollGate chan struct{}
+	holders  int // holdPolls calls waiting for pollSem; guarded by mu
 
 	mu sync.Mutex
 	// q holds the records of the last poll not yet handed out.

@@ -239,6 +239,19 @@ func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset i
 // ends first.
 func (r *Reader) holdPolls(ctx context.Context) error {
 	mark := r.hooks.errSeq.Load()
+	r.mu.Lock()
+	if r.holders++; r.pollGate == nil {
+		r.pollGate = make(chan struct{})
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.holders--; r.holders == 0 {
+			close(r.pollGate)
+			r.pollGate = nil
+		}
+		r.mu.Unlock()
+	}()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {

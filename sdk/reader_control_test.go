@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
+	"github.com/azkafka/azkafka/retry"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -741,6 +742,58 @@ func TestReaderSeekWhileFetching(t *testing.T) {
 	}
 	if len(stale) > 0 {
 		t.Errorf("%d of %d seeks handed out messages of before the move; first: %s", len(stale), seeks, stale[0])
+	}
+}
+
+// TestReaderSeekWithCallersWaiting: a Seek back while several
+// FetchMessage calls wait for new messages gets its turn (the callers
+// polling in turn kept it out until their ctx ended), and the callers get
+// the messages from the new position.
+func TestReaderSeekWithCallersWaiting(t *testing.T) {
+	t.Parallel()
+	const callers = 3
+	rig := newFaultRig(t, "seek-waiting", 1)
+	writeSpread(t, rig, callers)
+	r, err := sdk.NewReader(groupTestConfig(rig, "seek-waiting"), testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for range callers {
+		if _, err := r.FetchMessage(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+	defer cancel()
+	offsets := make(chan int64, callers)
+	for range callers {
+		go func() {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				t.Errorf("FetchMessage waiting across the Seek: %v", err)
+				m.Offset = -1
+			}
+			offsets <- m.Offset
+		}()
+	}
+	// The callers are polling: the Reader fetched again since.
+	r.Stats()
+	for fetches := int64(0); fetches < 2; fetches += r.Stats().Fetches {
+		if err := retry.SleepContext(ctx, 5*time.Millisecond); err != nil {
+			t.Fatal("no fetch while the callers wait")
+		}
+	}
+	if err := r.Seek(ctx, rig.topic, 0, 0); err != nil {
+		t.Fatalf("Seek with %d callers waiting: %v", callers, err)
+	}
+	var got []int64
+	for range callers {
+		got = append(got, <-offsets)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{0, 1, 2}) {
+		t.Fatalf("the waiting callers got offsets %v after Seek(0), want 0, 1, 2", got)
 	}
 }
 

@@ -277,6 +277,18 @@ func messageTime(t time.Time) time.Time {
 
 // poll refills the buffer from the engine, or returns why it could not.
 func (r *Reader) poll(ctx context.Context, mark int64) error {
+	r.mu.Lock()
+	gate := r.pollGate
+	r.mu.Unlock()
+	if gate != nil {
+		// A Seek (or SetOffset) waits for the poller's turn: it goes
+		// first.
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return r.ctxError(ctx, mark)
+		}
+	}
 	select {
 	case r.pollSem <- struct{}{}:
 	case <-ctx.Done():
