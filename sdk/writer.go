@@ -71,7 +71,9 @@ import (
 // connection, a refused connect, a moved leader, a broker not yet ready; a
 // batch the broker found corrupt in transit, as many times as the retry
 // policy tries, after its backoff: records the same partition took
-// meanwhile are stored before it, where kafka-go keeps the order) until the message is acknowledged or its delivery budget is spent: the
+// meanwhile, a later request of the same call's included, are stored
+// before it where the broker takes them, where kafka-go keeps the order;
+// Kafka refuses an idempotent Writer's as out of sequence) until the message is acknowledged or its delivery budget is spent: the
 // retry policy's attempts × (WriteTimeout + its backoff maximum), 110 s
 // with the defaults (10 × (10 s + 1 s)), in the spirit of Java's
 // delivery.timeout.ms (120 s), counted from when the message was handed

@@ -311,7 +311,12 @@ func writerScenarios() []Scenario {
 					}
 					return kproxy.Forward
 				})
-				s.Write("WriteMessages corrupted once", w, numbered(0, 6)...)
+				// One message a partition: the engine may send a call's
+				// messages of a partition in two pipelined requests, and
+				// the in-process broker then stores the second while the
+				// first is resent (Kafka refuses it as out of sequence;
+				// the Writer doc says so).
+				s.Write("WriteMessages corrupted once", w, numbered(0, 2)...)
 				s.WriterStats("Stats after", w)
 				corrupt.Store(1 << 30)
 				s.Write("WriteMessages always corrupted", w, numbered(6, 8)...)
