@@ -717,6 +717,7 @@ func (r *Reader) engineOpts() []kgo.Opt {
 		// fast (Reader.raiseFetchLimits).
 		kgo.FetchMaxPartitionBytes(int32(min(c.MaxBytes, firstFetchMaxBytes))),
 		kgo.FetchMaxBytes(int32(min(fetchMax, firstFetchMaxBytes))),
+		kgo.WithPools(&readerSlabs),
 	)
 	if c.IsolationLevel == kafka.ReadCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))

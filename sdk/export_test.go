@@ -70,3 +70,7 @@ func GatherWaves(w *Writer) (waves, calls int) {
 // HashPartition is the partition a TxnWriter's kafka.Hash gives key among
 // n partitions.
 func HashPartition(key []byte, n int) int { return hashPartition(key, n) }
+
+// RecordSlabsReused is how many times a Reader's engine decoded into a
+// record slab it had used before.
+func RecordSlabsReused() int64 { return readerSlabs.reused.Load() }

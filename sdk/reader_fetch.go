@@ -54,6 +54,7 @@ func (r *Reader) ReadMessage(ctx context.Context) (m kafka.Message, err error) {
 	if len(rec.Headers) > 0 {
 		m.Headers = headers(rec.Headers)
 	}
+	rec.Recycle()
 	return m, nil
 }
 
@@ -74,6 +75,7 @@ func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
 	}
 	var m kafka.Message
 	setMessage(&m, f)
+	f.rec.Recycle()
 	select {
 	case rc.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -150,6 +152,7 @@ func (r *Reader) FetchMessage(ctx context.Context) (m kafka.Message, err error) 
 		return kafka.Message{}, err
 	}
 	setMessage(&m, f)
+	f.rec.Recycle()
 	return m, nil
 }
 

@@ -3,7 +3,13 @@ package sdk
 // reader_queue.go holds the Reader's queue of polled records: the
 // engine's own record slices, one run per partition, handed out in place.
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // fetched is a record handed out, with its partition's high watermark and,
 // in group mode, its state.
@@ -88,3 +94,52 @@ func (q *recordQueue) drop(gone func(tp topicPartition, first int64) bool) {
 	clear(q.runs[len(kept):])
 	q.runs, q.ri, q.rh = kept, 0, 0
 }
+
+// recordSlabs lends the engine the slices it decodes a fetch's records
+// into (kgo.PoolRecords), so that a Reader reading fast reuses them
+// instead of allocating about 170 bytes a record that the garbage
+// collector must then find dead. A slab comes back (through
+// kgo.Record.Recycle) once every record decoded into it was handed out
+// as a kafka.Message; records the Reader drops (a Seek, a rebalance,
+// Close) are not recycled and their slab is left to the garbage
+// collector. A Message shares no memory with its record: its Key and
+// Value are the fetch response's bytes, not the slab's.
+//
+// One recordSlabs serves every Reader of the process (readerSlabs).
+type recordSlabs struct {
+	classes [slabClasses]sync.Pool // of *[]kgo.Record; class c holds capacity 1<<c
+	reused  atomic.Int64           // slabs lent again
+}
+
+// slabClasses bounds the pooled slabs at 1<<15 records; a larger batch's
+// slab is allocated and not kept.
+const slabClasses = 16
+
+// GetRecords implements kgo.PoolRecords.
+func (p *recordSlabs) GetRecords(n int) []kgo.Record {
+	c := bits.Len(uint(max(n-1, 0)))
+	if c >= slabClasses {
+		return nil // the engine allocates it
+	}
+	if s, ok := p.classes[c].Get().(*[]kgo.Record); ok {
+		p.reused.Add(1)
+		return *s
+	}
+	return make([]kgo.Record, 0, 1<<c)
+}
+
+// PutRecords implements kgo.PoolRecords.
+func (p *recordSlabs) PutRecords(s []kgo.Record) {
+	c := bits.Len(uint(cap(s))) - 1
+	if c < 0 || c >= slabClasses || cap(s) != 1<<c {
+		return // not one of ours (the engine grew it)
+	}
+	// Records decoded but not handed out (below the offset asked for)
+	// were not recycled: clear them, not to hold their responses.
+	clear(s)
+	s = s[:0]
+	p.classes[c].Put(&s)
+}
+
+// readerSlabs is the slabs every Reader's engine decodes into.
+var readerSlabs recordSlabs
