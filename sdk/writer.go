@@ -269,6 +269,9 @@ type Writer struct {
 	awaited  atomic.Int64
 	idleOnce sync.Once
 	idle     chan struct{}
+	// closeDone is closed when the first Close returns: later calls
+	// wait for it.
+	closeDone chan struct{}
 	// gaveUp counts the messages Close failed.
 	gaveUp atomic.Int64
 }
@@ -377,6 +380,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	sw.budget = &budgetClock{budget: sw.conf.budget}
 	sw.autoCreate = w.AllowAutoTopicCreation
 	sw.idle = make(chan struct{})
+	sw.closeDone = make(chan struct{})
 	if w.RequiredAcks == kafka.RequireNone {
 		s.logger.Warn("azkafka: kafka.Writer.RequiredAcks is RequireNone (kafka-go's default): the broker does not answer produce requests, so a message lost with its connection is lost without an error; set kafka.RequireAll (idempotent, exactly once per partition) or at least kafka.RequireOne",
 			"topic", w.Topic)
@@ -467,14 +471,19 @@ func (w *Writer) engine() *kgo.Client { return w.client.Load() }
 // WithMetrics' Recorder (the engine reports them on a goroutine of its
 // own; Close waits for that up to a second, within its bound).
 // Later calls to WriteMessages fail with io.ErrClosedPipe; Close returns
-// nil, again on later calls.
+// nil, again on later calls, which return once the first has.
 func (w *Writer) Close() error {
 	w.closeMu.Lock()
 	first := w.closed.CompareAndSwap(false, true)
 	w.closeMu.Unlock()
 	if !first {
+		// Another Close is at work: return once it has (a program that
+		// closes in a signal handler and in a defer exits after the
+		// messages were sent, as with kafka-go's).
+		<-w.closeDone
 		return nil
 	}
+	defer close(w.closeDone)
 	start := time.Now()
 	if w.gather != nil {
 		w.gather.release()

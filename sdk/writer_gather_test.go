@@ -361,3 +361,61 @@ func TestWriterCloseEndsHold(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterSecondCloseWaitsForTheFirst: a program that closes its async
+// Writer twice (a signal handler and a defer) and exits when a Close
+// returns loses nothing: the second Close returns once the first has sent
+// what was queued, as kafka-go's do.
+func TestWriterSecondCloseWaitsForTheFirst(t *testing.T) {
+	rig := newFaultRig(t, "close-twice", 1)
+	h := newHoldProduce(rig.proxy)
+	var sent, failed atomic.Int64
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, Async: true,
+		BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll,
+		Completion: func(msgs []kafka.Message, err error) {
+			if err != nil {
+				failed.Add(int64(len(msgs)))
+				return
+			}
+			sent.Add(int64(len(msgs)))
+		}}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	ctx := testCtx(t)
+	h.hold.Store(true)
+	written := int64(1)
+	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("held")}); err != nil {
+		t.Fatal(err)
+	}
+	<-h.heldOne
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		_ = w.Close()
+	}()
+	// The first Close is at work once calls are refused.
+	for {
+		err := w.WriteMessages(ctx, kafka.Message{Value: []byte("more")})
+		if errors.Is(err, io.ErrClosedPipe) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		written++
+	}
+	time.AfterFunc(100*time.Millisecond, h.Release)
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	select {
+	case <-first:
+	default:
+		t.Fatal("the second Close returned while the first waited for the queued messages")
+	}
+	if sent.Load() != written || failed.Load() != 0 {
+		t.Fatalf("when the second Close returned: %d of %d messages sent, %d failed", sent.Load(), written, failed.Load())
+	}
+}
