@@ -28,6 +28,12 @@ import (
 type call struct {
 	w       *Writer
 	msgs    []kafka.Message // what balancers and Completion see
+	// msgsMu guards msgs where it is read after the caller may have
+	// returned (the partitioner choosing late, Completion): a
+	// synchronous call that returns before its messages' outcome
+	// (its ctx ended) swaps in a copy, since its caller may then reuse
+	// the slice, as kafka-go's callers may.
+	msgsMu sync.Mutex
 	slots   []slot
 	pending atomic.Int64
 	done    chan struct{} // closed when every message has its outcome
@@ -125,10 +131,25 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	select {
 	case <-c.done:
 	case <-ctx.Done():
+		c.detach()
 	case <-fatal:
+		c.detach()
 	}
 	w.settle(c)
 	return w.outcome(ctx, c, mark)
+}
+
+// detach makes c's messages its own, before its caller returns without
+// their outcome.
+func (c *call) detach() {
+	select {
+	case <-c.done:
+		return // every outcome is in: nothing reads msgs any more
+	default:
+	}
+	c.msgsMu.Lock()
+	c.msgs = slices.Clone(c.msgs)
+	c.msgsMu.Unlock()
 }
 
 // handOverOrRelease makes each message of c a record and hands it to the
@@ -762,6 +783,8 @@ func (w *Writer) runReports(k batchKey) {
 // appendReported appends the messages run of c, whose outcome is err, as
 // Completion gets them.
 func (w *Writer) appendReported(out []kafka.Message, c *call, run []int, err error) []kafka.Message {
+	c.msgsMu.Lock()
+	defer c.msgsMu.Unlock()
 	for _, i := range run {
 		sl := &c.slots[i]
 		m := c.msgs[i]
@@ -822,7 +845,10 @@ func (p writerPartitioner) Partition(r *kgo.Record, n int) int {
 		if p.w.rack != nil {
 			b = p.w.rack
 		}
-		part = b.Balance(st.c.msgs[st.i], p.w.partitionList(n)...)
+		st.c.msgsMu.Lock()
+		m := st.c.msgs[st.i]
+		st.c.msgsMu.Unlock()
+		part = b.Balance(m, p.w.partitionList(n)...)
 	}
 	st.last, st.lastN = -1, int32(n) // none of them, when part is out of range
 	if part >= 0 && part < n {

@@ -1,6 +1,7 @@
 package sdk_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -417,5 +418,58 @@ func TestWriterSecondCloseWaitsForTheFirst(t *testing.T) {
 	}
 	if sent.Load() != written || failed.Load() != 0 {
 		t.Fatalf("when the second Close returned: %d of %d messages sent, %d failed", sent.Load(), written, failed.Load())
+	}
+}
+
+// TestWriterCompletionAfterTheCallReturned: a synchronous call whose ctx
+// ends before the broker answers returns, and its caller reuses its
+// slice; Completion later reports the messages the call wrote, as
+// kafka-go's does, not what the slice holds by then.
+func TestWriterCompletionAfterTheCallReturned(t *testing.T) {
+	rig := newFaultRig(t, "completion-reuse", 1)
+	h := newHoldProduce(rig.proxy)
+	reported := make(chan []kafka.Message, 4)
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+		Completion: func(msgs []kafka.Message, err error) {
+			if err == nil {
+				reported <- slices.Clone(msgs)
+			}
+		}}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer h.Release()
+	ctx := testCtx(t)
+	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	<-reported
+	h.hold.Store(true)
+	msgs := []kafka.Message{{Key: []byte("k1"), Value: []byte("original-1")}, {Key: []byte("k2"), Value: []byte("original-2")}}
+	callCtx, cancel := context.WithCancel(ctx)
+	returned := make(chan error, 1)
+	go func() { returned <- w.WriteMessages(callCtx, msgs...) }()
+	<-h.heldOne
+	cancel()
+	if err := <-returned; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the call returned %v, want context.Canceled", err)
+	}
+	msgs[0] = kafka.Message{Key: []byte("n1"), Value: []byte("next-1")}
+	msgs[1].Value = []byte("next-2")
+	h.Release()
+	var got []string
+	for len(got) < 2 {
+		select {
+		case ms := <-reported:
+			for _, m := range ms {
+				got = append(got, string(m.Key)+"="+string(m.Value))
+			}
+		case <-ctx.Done():
+			t.Fatalf("Completion reported %v, then nothing", got)
+		}
+	}
+	if want := []string{"k1=original-1", "k2=original-2"}; !slices.Equal(got, want) {
+		t.Fatalf("Completion reported %v, want %v", got, want)
 	}
 }
