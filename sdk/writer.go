@@ -157,7 +157,10 @@ import (
 // the engine buffers at most 50,000 records (kgo's MaxBufferedRecords),
 // after which WriteMessages, async too, waits for room until its ctx ends
 // (then it stores nothing and returns ctx's error; kafka-go's async
-// buffer has no bound).
+// buffer has no bound). A call of more messages than that hands them over
+// as room frees; when its ctx ends first, those handed over are delivered
+// and the others fail with an error matching ctx's, which Completion gets
+// too.
 //
 // # kafka.Writer fields
 //

@@ -121,7 +121,7 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	w.fatalMu.Lock()
 	fatal := w.fatalCh
 	w.fatalMu.Unlock()
-	w.handOverOrRelease(c)
+	w.handOverOrRelease(ctx, c)
 	if c.report {
 		c.markQueued()
 	}
@@ -158,7 +158,7 @@ func (c *call) detach() {
 // record reaches the engine (it runs first, in the caller's goroutine, as
 // in kafka-go), the call is released, so that Close does not wait for it,
 // and the panic goes on to the caller.
-func (w *Writer) handOverOrRelease(c *call) {
+func (w *Writer) handOverOrRelease(ctx context.Context, c *call) {
 	cl := w.engine()
 	balanced := false
 	defer func() {
@@ -169,7 +169,7 @@ func (w *Writer) handOverOrRelease(c *call) {
 	}()
 	w.prepare(c, cl)
 	balanced = true
-	w.handOver(c, cl)
+	w.handOver(ctx, c, cl)
 }
 
 // prepare makes each message of c a record, its partition chosen by the
@@ -232,7 +232,11 @@ func (w *Writer) prepare(c *call, cl *kgo.Client) {
 }
 
 // handOver hands the records of c to the engine.
-func (w *Writer) handOver(c *call, cl *kgo.Client) {
+func (w *Writer) handOver(ctx context.Context, c *call, cl *kgo.Client) {
+	if len(c.slots) > maxBuffered {
+		w.handOverLarge(ctx, c, cl)
+		return
+	}
 	if w.gather != nil && w.gather.take(cl, c.slots) {
 		return
 	}
@@ -244,6 +248,52 @@ func (w *Writer) handOver(c *call, cl *kgo.Client) {
 		cl.Produce(context.Background(), &c.slots[i].rec, w.promise)
 	}
 }
+
+// handOverLarge hands the records of c, more than the engine buffers, to
+// the engine as room frees (the engine's Produce would wait for it
+// without regard to ctx), until ctx ends or the Writer closed: the
+// records not handed over then fail with errNotHandedOver, those handed
+// over are delivered.
+func (w *Writer) handOverLarge(ctx context.Context, c *call, cl *kgo.Client) {
+	var t *time.Timer
+	for i := range c.slots {
+		for wait := time.Millisecond; cl.BufferedProduceRecords() >= maxBuffered; wait = min(2*wait, 50*time.Millisecond) {
+			if t == nil {
+				t = time.NewTimer(wait)
+				defer t.Stop()
+			} else {
+				t.Reset(wait)
+			}
+			var cause error
+			select {
+			case <-ctx.Done():
+				cause = ctx.Err()
+			case <-t.C:
+				if w.closed.Load() {
+					cause = io.ErrClosedPipe
+				}
+			}
+			if cause != nil {
+				err := fmt.Errorf("%w: %d of the call's %d messages were handed over, the engine buffering at most %d: %w",
+					errNotHandedOver, i, len(c.slots), maxBuffered, cause)
+				for j := i; j < len(c.slots); j++ {
+					sl := &c.slots[j]
+					if sl.st.pre >= 0 {
+						sl.rec.Partition = sl.st.pre
+					}
+					c.assign(&sl.st, sl.st.pre)
+					w.settleRecord(&sl.rec, &sl.st, err)
+				}
+				return
+			}
+		}
+		cl.Produce(context.Background(), &c.slots[i].rec, w.promise)
+	}
+}
+
+// errNotHandedOver is the error of a message whose call ended before it
+// was handed to the engine.
+var errNotHandedOver = errors.New("sdk: the message was not written (its call ended before there was room for it)")
 
 // recordTime is the timestamp kafka-go stores for a message with Time t,
 // written at now: t in milliseconds as kafka-go counts them (UnixNano /
@@ -576,6 +626,8 @@ func (w *Writer) callDone(c *call, n int) {
 // end of its delivery budget, and Close giving it up, say so.
 func (w *Writer) deliveryError(err error) error {
 	switch {
+	case errors.Is(err, errNotHandedOver):
+		return err
 	case errors.Is(err, context.DeadlineExceeded):
 		// The budget's Context ended (the caller's ctx never reaches the
 		// engine). The error the engine last met, when no broker

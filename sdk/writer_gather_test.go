@@ -473,3 +473,70 @@ func TestWriterCompletionAfterTheCallReturned(t *testing.T) {
 		t.Fatalf("Completion reported %v, want %v", got, want)
 	}
 }
+
+// TestWriterLargeCallEndsWithItsCtx: a call of more messages than the
+// engine buffers, to a broker that does not answer, returns when its ctx
+// ends (not after the delivery budget): the messages handed over are
+// stored once the broker answers, the others fail with ctx's error, and
+// none is stored twice.
+func TestWriterLargeCallEndsWithItsCtx(t *testing.T) {
+	rig := newFaultRig(t, "large-call", 2)
+	h := newHoldProduce(rig.proxy)
+	const n = 60_000
+	var failed, sent atomic.Int64
+	all := make(chan struct{}) // every message of the call has its outcome
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+		Completion: func(msgs []kafka.Message, err error) {
+			switch {
+			case err == nil:
+				sent.Add(int64(len(msgs)))
+			case errors.Is(err, context.Canceled):
+				failed.Add(int64(len(msgs)))
+			default:
+				t.Errorf("Completion: %d messages failed with %v", len(msgs), err)
+			}
+			if sent.Load()+failed.Load() == n+1 {
+				close(all)
+			}
+		}}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer h.Release()
+	ctx := testCtx(t)
+	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	h.hold.Store(true)
+	msgs := make([]kafka.Message, n)
+	for i := range msgs {
+		msgs[i].Value = fmt.Appendf(nil, "%d", i)
+	}
+	callCtx, cancel := context.WithCancel(ctx)
+	returned := make(chan error, 1)
+	go func() { returned <- w.WriteMessages(callCtx, msgs...) }()
+	<-h.heldOne
+	cancel()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the call returned %v, want context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the call did not return when its ctx ended")
+	}
+	h.Release()
+	select {
+	case <-all:
+	case <-ctx.Done():
+		t.Fatalf("%d acknowledged and %d failed of %d, then nothing", sent.Load(), failed.Load(), n+1)
+	}
+	stored := int64(0)
+	for _, end := range deliverytest.EndOffsets(ctx, t, deliverytest.Topic{Addrs: rig.broker.Addrs(), Name: rig.topic, Partitions: rig.parts}) {
+		stored += end
+	}
+	if failed.Load() == 0 || sent.Load() <= 1 || stored != sent.Load() {
+		t.Fatalf("%d messages and a first: %d acknowledged, %d failed with ctx's error, %d stored", n, sent.Load(), failed.Load(), stored)
+	}
+}
