@@ -26,14 +26,14 @@ import (
 // call is one WriteMessages: its messages, their records and outcomes,
 // and, when they are reported, the grouping per partition.
 type call struct {
-	w       *Writer
-	msgs    []kafka.Message // what balancers and Completion see
+	w    *Writer
+	msgs []kafka.Message // what balancers and Completion see
 	// msgsMu guards msgs where it is read after the caller may have
 	// returned (the partitioner choosing late, Completion): a
 	// synchronous call that returns before its messages' outcome
 	// (its ctx ended) swaps in a copy, since its caller may then reuse
 	// the slice, as kafka-go's callers may.
-	msgsMu sync.Mutex
+	msgsMu  sync.Mutex
 	slots   []slot
 	pending atomic.Int64
 	done    chan struct{} // closed when every message has its outcome
