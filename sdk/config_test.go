@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -544,5 +545,32 @@ func TestWriterMetadataTTL(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDeliveryBudget: attempts × (WriteTimeout + the longest backoff), at
+// least a second; a retry count so large that the product overflows is a
+// budget without end in practice (it was a second), and its deadline is
+// still ahead.
+func TestDeliveryBudget(t *testing.T) {
+	for _, c := range []struct {
+		attempts         int
+		timeout, backoff time.Duration
+		want             time.Duration
+	}{
+		{10, 10 * time.Second, time.Second, 110 * time.Second},
+		{1, time.Millisecond, 0, time.Second},
+		{0, 10 * time.Second, 0, 10 * time.Second},
+		{1_000_000_000, 10 * time.Second, time.Second, maxDeliveryBudget},
+		{math.MaxInt, time.Nanosecond, 0, maxDeliveryBudget},
+	} {
+		if got := deliveryBudget(c.attempts, c.timeout, c.backoff); got != c.want {
+			t.Errorf("deliveryBudget(%d, %v, %v) = %v, want %v", c.attempts, c.timeout, c.backoff, got, c.want)
+		}
+	}
+	b := &budgetClock{budget: maxDeliveryBudget}
+	defer b.stop()
+	if d, ok := b.ctx(time.Now()).Deadline(); !ok || !d.After(time.Now().Add(50*365*24*time.Hour)) {
+		t.Errorf("the longest budget's deadline is %v", d)
 	}
 }

@@ -275,6 +275,9 @@ type Writer struct {
 	// closeDone is closed when the first Close returns: later calls
 	// wait for it.
 	closeDone chan struct{}
+	// closing is closed when Close begins: a call looking its topic up
+	// stops (io.ErrClosedPipe).
+	closing chan struct{}
 	// gaveUp counts the messages Close failed.
 	gaveUp atomic.Int64
 }
@@ -384,6 +387,7 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	sw.autoCreate = w.AllowAutoTopicCreation
 	sw.idle = make(chan struct{})
 	sw.closeDone = make(chan struct{})
+	sw.closing = make(chan struct{})
 	if w.RequiredAcks == kafka.RequireNone {
 		s.logger.Warn("azkafka: kafka.Writer.RequiredAcks is RequireNone (kafka-go's default): the broker does not answer produce requests, so a message lost with its connection is lost without an error; set kafka.RequireAll (idempotent, exactly once per partition) or at least kafka.RequireOne",
 			"topic", w.Topic)
@@ -454,8 +458,16 @@ func writerConfOf(w *kafka.Writer, s *session) writerConf {
 // time the retry policy's attempts would take if each waited WriteTimeout
 // and the longest backoff; at least a second (the engine's floor).
 func deliveryBudget(attempts int, timeout, backoffMax time.Duration) time.Duration {
-	return max(time.Duration(max(attempts, 1))*(timeout+backoffMax), time.Second)
+	per := timeout + backoffMax
+	if per < 0 || per > 0 && max(attempts, 1) > int(maxDeliveryBudget/per) {
+		return maxDeliveryBudget // the product would overflow
+	}
+	return max(time.Duration(max(attempts, 1))*per, time.Second)
 }
+
+// maxDeliveryBudget bounds the delivery budget, so that a deadline that
+// far off is still a time: 100 years, no end in practice.
+const maxDeliveryBudget = 100 * 365 * 24 * time.Hour
 
 // engine is the Writer's current kgo client.
 func (w *Writer) engine() *kgo.Client { return w.client.Load() }
@@ -487,6 +499,7 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	defer close(w.closeDone)
+	close(w.closing)
 	start := time.Now()
 	if w.gather != nil {
 		w.gather.release()

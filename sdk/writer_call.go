@@ -407,7 +407,11 @@ func (w *Writer) awaitRoom(ctx context.Context, n int) error {
 func (w *Writer) knowTopic(ctx context.Context, topic string) (int, error) {
 	w.hooks.rearm()
 	mark := w.hooks.errSeq.Load()
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
+		if w.closed.Load() {
+			return 0, io.ErrClosedPipe
+		}
 		w.fatalMu.Lock()
 		fatal := w.fatalCh
 		w.fatalMu.Unlock()
@@ -431,6 +435,10 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) (int, error) {
 		case <-fatal:
 			cancel()
 			a = <-done
+		case <-w.closing:
+			cancel()
+			<-done
+			return 0, io.ErrClosedPipe
 		}
 		switch err := a.err; {
 		case err == nil:
@@ -442,12 +450,21 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) (int, error) {
 			// broker asked; a few quick attempts ride that out.
 		case errors.As(err, new(kafka.Error)), engineFatal(err), unfixable(err):
 			return 0, kafkaError(err)
+		case time.Since(start) >= w.conf.budget:
+			// The cluster answered before (a Writer that never reached
+			// it has failed above, see BootstrapError) and stopped: the
+			// call ends as its messages would, at the delivery budget.
+			return 0, fmt.Errorf("sdk: topic %q: the cluster did not answer for its partitions within the delivery budget (%v): %w (%w); last error: %w",
+				topic, w.conf.budget, kgo.ErrRecordTimeout, context.DeadlineExceeded, err)
 		}
 		t := time.NewTimer(w.s.retry.Backoff.Delay(attempt))
 		select {
 		case <-t.C:
 		case <-fatal:
 			t.Stop()
+		case <-w.closing:
+			t.Stop()
+			return 0, io.ErrClosedPipe
 		case <-ctx.Done():
 			t.Stop()
 			return 0, w.ctxError(ctx, mark)

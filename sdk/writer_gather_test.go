@@ -540,3 +540,53 @@ func TestWriterLargeCallEndsWithItsCtx(t *testing.T) {
 		t.Fatalf("%d messages and a first: %d acknowledged, %d failed with ctx's error, %d stored", n, sent.Load(), failed.Load(), stored)
 	}
 }
+
+// TestWriterCloseEndsATopicLookUp: a call to a topic the Writer has not
+// written yet looks it up; when the cluster stopped answering, Close ends
+// that call (io.ErrClosedPipe), as it ends a call waiting for its
+// messages, instead of leaving it to its ctx.
+func TestWriterCloseEndsATopicLookUp(t *testing.T) {
+	rig := newFaultRig(t, "lookup-close", 1)
+	if err := rig.broker.CreateTopic(context.Background(), "lookup-close-2", 1); err != nil {
+		t.Fatal(err)
+	}
+	var dead atomic.Bool
+	lookingUp := make(chan struct{}, 1)
+	rig.proxy.OnRequest(func(r kproxy.Request) kproxy.Action {
+		if !dead.Load() {
+			return kproxy.Forward
+		}
+		if r.Key == int16(kmsg.Metadata) {
+			select {
+			case lookingUp <- struct{}{}:
+			default:
+			}
+		}
+		return kproxy.CloseBefore
+	})
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), RequiredAcks: kafka.RequireAll}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if err := w.WriteMessages(ctx, kafka.Message{Topic: rig.topic, Value: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	dead.Store(true)
+	returned := make(chan error, 1)
+	go func() {
+		returned <- w.WriteMessages(context.Background(), kafka.Message{Topic: "lookup-close-2", Value: []byte("second")})
+	}()
+	<-lookingUp
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-returned:
+		if !errors.Is(err, io.ErrClosedPipe) {
+			t.Fatalf("the call returned %v, want io.ErrClosedPipe", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the call looking its topic up did not return after Close")
+	}
+}
