@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -630,4 +631,30 @@ func writeOtherCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// A token path that names a FIFO (or a device) is an error naming it, at
+// once: opening a FIFO blocks until a writer comes, past any budget.
+func TestKubernetesTokenNotARegularFile(t *testing.T) {
+	cfg := baseConfig(t, SourceKubernetes)
+	cfg.KubernetesHost, cfg.NodeName = "127.0.0.1", "worker-1"
+	cfg.KubernetesTokenFile = filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(cfg.KubernetesTokenFile, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := New(cfg).Detect(context.Background())
+		done <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), cfg.KubernetesTokenFile+": not a regular file") {
+			t.Fatalf("err = %v, want one naming %s, not a regular file", err, cfg.KubernetesTokenFile)
+		}
+	case <-ctx.Done():
+		t.Fatal("detection did not return: it opened the FIFO")
+	}
 }

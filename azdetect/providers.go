@@ -320,6 +320,13 @@ func (d *Detector) k8sReady() error {
 }
 
 func readSmallFile(name string) ([]byte, error) {
+	// A FIFO or a device would block the open or the read past the
+	// detection's budget: only a regular file is read.
+	if fi, err := os.Stat(name); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%v)", name, fi.Mode().Type())
+	}
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
