@@ -273,17 +273,18 @@
 //     Writer sends the value, and every message of every call fails with
 //     kafka.InvalidRequiredAcks: a Writer that can never write is a
 //     configuration error, reported where the configuration is given.
-//   - Once a broker has answered, the Writer resends and the Reader
-//     refetches through closed connections, refusals and leader elections
-//     until the delivery budget (110 s by default) or the call's ctx ends:
-//     MaxAttempts, WriteBackoffMin/Max and ReadBackoffMin/Max do not apply
-//     (MaxAttempts: 1 too: under RequireOne a message whose response was
-//     lost may be stored twice where kafka-go's call fails). A call whose
-//     ctx ended meanwhile leaves its messages queued: they are stored once
-//     the broker is back. kafka-go gives up after MaxAttempts attempts
-//     (seconds), so a broker's restart or an interzone close fails calls; a
-//     drop-in exists to ride those out. Before any broker answered, errors
-//     no retry fixes end a call at once and refusals after
+//   - Once a broker has answered, the Writer resends through closed
+//     connections, refusals and leader elections until the delivery budget
+//     (110 s by default) or the call's ctx ends, and the Reader refetches
+//     until the call's ctx ends: MaxAttempts and WriteBackoffMin/Max do not
+//     apply, nor ReadBackoffMin/Max but to the waits for an offset past the
+//     log's end (MaxAttempts: 1 too: under RequireOne a message whose
+//     response was lost may be stored twice where kafka-go's call fails). A
+//     call whose ctx ended meanwhile leaves its messages queued: they are
+//     stored once the broker is back. kafka-go gives up after MaxAttempts
+//     attempts (seconds), so a broker's restart or an interzone close fails
+//     calls; a drop-in exists to ride those out. Before any broker answered,
+//     errors no retry fixes end a call at once and refusals after
 //     DefaultBootstrapTimeout (10 s), where kafka-go returns the first dial
 //     error.
 //   - A WriteMessages refused for its messages' topics (a message naming
@@ -329,10 +330,12 @@
 //     counts the resends it can).
 //   - With OffsetOutOfRangeError, a group Reader whose committed offset is
 //     past the end of the partition's log returns kafka.OffsetOutOfRange
-//     from its fetches until the log reaches that offset, then reads from
-//     it. kafka-go returns the error once and its reader of that partition
-//     then stops for good, fetching nothing until the Reader is made again,
-//     which the error does not tell the caller.
+//     from its fetches until the log reaches that offset (each call after
+//     one that returned it asks again after a backoff, ReadBackoffMin
+//     doubling up to ReadBackoffMax), then reads from it. kafka-go returns
+//     the error once and its reader of that partition then stops for good,
+//     fetching nothing until the Reader is made again, which the error does
+//     not tell the caller.
 //
 // # Metrics
 //

@@ -171,6 +171,9 @@ import (
 //     true too, as kafka-go); past the end (a topic recreated, a cluster
 //     failed over) it waits for the log to reach it, handing out nothing
 //     below it, or with true returns kafka.OffsetOutOfRange until then.
+//     A call after one that returned kafka.OffsetOutOfRange asks again
+//     after a backoff (ReadBackoffMin doubling up to ReadBackoffMax), so
+//     that a caller retrying at once does not flood the broker.
 //   - CommitInterval (0): 0 makes CommitMessages synchronous; > 0 marks,
 //     committed every interval, before a partition is revoked and in Close
 //     (within 10 s). Commits go to the group's coordinator on a connection
@@ -273,6 +276,11 @@ type Reader struct {
 	started bool
 	// waits counts the checks while the offset is past the log's end.
 	waits atomic.Int64
+	// refused is Reader.moves+1 when the last poll returned
+	// kafka.OffsetOutOfRange (OffsetOutOfRangeError), else 0: the next
+	// poll at the same position waits a backoff first, so that a caller
+	// retrying at once does not turn each call into requests.
+	refused atomic.Uint64
 	// pollCancel interrupts the poll in flight (SetOffset, Close, a
 	// refusal).
 	pollCancel context.CancelCauseFunc

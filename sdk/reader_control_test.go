@@ -1016,3 +1016,46 @@ func notifyOnce(c chan struct{}) {
 	default:
 	}
 }
+
+// TestReaderOutOfRangeRetriedAfterBackoff: with OffsetOutOfRangeError, an
+// offset past the log's end is kafka.OffsetOutOfRange at once, and a
+// caller that retries at once gets it again only after a backoff each
+// time (kafka-go's reader backs off too): a retry loop is not a stream of
+// requests to the broker. Once the log reaches the offset the Reader
+// reads on from it.
+func TestReaderOutOfRangeRetriedAfterBackoff(t *testing.T) {
+	rig := newFaultRig(t, "oore-pace", 1)
+	writeSpread(t, rig, 3)
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: rig.broker.Addrs(), Topic: rig.topic, OffsetOutOfRangeError: true,
+		MaxWait: 100 * time.Millisecond, ReadBackoffMin: 100 * time.Millisecond, ReadBackoffMax: time.Second}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.SetOffset(5); err != nil {
+		t.Fatal(err)
+	}
+	loop, cancel := context.WithTimeout(testCtx(t), time.Second)
+	defer cancel()
+	refused := 0
+	for loop.Err() == nil {
+		_, err := r.FetchMessage(loop)
+		switch {
+		case errors.Is(err, kafka.OffsetOutOfRange):
+			refused++
+		case loop.Err() != nil:
+		default:
+			t.Fatalf("FetchMessage: %v, want kafka.OffsetOutOfRange", err)
+		}
+	}
+	// 100 ms, 200, 400, 800: at most 5 answers in the second; more than
+	// that is a caller's loop made into requests.
+	if refused < 1 || refused > 5 {
+		t.Fatalf("kafka.OffsetOutOfRange %d times in a second of retries, want 1 to 5", refused)
+	}
+	writeSpread(t, rig, 3)
+	m, err := r.FetchMessage(testCtx(t))
+	if err != nil || m.Offset != 5 {
+		t.Fatalf("once the log reached it: offset %d, %v; want offset 5", m.Offset, err)
+	}
+}

@@ -196,7 +196,16 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 		}
 		r.mu.Unlock()
 		if err := r.poll(ctx, start); err != nil {
+			if r.config.OffsetOutOfRangeError && errors.Is(err, kafka.OffsetOutOfRange) {
+				r.mu.Lock()
+				r.refused.Store(r.moves + 1)
+				r.mu.Unlock()
+			}
 			return fetched{}, err
+		}
+		if r.refused.Load() != 0 {
+			r.refused.Store(0)
+			r.waits.Store(0)
 		}
 	}
 }
@@ -307,6 +316,20 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		return nil // another caller's poll filled it, or Close ran
 	}
 	moves := r.moves
+	if r.refused.Load() == moves+1 {
+		// The last poll at this position was refused as out of range:
+		// ask again after a backoff (kafka-go's reader backs off too).
+		r.mu.Unlock()
+		if err := retry.SleepContext(ctx, r.waitBackoff()); err != nil {
+			return r.ctxError(ctx, mark)
+		}
+		r.mu.Lock()
+		if r.closed.Load() {
+			r.mu.Unlock()
+			return nil
+		}
+		moves = r.moves
+	}
 	r.pollCancel = cancel
 	r.mu.Unlock()
 	defer func() {
