@@ -96,7 +96,10 @@ import (
 // The first call to each topic asks the cluster for it, as kafka-go does:
 // a topic the cluster does not have (and does not create:
 // AllowAutoTopicCreation) is kafka.UnknownTopicOrPartition at once, in
-// async mode too. Before the Writer ever reached its cluster, bootstrap
+// async mode too. So is the next call to a topic after messages of it
+// failed as unknown (the topic was deleted): the call asks for the topic
+// again. A topic deleted and created again is written to from there on;
+// the messages that met the deleted one fail. Before the Writer ever reached its cluster, bootstrap
 // addresses no retry fixes (an unknown host, TLS against a plaintext port
 // or the reverse, a server that is not Kafka) end the call as soon as every
 // address failed so, and refusals after DefaultBootstrapTimeout; the error
@@ -266,6 +269,12 @@ type Writer struct {
 	// engine's partitioner.
 	topicParts atomic.Pointer[atomic.Int32]
 	known      sync.Map
+	// topicIDs is the ID the cluster gave each topic when the Writer
+	// last looked it up (under topicIDsMu): a new one is a topic
+	// deleted and made again, which the engine refuses until it is
+	// purged from it (see noteTopicID).
+	topicIDsMu sync.Mutex
+	topicIDs   map[string][16]byte
 	// awaited counts the calls Close waits for: async calls and
 	// synchronous calls still waiting, until their messages have their
 	// outcome; idle is closed when it drops to 0 after Close began.

@@ -494,6 +494,7 @@ func (w *Writer) lookUpTopic(ctx context.Context, topic string) (int, error) {
 		err := kerr.ErrorForCode(t.ErrorCode)
 		switch {
 		case err == nil:
+			w.noteTopicID(topic, t.TopicID)
 			return len(t.Partitions), nil
 		case topicNotReady(err):
 			return 0, nil
@@ -501,6 +502,46 @@ func (w *Writer) lookUpTopic(ctx context.Context, topic string) (int, error) {
 		return 0, kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), err))
 	}
 	return 0, kafkaError(fmt.Errorf("sdk: topic %s: %w", quote(topic), kerr.UnknownTopicOrPartition))
+}
+
+// noteTopicID records id, the cluster's ID of topic. When the Writer knew
+// another, the topic was deleted and made again: the engine, which
+// refuses a topic's new ID (its records would fail with
+// UNKNOWN_TOPIC_ID for good), forgets the topic, and writes to the new
+// one from the next call on, as kafka-go's Writer does (it writes by
+// name). Concurrent callers wait here until it is done, so that no
+// record of theirs is handed to the engine before it forgets.
+func (w *Writer) noteTopicID(topic string, id [16]byte) {
+	if id == ([16]byte{}) {
+		return // a cluster without topic IDs: the engine writes by name
+	}
+	w.topicIDsMu.Lock()
+	defer w.topicIDsMu.Unlock()
+	old, ok := w.topicIDs[topic]
+	if ok && old == id {
+		return
+	}
+	if w.topicIDs == nil {
+		w.topicIDs = map[string][16]byte{}
+	}
+	w.topicIDs[topic] = id
+	if ok {
+		w.engine().PurgeTopicsFromClient(topic)
+		w.s.logger.Info("azkafka: the topic was deleted and created again; the Writer writes to the new one",
+			"topic", topic)
+	}
+}
+
+// forgetTopic makes the next call look topic up again (knowTopic): a
+// record of it failed as unknown, so the topic may be gone (the next
+// call fails with kafka.UnknownTopicOrPartition, as kafka-go's do once
+// their metadata says so) or made again (noteTopicID).
+func (w *Writer) forgetTopic(topic string) {
+	if topic == w.topic {
+		w.topicParts.Store(nil)
+		return
+	}
+	w.known.Delete(topic)
 }
 
 // messageSize is the size kafka-go counts a message as against
@@ -596,6 +637,9 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 // finishes its call when it was the last record without one.
 func (w *Writer) settleRecord(r *kgo.Record, st *recState, err error) {
 	c := st.c
+	if err != nil && isUnknownTopic(err) {
+		w.forgetTopic(r.Topic)
+	}
 	if err != nil {
 		err = w.deliveryError(err)
 		if !c.report && c.failed.CompareAndSwap(false, true) {

@@ -1237,3 +1237,59 @@ func TestWriterCompletionOrderThroughCorruptResend(t *testing.T) {
 		t.Fatalf("reported %v, want w0, then m1 (acknowledged first, at offset 1) before m3, and m2", order)
 	}
 }
+
+// TestWriterTopicDeletedAndMadeAgain runs kafka-go's Writer beside the
+// SDK's through a topic's deletion and creation again: once a call's
+// messages failed as unknown, the next call fails with
+// kafka.UnknownTopicOrPartition itself (as kafka-go's does once its
+// metadata says so; it failed with the messages' errors for good), and
+// once the topic is made again the Writer writes to it (the engine
+// refused the new topic's ID for good).
+func TestWriterTopicDeletedAndMadeAgain(t *testing.T) {
+	for _, impl := range []string{"kafka-go", "sdk"} {
+		t.Run(impl, func(t *testing.T) {
+			c := embedded.StartT(t, embedded.Topic("again", 1))
+			kw := &kafka.Writer{Addr: kafka.TCP(c.Addrs()...), Topic: "again", RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
+				Transport: ownTransport(t)}
+			var w interface {
+				WriteMessages(context.Context, ...kafka.Message) error
+				Close() error
+			} = kw
+			if impl == "sdk" {
+				sw, err := sdk.NewWriter(kw, testOptions(t)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w = sw
+			}
+			defer w.Close()
+			ctx := testCtx(t)
+			if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("before")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.DeleteTopic(ctx, "again"); err != nil {
+				t.Fatal(err)
+			}
+			first := w.WriteMessages(ctx, kafka.Message{Value: []byte("deleted-1")})
+			second := w.WriteMessages(ctx, kafka.Message{Value: []byte("deleted-2")})
+			t.Logf("after the deletion: %v; then %v", first, second)
+			if impl == "sdk" && (first == nil || !errors.Is(second, kafka.UnknownTopicOrPartition)) {
+				t.Fatalf("after the deletion: %v, then %v; want an error, then one matching kafka.UnknownTopicOrPartition", first, second)
+			}
+			if err := c.CreateTopic(ctx, "again", 1); err != nil {
+				t.Fatal(err)
+			}
+			err := w.WriteMessages(ctx, kafka.Message{Value: []byte("again")})
+			t.Logf("once made again: %v", err)
+			if impl == "sdk" && err != nil {
+				t.Fatalf("once the topic was made again: %v", err)
+			}
+			if impl == "sdk" {
+				got := readToEnd(t, c, "again", 1, false)[0]
+				if !slices.Equal(got, []string{"again"}) {
+					t.Fatalf("the topic made again holds %q, want [again]", got)
+				}
+			}
+		})
+	}
+}

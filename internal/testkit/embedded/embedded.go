@@ -104,6 +104,20 @@ func (c *Cluster) CreateTopic(ctx context.Context, name string, partitions int) 
 	return CreateTopic(ctx, c.addrs, name, partitions)
 }
 
+// DeleteTopic deletes a topic through the Kafka protocol (DeleteTopics),
+// as an administrator would.
+func (c *Cluster) DeleteTopic(ctx context.Context, name string) error {
+	cl := &kafka.Client{Addr: kafka.TCP(c.addrs...), Timeout: 10 * time.Second}
+	resp, err := cl.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{name}})
+	if err != nil {
+		return fmt.Errorf("delete topic %q: %w", name, err)
+	}
+	if err := resp.Errors[name]; err != nil {
+		return fmt.Errorf("delete topic %q: %w", name, err)
+	}
+	return nil
+}
+
 // Close stops every broker and closes all client connections.
 func (c *Cluster) Close() { c.k.Close() }
 
