@@ -116,6 +116,14 @@ import (
 // Warn. Kafka error codes match kafka-go's (errors.Is(err,
 // kafka.GroupAuthorizationFailed)). io.EOF is returned only after Close.
 //
+// A topic deleted and created again is read on, as kafka-go reads it (by
+// name): the engine fetches a topic by its ID and refuses the new one's,
+// so once a fetch is refused so and the cluster has the topic under
+// another ID, the Reader makes the engine forget the topic and consume
+// it again, from the same position in partition mode and from the
+// group's committed offsets in a group (within about a second of the
+// refusal).
+//
 // # kafka.ReaderConfig fields
 //
 // What each field of the kafka.ReaderConfig given to NewReader becomes on
@@ -245,9 +253,12 @@ type Reader struct {
 	// when the run ends or before marks is read (marksLocked).
 	marks map[string]map[int32]kgo.EpochOffset
 	pend  pendingMark
-	// topicIDs are the IDs of the topics fetched (group mode), which a
-	// commit names them by (OffsetCommit v10+); see commitOnce.
+	// topicIDs are the IDs of the topics fetched, which a commit names
+	// them by (OffsetCommit v10+; see commitOnce) and checkRecreated
+	// compares with the cluster's.
 	topicIDs map[string][16]byte
+	// recreateChecked is when checkRecreated last asked the cluster.
+	recreateChecked time.Time
 	// assigns counts the group's assignments to the Reader (never reset,
 	// unlike the rebalances of Stats).
 	assigns atomic.Int64

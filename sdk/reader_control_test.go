@@ -1059,3 +1059,57 @@ func TestReaderOutOfRangeRetriedAfterBackoff(t *testing.T) {
 		t.Fatalf("once the log reached it: offset %d, %v; want offset 5", m.Offset, err)
 	}
 }
+
+// TestReaderTopicDeletedAndMadeAgain runs kafka-go's Reader beside the
+// SDK's through a topic's deletion and creation again, in partition mode
+// and in a group: both read the new topic's messages, from the position
+// they had (the engine fetches a topic by its ID, and refuses the new
+// one's for good: the Reader waited until its ctx ended).
+func TestReaderTopicDeletedAndMadeAgain(t *testing.T) {
+	for _, group := range []bool{false, true} {
+		for _, impl := range []string{"kafka-go", "sdk"} {
+			t.Run(fmt.Sprintf("group=%v/%s", group, impl), func(t *testing.T) {
+				rig := newFaultRig(t, "again", 1)
+				writeSpread(t, rig, 2)
+				cfg := kafka.ReaderConfig{Brokers: rig.broker.Addrs(), Topic: rig.topic, MaxWait: 100 * time.Millisecond}
+				if group {
+					cfg.GroupID, cfg.StartOffset, cfg.HeartbeatInterval = "again", kafka.FirstOffset, 100*time.Millisecond
+					cfg.SessionTimeout, cfg.RebalanceTimeout = 6*time.Second, 6*time.Second
+				}
+				var r interface {
+					ReadMessage(context.Context) (kafka.Message, error)
+					Close() error
+				}
+				if impl == "sdk" {
+					sr, err := sdk.NewReader(cfg, testOptions(t)...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					r = sr
+				} else {
+					r = kafka.NewReader(cfg)
+				}
+				defer r.Close()
+				ctx := testCtx(t)
+				for i := range 2 {
+					m, err := r.ReadMessage(ctx)
+					if err != nil || m.Offset != int64(i) {
+						t.Fatalf("message %d: offset %d, %v", i, m.Offset, err)
+					}
+				}
+				if err := rig.broker.DeleteTopic(ctx, rig.topic); err != nil {
+					t.Fatal(err)
+				}
+				if err := rig.broker.CreateTopic(ctx, rig.topic, 1); err != nil {
+					t.Fatal(err)
+				}
+				writeSpread(t, rig, 5)
+				m, err := r.ReadMessage(ctx)
+				t.Logf("after the topic was made again: offset %d %q, %v", m.Offset, m.Value, err)
+				if impl == "sdk" && (err != nil || m.Offset != 2 || string(m.Value) != "p0-2") {
+					t.Fatalf("after the topic was made again: offset %d %q, %v; want offset 2 p0-2, read where the Reader was", m.Offset, m.Value, err)
+				}
+			})
+		}
+	}
+}

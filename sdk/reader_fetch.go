@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -361,7 +362,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 	rewound := false
 	for _, f := range fs {
 		for _, t := range f.Topics {
-			if t.TopicID != ([16]byte{}) && r.group && r.topicIDs[t.Topic] != t.TopicID {
+			if t.TopicID != ([16]byte{}) && r.topicIDs[t.Topic] != t.TopicID {
 				r.topicIDs[t.Topic] = t.TopicID
 			}
 			for i := range t.Partitions {
@@ -574,6 +575,9 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 		if !isGenerationChange(err) {
 			r.stats.errors.Add(1)
 		}
+		if fe.Topic != "" && errors.Is(err, kerr.UnknownTopicID) {
+			r.checkRecreated(ctx, fe.Topic)
+		}
 		if fe.Topic != "" {
 			err = fmt.Errorf("sdk: %s[%d]: %w", fe.Topic, fe.Partition, err)
 		}
@@ -588,6 +592,48 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 		return err
 	}
 	return nil
+}
+
+// checkRecreated asks the cluster, at most once a second, for topic,
+// which the engine fetches by an ID the cluster no longer knows: when the
+// cluster has the topic under another ID, it was deleted and created
+// again, which the engine refuses for good. The engine then forgets the
+// topic and consumes it anew, as kafka-go's Reader, which reads by name,
+// goes on: at the same position in partition mode (see start), at the
+// group's committed offsets in a group.
+func (r *Reader) checkRecreated(ctx context.Context, topic string) {
+	r.mu.Lock()
+	known, ok := r.topicIDs[topic]
+	if !ok || time.Since(r.recreateChecked) < time.Second {
+		r.mu.Unlock()
+		return
+	}
+	r.recreateChecked = time.Now()
+	r.mu.Unlock()
+	mctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	resp, err := metadataRequest(topic).RequestWith(mctx, r.engine())
+	if err != nil {
+		return
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic || t.ErrorCode != 0 || t.TopicID == ([16]byte{}) || t.TopicID == known {
+			continue
+		}
+		cl := r.engine()
+		cl.PurgeTopicsFromClient(topic)
+		r.mu.Lock()
+		delete(r.topicIDs, topic)
+		if !r.group {
+			r.started = false // start adds the partition again
+		}
+		r.mu.Unlock()
+		if r.group {
+			cl.AddConsumeTopics(topic)
+		}
+		r.s.logger.Info("azkafka: the topic was deleted and created again; the Reader reads the new one",
+			"topic", topic, "group", r.config.GroupID)
+	}
 }
 
 // retrying runs once until it succeeds, waiting out the errors again
