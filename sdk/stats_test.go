@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
@@ -149,5 +151,38 @@ func TestMethodSetsMatchKafkaGo(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWriterStatsTimes: WriteTime is each produce request's round trip
+// and WaitTime the time brokers throttled the Writer for, as kafka-go's
+// Writer counts them (its produce call, a response's throttle time): a
+// broker that answers each produce request after 30 ms and throttles
+// nothing gives a WriteTime of at least 30 ms and no WaitTime.
+func TestWriterStatsTimes(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	rig := newFaultRig(t, "stats-times", 1)
+	rig.proxy.OnResponse(func(r kproxy.Request, resp []byte) []byte {
+		if r.Key == int16(kmsg.Produce) {
+			time.Sleep(delay)
+		}
+		return resp
+	})
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 3 {
+		if err := w.WriteMessages(testCtx(t), kafka.Message{Value: fmt.Appendf(nil, "%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := w.Stats()
+	if st.WriteTime.Count == 0 || st.WriteTime.Min < delay {
+		t.Errorf("WriteTime %+v, want every produce request's round trip, at least %v", st.WriteTime, delay)
+	}
+	if st.WaitTime.Max != 0 {
+		t.Errorf("WaitTime %+v, want none: the broker throttled nothing", st.WaitTime)
 	}
 }

@@ -588,7 +588,11 @@ func (w *Writer) Close() error {
 // partition); Messages and Bytes count each message once, at its outcome,
 // and Errors the calls that failed (kafka-go's count every attempt: a
 // resent batch's messages twice, each failed attempt an error); Bytes
-// counts the messages' keys and values (kafka-go's, their encoded size); BatchTime and BatchQueueTime stay zero (the engine
+// counts the messages' keys and values (kafka-go's, their encoded size);
+// WriteTime is each produce request's round trip, as kafka-go's, and
+// WaitTime the throttle times brokers imposed, observed only when there
+// was one (kafka-go's observes every response's, mostly 0: the same Max
+// and Sum, another Count); BatchTime and BatchQueueTime stay zero (the engine
 // does not time them); MaxAttempts, WriteBackoffMin and WriteBackoffMax
 // report the retry policy, which applies in their place; Dials counts the
 // Writer's connections (kafka-go's Writer reports none). The engine

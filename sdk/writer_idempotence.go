@@ -282,19 +282,30 @@ func (h *writerHooks) produceOK(key int16, err error) bool {
 	return true
 }
 
-// OnBrokerWrite counts produce requests and their write time.
-func (h *writerHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, write time.Duration, err error) {
+// OnBrokerWrite counts produce requests.
+func (h *writerHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if h.produceOK(key, err) {
 		h.writes.Add(1)
-		h.writeTime.observe(write)
 	}
 }
 
-// OnBrokerRead times produce responses.
-func (h *writerHooks) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, wait, read time.Duration, err error) {
-	if h.produceOK(key, err) {
-		h.waitTime.observe(wait + read)
+// OnBrokerRead counts the produce responses lost (produceOK).
+func (h *writerHooks) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	h.produceOK(key, err)
+}
+
+// OnBrokerE2E times produce requests from their write to their response
+// read, kafka-go's WriteTime (its produce call).
+func (h *writerHooks) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key == produceKey && e2e.Err() == nil {
+		h.writeTime.observe(e2e.DurationE2E())
 	}
+}
+
+// OnBrokerThrottle records the time a broker throttled the Writer for,
+// kafka-go's WaitTime (a produce response's throttle time).
+func (h *writerHooks) OnBrokerThrottle(_ kgo.BrokerMetadata, interval time.Duration, _ bool) {
+	h.waitTime.observe(interval)
 }
 
 // epochMoved returns 1 when id and epoch differ from those of the
