@@ -445,6 +445,11 @@ func (w *Writer) knowTopic(ctx context.Context, topic string) (int, error) {
 			return a.n, nil
 		case ctx.Err() != nil:
 			return 0, w.ctxError(ctx, mark)
+		case w.hooks.fatalError() != nil:
+			// A refusal no retry fixes, or every bootstrap address
+			// failed so (a *BootstrapError): that, not the look-up's
+			// own error, which races with it.
+			return 0, w.hooks.fatalError()
 		case isUnknownTopic(err) && attempt < unknownTopicAttempts-1:
 			// A topic created a moment ago may not be known yet to the
 			// broker asked; a few quick attempts ride that out.
