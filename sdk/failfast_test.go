@@ -87,9 +87,17 @@ func TestMisconfigurationFailsFast(t *testing.T) {
 		is    func(error) bool
 	}{
 		{name: "unknown host", addr: func(*testing.T) string { return "no-such-host.invalid:9092" }, cause: "no such host",
-			is: func(err error) bool { var d *net.DNSError; var be *sdk.BootstrapError; return errors.As(err, &d) && errors.As(err, &be) }},
+			is: func(err error) bool {
+				var d *net.DNSError
+				var be *sdk.BootstrapError
+				return errors.As(err, &d) && errors.As(err, &be)
+			}},
 		{name: "unknown host without a port", addr: func(*testing.T) string { return "no-such-host.invalid" }, cause: "no such host",
-			is: func(err error) bool { var d *net.DNSError; var be *sdk.BootstrapError; return errors.As(err, &d) && errors.As(err, &be) }},
+			is: func(err error) bool {
+				var d *net.DNSError
+				var be *sdk.BootstrapError
+				return errors.As(err, &d) && errors.As(err, &be)
+			}},
 		{name: "TLS against a plaintext port", addr: closingListener, tls: &tls.Config{}, cause: "plaintext listener"},
 		{name: "plaintext against a TLS port", addr: func(t *testing.T) string { return hostileAddr(t, hostile.TLSAlert) },
 			cause: "a TLS record on a plaintext connection", is: func(err error) bool { return errors.Is(err, sdk.ErrBadResponse) }},
