@@ -5,6 +5,7 @@ package sdk
 // at once, where an engine that retries would wait out its budget.
 
 import (
+	"errors"
 	"net"
 	"slices"
 	"strings"
@@ -15,9 +16,10 @@ import (
 
 // DefaultBootstrapTimeout is how long a client that has never had an
 // answer from its cluster keeps trying while every bootstrap address
-// refuses or drops its connections (a process started before its broker),
-// counted from the first failure: then the call waiting for the cluster
-// returns an error naming each address and its cause. Errors no retry
+// refuses, drops its connections or does not answer (a process started
+// before its broker, a firewall that drops packets), counted from the
+// first dial: then the call waiting for the cluster returns an error
+// naming each address and its cause. Errors no retry
 // fixes (an unknown host, TLS against a plaintext port or the reverse, a
 // server that is not Kafka) end the wait once every address has failed
 // with one. Once a broker has answered, the clients ride through closes,
@@ -72,6 +74,29 @@ func (b *bootstrap) answered() {
 		b.timer.Stop()
 	}
 	b.mu.Unlock()
+}
+
+// errNoAnswer is the last error of a bootstrap address dialed that has
+// neither failed nor answered.
+var errNoAnswer = errors.New("no answer")
+
+// dialing notes a dial of addr before the cluster answered: the timeout
+// runs from the first one.
+func (b *bootstrap) dialing(addr string) {
+	if b.reached.Load() {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gaveUp != nil || !slices.Contains(b.seeds, addr) {
+		return
+	}
+	if _, ok := b.last[addr]; !ok {
+		b.last[addr] = errNoAnswer
+	}
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.timeout, b.expire)
+	}
 }
 
 // failed notes that the connection to addr failed with err before the

@@ -284,9 +284,9 @@
 //     stored once the broker is back. kafka-go gives up after MaxAttempts
 //     attempts (seconds), so a broker's restart or an interzone close fails
 //     calls; a drop-in exists to ride those out. Before any broker answered,
-//     errors no retry fixes end a call at once and refusals after
-//     DefaultBootstrapTimeout (10 s), where kafka-go returns the first dial
-//     error.
+//     errors no retry fixes end a call at once and refusals or silence after
+//     DefaultBootstrapTimeout (10 s from the first dial), where kafka-go
+//     returns the first dial error.
 //   - A WriteMessages refused for its messages' topics (a message naming
 //     none, or a topic the cluster lacks) runs the Balancer for none of
 //     them: a stateful Balancer (RoundRobin, LeastBytes) places the next

@@ -90,6 +90,7 @@ func (s *session) engineOpts(brokers []string, info, errs kafka.Logger, h *engin
 func (s *session) engineDial(d *kafka.Dialer, h *engineHooks) func(ctx context.Context, network, address string) (net.Conn, error) {
 	dial := s.policy.wrap(baseDial(d), d.TLS != nil)
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		h.boot.dialing(address)
 		if d.Timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d.Timeout)

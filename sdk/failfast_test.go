@@ -172,6 +172,44 @@ func addrHost(addr string) string {
 	return addr
 }
 
+// TestSilentBootstrapGivesUpAfterTheTimeout: a bootstrap address that
+// takes connections and never answers (a hung process, a proxy with no
+// backend) ends the Writer's and the Reader's calls with a
+// *sdk.BootstrapError once the bootstrap timeout passed since the first
+// dial (it ran from the first failure, which came after the engine's
+// request timeout, 10 s and more), naming the address as not answering.
+func TestSilentBootstrapGivesUpAfterTheTimeout(t *testing.T) {
+	t.Parallel()
+	addr := hostileAddr(t, hostile.Silent)
+	const boot = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), failFastPatience)
+	defer cancel()
+	check := func(who string, err error) {
+		t.Helper()
+		var be *sdk.BootstrapError
+		if !errors.As(err, &be) || !be.TimedOut || ctx.Err() != nil {
+			t.Fatalf("%s: %v; want a *sdk.BootstrapError after the %v timeout", who, err, boot)
+		}
+		if want := addr + ": no answer"; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q does not say %q", who, err, want)
+		}
+	}
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addr), Topic: "t", RequiredAcks: kafka.RequireAll},
+		testOptions(t, sdk.WithBootstrapTimeout(boot))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	check("Writer", w.WriteMessages(ctx, kafka.Message{Value: []byte("v")}))
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "t"}, testOptions(t, sdk.WithBootstrapTimeout(boot))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, err = r.FetchMessage(ctx)
+	check("Reader", err)
+}
+
 // TestRefusedBootstrapGivesUpAfterTheTimeout: every bootstrap address
 // refusing, a call ends with a *sdk.BootstrapError naming each address and
 // matching ECONNREFUSED once the bootstrap timeout passed; a later call

@@ -102,7 +102,7 @@ import (
 // the messages that met the deleted one fail. Before the Writer ever reached its cluster, bootstrap
 // addresses no retry fixes (an unknown host, TLS against a plaintext port
 // or the reverse, a server that is not Kafka) end the call as soon as every
-// address failed so, and refusals after DefaultBootstrapTimeout; the error
+// address failed so, and refusals or silence after DefaultBootstrapTimeout; the error
 // is a *BootstrapError naming each address and its cause.
 //
 // # Calls
