@@ -11,6 +11,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -603,5 +604,94 @@ func readAndCommit(ctx context.Context, r *sdk.Reader) {
 			return
 		}
 		_ = r.CommitMessages(ctx, m)
+	}
+}
+
+// TestSDKTopicRecreated: a topic deleted and created again under a running
+// sdk.Writer and sdk.Reader (partition mode and a group) on Kafka 4.3.1:
+// the engine fetches and produces by topic ID and refuses the new topic's
+// for good; the Writer writes to the new topic after at most one call
+// whose messages met the deleted one, and both Readers read it on from
+// their position, as kafka-go's, which go by name.
+func TestSDKTopicRecreated(t *testing.T) {
+	addrs := brokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("recreated-%d", time.Now().UnixNano())
+	createTopic(t, ctx, addrs, topic, 1)
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(addrs...), Topic: topic, RequiredAcks: kafka.RequireAll}, controlsOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 2 {
+		if err := w.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "before-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	part, err := sdk.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: topic, MaxWait: 100 * time.Millisecond}, controlsOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer part.Close()
+	cfg := controlsGroup(addrs, topic, topic)
+	cfg.StartOffset = kafka.FirstOffset
+	group, err := sdk.NewReader(cfg, controlsOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer group.Close()
+	for _, r := range []*sdk.Reader{part, group} {
+		for i := range 2 {
+			if m, err := r.ReadMessage(ctx); err != nil || m.Offset != int64(i) {
+				t.Fatalf("before: offset %d, %v", m.Offset, err)
+			}
+		}
+	}
+
+	cl := &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 30 * time.Second}
+	resp, err := cl.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{topic}})
+	if err == nil {
+		err = resp.Errors[topic]
+	}
+	if err != nil {
+		t.Fatalf("deleting %s: %v", topic, err)
+	}
+	for {
+		md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err == nil && len(md.Topics) == 1 && errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s still in the metadata after its deletion", topic)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	createTopic(t, ctx, addrs, topic, 1)
+
+	failed := 0
+	for stored := 0; stored < 4; {
+		err := w.WriteMessages(ctx, kafka.Message{Value: fmt.Appendf(nil, "after-%d", stored)})
+		if err == nil {
+			stored++
+			continue
+		}
+		t.Logf("a call after the topic was made again: %v", err)
+		if failed++; failed > 1 || ctx.Err() != nil {
+			t.Fatalf("%d calls failed after the topic was made again, the last with %v", failed, err)
+		}
+	}
+	m, err := part.ReadMessage(ctx)
+	if err != nil || m.Offset != 2 || string(m.Value) != "after-2" {
+		t.Fatalf("partition Reader after: offset %d %q, %v; want offset 2 after-2 (read on from its position)", m.Offset, m.Value, err)
+	}
+	// Kafka drops a deleted topic's committed offsets from its groups:
+	// the group reads the new topic from StartOffset, as kafka-go's
+	// would, or from the offset committed before when it asked before
+	// Kafka dropped it.
+	m, err = group.ReadMessage(ctx)
+	if err != nil || !(m.Offset == 0 && string(m.Value) == "after-0" || m.Offset == 2 && string(m.Value) == "after-2") {
+		t.Fatalf("group Reader after: offset %d %q, %v; want offset 0 after-0 (StartOffset) or 2 after-2 (the committed offset)", m.Offset, m.Value, err)
 	}
 }
