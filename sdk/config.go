@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -640,13 +641,14 @@ func (c *config) validate() error {
 	if !c.limiterSet && c.connRate > 0 {
 		c.limiter = sharedLimiter(c.connRate, c.connBurst)
 	}
-	if c.redialBackoff.Max < c.redialBackoff.Min {
+	// A max of 0 is one whose variable did not parse (reported as such).
+	if c.redialBackoff.Max > 0 && c.redialBackoff.Max < c.redialBackoff.Min {
 		errs = append(errs, fmt.Errorf("sdk: re-dial backoff max %v is below min %v (%s, %s, or WithRedialBackoff)",
 			c.redialBackoff.Max, c.redialBackoff.Min, EnvRedialBackoffMax, EnvRedialBackoffMin))
 	}
 	if c.retryPolicy != nil {
 		c.retry = *c.retryPolicy
-	} else if c.retry.Backoff.Max < c.retry.Backoff.Min {
+	} else if c.retry.Backoff.Max > 0 && c.retry.Backoff.Max < c.retry.Backoff.Min {
 		errs = append(errs, fmt.Errorf("sdk: retry backoff max %v is below min %v (%s, %s)",
 			c.retry.Backoff.Max, c.retry.Backoff.Min, EnvRetryBackoffMax, EnvRetryBackoffMin))
 	}
@@ -953,6 +955,9 @@ const (
 func parsePositiveDuration(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
+		if durationSyntax.MatchString(v) && strings.ContainsAny(v, "123456789") {
+			return 0, errors.New("a duration too long (at most about 2562047h)")
+		}
 		return 0, errors.New("not a duration (e.g. 250ms, 2s)")
 	}
 	if d <= 0 {
@@ -960,6 +965,10 @@ func parsePositiveDuration(v string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// durationSyntax is what time.ParseDuration reads: one that refuses
+// text of this shape refuses it for its size.
+var durationSyntax = regexp.MustCompile(`^[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // parseRate parses connections per second; "0" and "off" mean unlimited.
 func parseRate(v string) (float64, error) {

@@ -163,6 +163,7 @@ func TestConfigInvalid(t *testing.T) {
 		{env: map[string]string{"AZKAFKA_RETRY_MAX_ATTEMPTS": "ten"}, want: `AZKAFKA_RETRY_MAX_ATTEMPTS="ten": not an integer`},
 		{env: map[string]string{"AZKAFKA_RETRY_BACKOFF_MIN": "100"}, want: `AZKAFKA_RETRY_BACKOFF_MIN="100": not a duration`},
 		{env: map[string]string{"AZKAFKA_RETRY_BACKOFF_MAX": "-1s"}, want: `AZKAFKA_RETRY_BACKOFF_MAX="-1s": must be > 0`},
+		{env: map[string]string{"AZKAFKA_RETRY_BACKOFF_MAX": "9999999h"}, want: `AZKAFKA_RETRY_BACKOFF_MAX="9999999h": a duration too long`},
 		{env: map[string]string{"AZKAFKA_RETRY_BACKOFF_MIN": "2s"}, want: "AZKAFKA_RETRY_BACKOFF_MAX"},
 		{env: map[string]string{"AZKAFKA_REDIAL_BACKOFF_MIN": "1h", "AZKAFKA_REDIAL_BACKOFF_MAX": "1s"}, want: "AZKAFKA_REDIAL_BACKOFF_MIN"},
 		{env: map[string]string{"AZKAFKA_REDIAL_BACKOFF_MAX": "fast"}, want: `AZKAFKA_REDIAL_BACKOFF_MAX="fast"`},
@@ -196,6 +197,12 @@ func TestConfigInvalid(t *testing.T) {
 				t.Errorf("error is %d bytes long: the value must be truncated", len(err.Error()))
 			}
 		})
+	}
+	// A maximum that did not parse is reported once, not also as below
+	// the minimum.
+	_, err := loadConfig(context.Background(), []Option{env(map[string]string{"AZKAFKA_RETRY_BACKOFF_MAX": "9999999h"}), noDetect(t), WithAZ("a")})
+	if err == nil || strings.Contains(err.Error(), "below min") {
+		t.Errorf("error %v: want the variable's alone", err)
 	}
 }
 
