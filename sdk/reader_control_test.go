@@ -1076,19 +1076,7 @@ func TestReaderTopicDeletedAndMadeAgain(t *testing.T) {
 					cfg.GroupID, cfg.StartOffset, cfg.HeartbeatInterval = "again", kafka.FirstOffset, 100*time.Millisecond
 					cfg.SessionTimeout, cfg.RebalanceTimeout = 6*time.Second, 6*time.Second
 				}
-				var r interface {
-					ReadMessage(context.Context) (kafka.Message, error)
-					Close() error
-				}
-				if impl == "sdk" {
-					sr, err := sdk.NewReader(cfg, testOptions(t)...)
-					if err != nil {
-						t.Fatal(err)
-					}
-					r = sr
-				} else {
-					r = kafka.NewReader(cfg)
-				}
+				r := readerOf(t, impl == "sdk", cfg)
 				defer r.Close()
 				ctx := testCtx(t)
 				for i := range 2 {

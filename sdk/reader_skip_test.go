@@ -26,6 +26,20 @@ type groupConsumer interface {
 	Close() error
 }
 
+// readerOf is the SDK's Reader for cfg when sdkReader is set, else
+// kafka-go's.
+func readerOf(t *testing.T, sdkReader bool, cfg kafka.ReaderConfig) groupConsumer {
+	t.Helper()
+	if !sdkReader {
+		return kafka.NewReader(cfg)
+	}
+	r, err := sdk.NewReader(cfg, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // loseCommitResponses arranges that, for each offset in commits, the
 // first OffsetCommit carrying that offset for partition 0 reaches the
 // broker, which stores it, and that the connection then closes before the
@@ -181,16 +195,7 @@ func TestReaderLostCommitResponse(t *testing.T) {
 			lost := loseCommitResponses(rig, commits...)
 
 			cfg := groupTestConfig(rig, "skip")
-			var r groupConsumer
-			if tc.sdk {
-				sr, err := sdk.NewReader(cfg, testOptions(t)...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r = sr
-			} else {
-				r = kafka.NewReader(cfg)
-			}
+			r := readerOf(t, tc.sdk, cfg)
 			defer r.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -274,16 +279,7 @@ func TestReaderCutFetchResponses(t *testing.T) {
 				return size * int(cuts.Add(1)) / (maxCuts + 1)
 			})
 			cfg := groupTestConfig(rig, "cut")
-			var r groupConsumer
-			if tc.sdk {
-				sr, err := sdk.NewReader(cfg, testOptions(t)...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r = sr
-			} else {
-				r = kafka.NewReader(cfg)
-			}
+			r := readerOf(t, tc.sdk, cfg)
 			defer r.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

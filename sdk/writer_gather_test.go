@@ -421,29 +421,37 @@ func TestWriterSecondCloseWaitsForTheFirst(t *testing.T) {
 	}
 }
 
+// heldCompletionWriter is a synchronous Writer with Completion writing to
+// rig's proxy, whose produce responses h holds while h.hold is set, after
+// a first message written (metadata, producer ID).
+func heldCompletionWriter(t *testing.T, rig *faultRig, completion func([]kafka.Message, error)) (*sdk.Writer, *holdProduce, context.Context) {
+	t.Helper()
+	h := newHoldProduce(rig.proxy)
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+		Completion: completion}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	t.Cleanup(h.Release) // before Close
+	ctx := testCtx(t)
+	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	return w, h, ctx
+}
+
 // TestWriterCompletionAfterTheCallReturned: a synchronous call whose ctx
 // ends before the broker answers returns, and its caller reuses its
 // slice; Completion later reports the messages the call wrote, as
 // kafka-go's does, not what the slice holds by then.
 func TestWriterCompletionAfterTheCallReturned(t *testing.T) {
-	rig := newFaultRig(t, "completion-reuse", 1)
-	h := newHoldProduce(rig.proxy)
 	reported := make(chan []kafka.Message, 4)
-	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
-		Completion: func(msgs []kafka.Message, err error) {
-			if err == nil {
-				reported <- slices.Clone(msgs)
-			}
-		}}, testOptions(t)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	defer h.Release()
-	ctx := testCtx(t)
-	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("warm")}); err != nil {
-		t.Fatal(err)
-	}
+	w, h, ctx := heldCompletionWriter(t, newFaultRig(t, "completion-reuse", 1), func(msgs []kafka.Message, err error) {
+		if err == nil {
+			reported <- slices.Clone(msgs)
+		}
+	})
 	<-reported
 	h.hold.Store(true)
 	msgs := []kafka.Message{{Key: []byte("k1"), Value: []byte("original-1")}, {Key: []byte("k2"), Value: []byte("original-2")}}
@@ -480,34 +488,23 @@ func TestWriterCompletionAfterTheCallReturned(t *testing.T) {
 // stored once the broker answers, the others fail with ctx's error, and
 // none is stored twice.
 func TestWriterLargeCallEndsWithItsCtx(t *testing.T) {
-	rig := newFaultRig(t, "large-call", 2)
-	h := newHoldProduce(rig.proxy)
 	const n = 60_000
 	var failed, sent atomic.Int64
 	all := make(chan struct{}) // every message of the call has its outcome
-	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
-		Completion: func(msgs []kafka.Message, err error) {
-			switch {
-			case err == nil:
-				sent.Add(int64(len(msgs)))
-			case errors.Is(err, context.Canceled):
-				failed.Add(int64(len(msgs)))
-			default:
-				t.Errorf("Completion: %d messages failed with %v", len(msgs), err)
-			}
-			if sent.Load()+failed.Load() == n+1 {
-				close(all)
-			}
-		}}, testOptions(t)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	defer h.Release()
-	ctx := testCtx(t)
-	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("warm")}); err != nil {
-		t.Fatal(err)
-	}
+	rig := newFaultRig(t, "large-call", 2)
+	w, h, ctx := heldCompletionWriter(t, rig, func(msgs []kafka.Message, err error) {
+		switch {
+		case err == nil:
+			sent.Add(int64(len(msgs)))
+		case errors.Is(err, context.Canceled):
+			failed.Add(int64(len(msgs)))
+		default:
+			t.Errorf("Completion: %d messages failed with %v", len(msgs), err)
+		}
+		if sent.Load()+failed.Load() == n+1 {
+			close(all)
+		}
+	})
 	h.hold.Store(true)
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
