@@ -18,8 +18,10 @@ import (
 // answer from its cluster keeps trying while every bootstrap address
 // refuses, drops its connections or does not answer (a process started
 // before its broker, a firewall that drops packets), counted from the
-// first dial: then the call waiting for the cluster returns an error
-// naming each address and its cause. Errors no retry
+// first dial (once a broker answered any request, from the first failure:
+// a slow handshake of the client's own is not silence): then the call
+// waiting for the cluster returns an error naming each address and its
+// cause. Errors no retry
 // fixes (an unknown host, TLS against a plaintext port or the reverse, a
 // server that is not Kafka) end the wait once every address has failed
 // with one. Once a broker has answered, the clients ride through closes,
@@ -36,11 +38,15 @@ type bootstrap struct {
 	onGiveUp func(error)
 
 	reached atomic.Bool
+	heard   atomic.Bool // a broker answered a request (heardFrom)
 	mu      sync.Mutex
-	last    map[string]error // the last failure of each seed since the attempt began
-	hard    map[string]bool  // seeds whose last failure no retry fixes
-	timer   *time.Timer
-	gaveUp  error
+	// failedOnce: a dial or request failed since the attempt began (the
+	// timer then runs for that failure, not only for silence).
+	failedOnce bool
+	last       map[string]error // the last failure of each seed since the attempt began
+	hard       map[string]bool  // seeds whose last failure no retry fixes
+	timer      *time.Timer
+	gaveUp     error
 }
 
 func newBootstrap(seeds []string, timeout time.Duration) *bootstrap {
@@ -81,9 +87,9 @@ func (b *bootstrap) answered() {
 var errNoAnswer = errors.New("no answer")
 
 // dialing notes a dial of addr before the cluster answered: the timeout
-// runs from the first one.
+// runs from the first one, until a broker answers any request (heard).
 func (b *bootstrap) dialing(addr string) {
-	if b.reached.Load() {
+	if b.reached.Load() || b.heard.Load() {
 		return
 	}
 	b.mu.Lock()
@@ -96,6 +102,23 @@ func (b *bootstrap) dialing(addr string) {
 	}
 	if b.timer == nil {
 		b.timer = time.AfterFunc(b.timeout, b.expire)
+	}
+}
+
+// heardFrom notes that a broker answered a request (ApiVersions, a SASL
+// step) before the cluster answered Metadata: it is not silent, and the
+// time the client then takes (a slow SASL mechanism) is not counted. The
+// timeout then runs from the next failure, as for refusals.
+func (b *bootstrap) heardFrom() {
+	if b.reached.Load() || b.heard.Load() {
+		return
+	}
+	b.heard.Store(true)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gaveUp == nil && b.timer != nil && len(b.hard) == 0 && !b.failedOnce {
+		b.timer.Stop()
+		b.timer = nil
 	}
 }
 
@@ -112,6 +135,7 @@ func (b *bootstrap) failed(addr string, err error) {
 	}
 	b.last[addr] = err
 	b.hard[addr] = unfixable(err)
+	b.failedOnce = true
 	if b.timer == nil {
 		b.timer = time.AfterFunc(b.timeout, b.expire)
 	}
@@ -169,6 +193,7 @@ func (b *bootstrap) rearm() error {
 		return nil
 	}
 	b.gaveUp = nil
+	b.failedOnce = false
 	clear(b.last)
 	clear(b.hard)
 	if b.timer != nil {

@@ -383,6 +383,8 @@ func (h *engineHooks) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, wa
 	switch {
 	case err == nil && key == metadataKey:
 		h.boot.answered()
+	case err == nil:
+		h.boot.heardFrom()
 	case err != nil:
 		h.boot.failed(brokerAddr(meta), err)
 	}

@@ -74,3 +74,6 @@ func HashPartition(key []byte, n int) int { return hashPartition(key, n) }
 // RecordSlabsReused is how many times a Reader's engine decoded into a
 // record slab it had used before.
 func RecordSlabsReused() int64 { return readerSlabs.reused.Load() }
+
+// BufferedRecords is how many records w's engine buffers.
+func BufferedRecords(w *Writer) int64 { return w.engine().BufferedProduceRecords() }

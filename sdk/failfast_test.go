@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/azkafka/azkafka/internal/testkit/embedded"
@@ -170,6 +172,42 @@ func addrHost(addr string) string {
 		return h
 	}
 	return addr
+}
+
+// slowMechanism is SASL PLAIN whose first step takes delay (a mechanism
+// that fetches a token).
+type slowMechanism struct {
+	plain.Mechanism
+	delay time.Duration
+}
+
+func (m slowMechanism) Start(ctx context.Context) (sasl.StateMachine, []byte, error) {
+	time.Sleep(m.delay)
+	return m.Mechanism.Start(ctx)
+}
+
+// TestSlowHandshakeIsNotSilence: a broker that answers (ApiVersions, the
+// SASL handshake) is not silent: a client whose own SASL step takes
+// longer than the bootstrap timeout still reaches its cluster, as it did
+// when the timeout ran only from failures.
+func TestSlowHandshakeIsNotSilence(t *testing.T) {
+	t.Parallel()
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	const boot = 200 * time.Millisecond
+	mech := slowMechanism{Mechanism: plain.Mechanism{Username: "admin", Password: "secret"}, delay: 4 * boot}
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(k.ListenAddrs()...), Topic: "t", RequiredAcks: kafka.RequireAll,
+		Transport: &kafka.Transport{SASL: mech}}, testOptions(t, sdk.WithBootstrapTimeout(boot))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.WriteMessages(testCtx(t), kafka.Message{Value: []byte("v")}); err != nil {
+		t.Fatalf("WriteMessages through a slow SASL step: %v", err)
+	}
 }
 
 // TestSilentBootstrapGivesUpAfterTheTimeout: a bootstrap address that

@@ -590,9 +590,10 @@ func (w *Writer) Close() error {
 // resent batch's messages twice, each failed attempt an error); Bytes
 // counts the messages' keys and values (kafka-go's, their encoded size);
 // WriteTime is each produce request's round trip, as kafka-go's, and
-// WaitTime the throttle times brokers imposed, observed only when there
-// was one (kafka-go's observes every response's, mostly 0: the same Max
-// and Sum, another Count); BatchTime and BatchQueueTime stay zero (the engine
+// WaitTime the throttle times brokers imposed on the Writer's requests,
+// observed only when there was one (kafka-go's observes every produce
+// response's, mostly 0; the engine reports a throttle without its
+// request, so a quota on metadata requests counts too); BatchTime and BatchQueueTime stay zero (the engine
 // does not time them); MaxAttempts, WriteBackoffMin and WriteBackoffMax
 // report the retry policy, which applies in their place; Dials counts the
 // Writer's connections (kafka-go's Writer reports none). The engine

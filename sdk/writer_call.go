@@ -580,6 +580,16 @@ func (w *Writer) outcome(ctx context.Context, c *call, mark int64) error {
 	var werrs kafka.WriteErrors
 	fatal := w.hooks.fatalError()
 	finished := 0
+	if ctx.Err() != nil && len(c.slots) > maxBuffered {
+		// A call too large for the engine's buffer whose ctx ended
+		// before all of it was handed over (handOverLarge) returns
+		// ctx's error, as a smaller one that found no room does.
+		for i := range c.slots {
+			if st := &c.slots[i].st; st.fin.Load() && errors.Is(st.err, errNotHandedOver) {
+				return w.ctxError(ctx, mark)
+			}
+		}
+	}
 	for i := range c.slots {
 		st := &c.slots[i].st
 		var err error

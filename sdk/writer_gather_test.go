@@ -587,3 +587,42 @@ func TestWriterCloseEndsATopicLookUp(t *testing.T) {
 		t.Fatal("the call looking its topic up did not return after Close")
 	}
 }
+
+// TestWriterLargeCallFindingNoRoom: a call of more messages than the
+// engine buffers, made while another fills the buffer at a broker that
+// does not answer, hands none over; when its ctx ends it returns ctx's
+// error, as a smaller call finding no room does (its messages' errors,
+// each wrapping ctx's, in a kafka.WriteErrors, which errors.Is does not
+// see through, before).
+func TestWriterLargeCallFindingNoRoom(t *testing.T) {
+	const n = 60_000
+	w, h, ctx := heldCompletionWriter(t, newFaultRig(t, "large-no-room", 1), func([]kafka.Message, error) {})
+	h.hold.Store(true)
+	msgs := make([]kafka.Message, n)
+	for i := range msgs {
+		msgs[i].Value = fmt.Appendf(nil, "%d", i)
+	}
+	first, cancelFirst := context.WithCancel(ctx)
+	defer cancelFirst()
+	go func() { _ = w.WriteMessages(first, msgs...) }()
+	<-h.heldOne
+	for sdk.BufferedRecords(w) < 50_000 { // the first call filled the buffer
+		if ctx.Err() != nil {
+			t.Fatalf("the engine buffers %d records, want 50,000", sdk.BufferedRecords(w))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	second, cancel := context.WithCancel(ctx)
+	returned := make(chan error, 1)
+	go func() { returned <- w.WriteMessages(second, msgs...) }()
+	time.Sleep(50 * time.Millisecond) // the second call waiting for room (or not yet: ctx's error either way)
+	cancel()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the call returned %.200v, want context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the call did not return when its ctx ended")
+	}
+}
