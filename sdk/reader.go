@@ -179,9 +179,12 @@ import (
 //     true too, as kafka-go); past the end (a topic recreated, a cluster
 //     failed over) it waits for the log to reach it, handing out nothing
 //     below it, or with true returns kafka.OffsetOutOfRange until then.
-//     A call after one that returned kafka.OffsetOutOfRange asks again
-//     after a backoff (ReadBackoffMin doubling up to ReadBackoffMax), so
-//     that a caller retrying at once does not flood the broker.
+//     A poll that returned kafka.OffsetOutOfRange and no messages is
+//     followed by a backoff (ReadBackoffMin doubling up to
+//     ReadBackoffMax; SetOffset, Seek and Close end it), so that a caller
+//     retrying at once does not flood the broker; in a group this also
+//     holds back the next messages of the Reader's other partitions by up
+//     to that backoff while one is past its end.
 //   - CommitInterval (0): 0 makes CommitMessages synchronous; > 0 marks,
 //     committed every interval, before a partition is revoked and in Close
 //     (within 10 s). Commits go to the group's coordinator on a connection

@@ -1101,3 +1101,47 @@ func TestReaderTopicDeletedAndMadeAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderSetOffsetEndsOutOfRangeBackoff: the backoff before asking
+// again for an offset past the log's end (OffsetOutOfRangeError) is a
+// poll's wait: SetOffset interrupts it, and the waiting FetchMessage reads
+// from the new offset (SetOffset waited out the backoff, up to
+// ReadBackoffMax).
+func TestReaderSetOffsetEndsOutOfRangeBackoff(t *testing.T) {
+	rig := newFaultRig(t, "oore-set", 1)
+	writeSpread(t, rig, 3)
+	r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: rig.broker.Addrs(), Topic: rig.topic, OffsetOutOfRangeError: true,
+		MaxWait: 100 * time.Millisecond, ReadBackoffMin: time.Minute, ReadBackoffMax: time.Minute}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := testCtx(t)
+	if err := r.SetOffset(10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.FetchMessage(ctx); !errors.Is(err, kafka.OffsetOutOfRange) {
+		t.Fatalf("FetchMessage past the end: %v, want kafka.OffsetOutOfRange", err)
+	}
+	type result struct {
+		m   kafka.Message
+		err error
+	}
+	fetched := make(chan result, 1)
+	go func() {
+		m, err := r.FetchMessage(ctx) // waits out the backoff
+		fetched <- result{m, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the call in its backoff (or not yet: SetOffset first, the same outcome)
+	if err := r.SetOffset(1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-fetched:
+		if res.err != nil || res.m.Offset != 1 {
+			t.Fatalf("the waiting FetchMessage: offset %d, %v; want offset 1", res.m.Offset, res.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the waiting FetchMessage did not return after SetOffset")
+	}
+}

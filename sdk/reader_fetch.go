@@ -197,11 +197,6 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 		}
 		r.mu.Unlock()
 		if err := r.poll(ctx, start); err != nil {
-			if r.config.OffsetOutOfRangeError && errors.Is(err, kafka.OffsetOutOfRange) {
-				r.mu.Lock()
-				r.refused.Store(r.moves + 1)
-				r.mu.Unlock()
-			}
 			return fetched{}, err
 		}
 		if r.refused.Load() != 0 {
@@ -317,20 +312,6 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		return nil // another caller's poll filled it, or Close ran
 	}
 	moves := r.moves
-	if r.refused.Load() == moves+1 {
-		// The last poll at this position was refused as out of range:
-		// ask again after a backoff (kafka-go's reader backs off too).
-		r.mu.Unlock()
-		if err := retry.SleepContext(ctx, r.waitBackoff()); err != nil {
-			return r.ctxError(ctx, mark)
-		}
-		r.mu.Lock()
-		if r.closed.Load() {
-			r.mu.Unlock()
-			return nil
-		}
-		moves = r.moves
-	}
 	r.pollCancel = cancel
 	r.mu.Unlock()
 	defer func() {
@@ -338,6 +319,15 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		r.pollCancel = nil
 		r.mu.Unlock()
 	}()
+	if r.refused.Load() == moves+1 {
+		// The last poll at this position was refused as out of range
+		// and returned nothing: ask again after a backoff (kafka-go's
+		// reader backs off too), which SetOffset, Seek and Close
+		// interrupt as they do a poll.
+		if err := retry.SleepContext(pctx, r.waitBackoff()); err != nil {
+			return r.interrupted(ctx, pctx, mark, err)
+		}
+	}
 	if err := r.hooks.fatalError(); err != nil {
 		return err
 	}
@@ -349,6 +339,7 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		err = retry.SleepContext(pctx, r.waitBackoff())
 	}
 	if err != nil || !started {
+		r.noteRefused(err, moves, 0)
 		return r.interrupted(ctx, pctx, mark, err)
 	}
 	r.checkGroupProtocol(pctx)
@@ -384,9 +375,20 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		r.stats.fetchSize.observe(n)
 	}
 	if err := r.pollErrors(ctx, mark, fs.Errors()); err != nil {
+		r.noteRefused(err, moves, n)
 		return err
 	}
 	return r.interrupted(ctx, pctx, mark, nil)
+}
+
+// noteRefused paces the next poll (Reader.refused) when this one, made at
+// Reader.moves moves, returned n records and err, kafka.OffsetOutOfRange
+// with OffsetOutOfRangeError: when it returned records too (a group's
+// other partitions), the next poll is not held back.
+func (r *Reader) noteRefused(err error, moves uint64, n int64) {
+	if n == 0 && r.config.OffsetOutOfRangeError && errors.Is(err, kafka.OffsetOutOfRange) {
+		r.refused.Store(moves + 1)
+	}
 }
 
 // polled is a poll that returned records: when, and how many.

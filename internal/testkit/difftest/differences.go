@@ -229,7 +229,7 @@ var Differences = []Difference{
 	},
 	{
 		ID:       "oore-past-end-recovers",
-		What:     "With OffsetOutOfRangeError, a group Reader whose committed offset is past the end of the partition's log returns kafka.OffsetOutOfRange from its fetches until the log reaches that offset (each call after one that returned it asks again after a backoff, ReadBackoffMin doubling up to ReadBackoffMax), then reads from it.",
+		What:     "With OffsetOutOfRangeError, a group Reader whose committed offset is past the end of the partition's log returns kafka.OffsetOutOfRange from its fetches until the log reaches that offset (a poll that returned only that error is followed by a backoff, ReadBackoffMin doubling up to ReadBackoffMax, which also holds back the other partitions' next messages by up to that backoff), then reads from it.",
 		Why:      "kafka-go returns the error once and its reader of that partition then stops for good, fetching nothing until the Reader is made again, which the error does not tell the caller.",
 		Scenario: "reader/group/committed-past-end", Step: "oore: FetchMessage*",
 		Match: func(k, s string) bool {
