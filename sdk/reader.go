@@ -122,7 +122,10 @@ import (
 // another ID, the Reader makes the engine forget the topic and consume
 // it again, from the same position in partition mode and from the
 // group's committed offsets in a group (within about a second of the
-// refusal).
+// refusal on the classic protocol; up to the next heartbeats' change of
+// assignment under KIP-848). A group that rebalanced while the topic was
+// gone, so that no member fetched it, may take it up only at a later
+// rebalance.
 //
 // # kafka.ReaderConfig fields
 //
