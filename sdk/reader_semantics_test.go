@@ -689,11 +689,7 @@ func TestReaderFencedCommitDoesNotMoveBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for range 40 {
-		if _, err := b.ReadMessage(testCtx(t)); err != nil {
-			t.Fatalf("b: ReadMessage: %v", err)
-		}
-	}
+	readSome(t, b, 40, "b")
 	committed := func() map[int]int64 {
 		resp, err := (&kafka.Client{Addr: kafka.TCP(c.Addrs()...)}).OffsetFetch(testCtx(t),
 			&kafka.OffsetFetchRequest{GroupID: "g", Topics: map[string][]int{"t": {0, 1}}})
@@ -761,11 +757,7 @@ func TestReaderFencedCommitBehindAnotherDoesNotMoveBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for range 40 {
-		if _, err := b.ReadMessage(testCtx(t)); err != nil {
-			t.Fatalf("b: ReadMessage: %v", err)
-		}
-	}
+	readSome(t, b, 40, "b")
 	if got := groupCommitted(t, c, "g", "t", 0); got != 40 {
 		t.Fatalf("b committed %d, want 40", got)
 	}
@@ -875,11 +867,7 @@ func TestReaderRejoinsSilently(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for range 3 {
-		if _, err := r.ReadMessage(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readSome(t, r, 3, "r")
 	for member.Load() == nil {
 		if _, err := r.ReadLag(testCtx(t)); err != nil { // heartbeats go on meanwhile
 			t.Fatal(err)
@@ -1149,11 +1137,7 @@ func TestReaderSeekResetsReadMessageCommits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c, r, hold := commitHoldingReader(t, 6)
-			for range 2 {
-				if _, err := r.ReadMessage(testCtx(t)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			readSome(t, r, 2, "r")
 			r.Stats() // from here, Stats counts the messages handed out below
 			held, release := hold()
 			done := make(chan error, tc.readers)
@@ -1282,6 +1266,19 @@ func holdSyncGroup(c *embedded.Cluster) (syncing <-chan struct{}, release func()
 		return nil, nil, false
 	})
 	return arrived, func() { releaseOnce.Do(func() { close(released) }) }
+}
+
+// readSome reads n messages with r's ReadMessage, failing the test, which
+// names r as who, on an error.
+func readSome(t *testing.T, r interface {
+	ReadMessage(context.Context) (kafka.Message, error)
+}, n int, who string) {
+	t.Helper()
+	for range n {
+		if _, err := r.ReadMessage(testCtx(t)); err != nil {
+			t.Fatalf("%s: ReadMessage: %v", who, err)
+		}
+	}
 }
 
 // groupCommitted is group's committed offset of topic's partition on c.

@@ -255,37 +255,19 @@ func (w *Writer) handOver(ctx context.Context, c *call, cl *kgo.Client) {
 // records not handed over then fail with errNotHandedOver, those handed
 // over are delivered.
 func (w *Writer) handOverLarge(ctx context.Context, c *call, cl *kgo.Client) {
-	var t *time.Timer
 	for i := range c.slots {
-		for wait := time.Millisecond; cl.BufferedProduceRecords() >= maxBuffered; wait = min(2*wait, 50*time.Millisecond) {
-			if t == nil {
-				t = time.NewTimer(wait)
-				defer t.Stop()
-			} else {
-				t.Reset(wait)
-			}
-			var cause error
-			select {
-			case <-ctx.Done():
-				cause = ctx.Err()
-			case <-t.C:
-				if w.closed.Load() {
-					cause = io.ErrClosedPipe
+		if cause := w.waitRoom(ctx, cl, 1); cause != nil {
+			err := fmt.Errorf("%w: %d of the call's %d messages were handed over, the engine buffering at most %d: %w",
+				errNotHandedOver, i, len(c.slots), maxBuffered, cause)
+			for j := i; j < len(c.slots); j++ {
+				sl := &c.slots[j]
+				if sl.st.pre >= 0 {
+					sl.rec.Partition = sl.st.pre
 				}
+				c.assign(&sl.st, sl.st.pre)
+				w.settleRecord(&sl.rec, &sl.st, err)
 			}
-			if cause != nil {
-				err := fmt.Errorf("%w: %d of the call's %d messages were handed over, the engine buffering at most %d: %w",
-					errNotHandedOver, i, len(c.slots), maxBuffered, cause)
-				for j := i; j < len(c.slots); j++ {
-					sl := &c.slots[j]
-					if sl.st.pre >= 0 {
-						sl.rec.Partition = sl.st.pre
-					}
-					c.assign(&sl.st, sl.st.pre)
-					w.settleRecord(&sl.rec, &sl.st, err)
-				}
-				return
-			}
+			return
 		}
 		cl.Produce(context.Background(), &c.slots[i].rec, w.promise)
 	}
@@ -371,13 +353,22 @@ const maxBuffered = 50_000
 // awaitRoom waits, until ctx ends, for room in the engine's buffer for
 // the n records of a call, since the engine's Produce waits for room
 // without regard to the call's ctx. A call of more records than the
-// buffer holds goes on (the engine takes them as room frees). Concurrent
+// buffer holds goes on (handOverLarge hands them over as room frees). Concurrent
 // callers may all see the same room; those then wait in the engine,
 // briefly.
 func (w *Writer) awaitRoom(ctx context.Context, n int) error {
-	cl := w.engine()
-	need := int64(n)
-	if n > maxBuffered || cl.BufferedProduceRecords()+need <= maxBuffered {
+	if n > maxBuffered {
+		return nil
+	}
+	// Nothing was handed over when it fails: nothing is stored.
+	return w.waitRoom(ctx, w.engine(), int64(n))
+}
+
+// waitRoom waits until cl's buffer has room for need more records, ctx
+// ends (its error) or the Writer closed (io.ErrClosedPipe), checking
+// every millisecond at first and every 50 ms at last.
+func (w *Writer) waitRoom(ctx context.Context, cl *kgo.Client, need int64) error {
+	if cl.BufferedProduceRecords()+need <= maxBuffered {
 		return nil
 	}
 	t := time.NewTimer(0)
@@ -386,7 +377,7 @@ func (w *Writer) awaitRoom(ctx context.Context, n int) error {
 		t.Reset(wait)
 		select {
 		case <-ctx.Done():
-			return ctx.Err() // nothing was handed over: nothing is stored
+			return ctx.Err()
 		case <-t.C:
 		}
 		if w.closed.Load() {

@@ -482,6 +482,15 @@ func TestWriterCompletionAfterTheCallReturned(t *testing.T) {
 	}
 }
 
+// valuesMessages is n messages whose values are their indexes.
+func valuesMessages(n int) []kafka.Message {
+	msgs := make([]kafka.Message, n)
+	for i := range msgs {
+		msgs[i].Value = fmt.Appendf(nil, "%d", i)
+	}
+	return msgs
+}
+
 // TestWriterLargeCallEndsWithItsCtx: a call of more messages than the
 // engine buffers, to a broker that does not answer, returns when its ctx
 // ends (not after the delivery budget): the messages handed over are
@@ -506,10 +515,7 @@ func TestWriterLargeCallEndsWithItsCtx(t *testing.T) {
 		}
 	})
 	h.hold.Store(true)
-	msgs := make([]kafka.Message, n)
-	for i := range msgs {
-		msgs[i].Value = fmt.Appendf(nil, "%d", i)
-	}
+	msgs := valuesMessages(n)
 	callCtx, cancel := context.WithCancel(ctx)
 	returned := make(chan error, 1)
 	go func() { returned <- w.WriteMessages(callCtx, msgs...) }()
@@ -598,10 +604,7 @@ func TestWriterLargeCallFindingNoRoom(t *testing.T) {
 	const n = 60_000
 	w, h, ctx := heldCompletionWriter(t, newFaultRig(t, "large-no-room", 1), func([]kafka.Message, error) {})
 	h.hold.Store(true)
-	msgs := make([]kafka.Message, n)
-	for i := range msgs {
-		msgs[i].Value = fmt.Appendf(nil, "%d", i)
-	}
+	msgs := valuesMessages(n)
 	first, cancelFirst := context.WithCancel(ctx)
 	defer cancelFirst()
 	go func() { _ = w.WriteMessages(first, msgs...) }()
