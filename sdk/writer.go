@@ -120,12 +120,15 @@ import (
 // sent at once, and a call's messages to one broker always travel
 // together. Callers that call again as soon as they return (a goroutine
 // per partition) come back one by one as a request is answered: the next
-// request waits for as many of them as the last one carried, at most a
-// quarter of its round trip and 10 ms, so that they travel together
-// instead of the first back going alone; where callers do not come back
-// (keys spread over every partition, handlers that end), a wait that
-// times out turns the waiting off for the next 1 to 64 requests. Records of a partition whose leader the engine has not loaded
-// yet (a topic's first calls), re-sends after an error, RequireNone
+// request waits for as many of them as the last one carried, so that
+// they travel together instead of the first back going alone: it waits
+// a quarter of the last round trip, then on while they keep coming (a
+// sixteenth of the round trip without one ends it), at most as long as
+// the last round trip and 10 ms. Where callers do not come back (keys
+// spread over every partition, handlers that end), a wait that ends
+// without them all turns the waiting off for the next 1 to 64 requests.
+// Records of a partition whose leader the engine has not loaded yet (a
+// topic's first calls), re-sends after an error, RequireNone
 // (nothing is answered) and async mode (where the engine pipelines up to
 // 5 requests per broker) do not wait so. It returns nil, kafka-go's
 // call-level errors (a topic on both or neither of the Writer and the

@@ -39,9 +39,16 @@ import (
 // back would take the idle broker alone and the others would wait for its
 // round trip: two round trips a call. So when a wave has its outcome the
 // lane holds its next one until as many calls wait as the last wave had
-// plus those that waited before it was answered, or a quarter of the last
-// wave's round trip (at most holdMax) has passed. A hold that times out
-// means the callers were not coming back to this broker (keys spread over
+// plus those that waited before it was answered. The hold lasts a quarter
+// of the last wave's round trip, and then goes on while callers keep
+// coming back: checking every sixteenth of the round trip (at least
+// holdTick), it ends, sending what gathered, at a check that finds no
+// caller come since the last one, or once it lasted the whole round trip
+// (never more than holdMax). Hundreds of callers need about as long to
+// come back as the broker took to answer (their calls are the client's
+// work): a hold of a quarter of the round trip sent most of them one
+// wave later. A hold that ends without every
+// caller means they were not coming back to this broker (keys spread over
 // every partition, handlers that end): the lane then sends at once for
 // the next 1, 2, 4 ... 64 waves before it holds again.
 type gather struct {
@@ -76,27 +83,39 @@ type lane struct {
 	sent     time.Time // when the wave in flight was handed to the engine
 	// The hold of the next wave (see gather): want calls, hold tells
 	// one hold from the next, skip counts the waves sent without one.
-	holding       bool
-	want          int
-	hold          uint64
-	skip, timeout int
+	// A hold begun at start checks every step whether calls still
+	// come (seen: calls at the last check); it lasts between least and
+	// most.
+	holding           bool
+	want              int
+	hold              uint64
+	skip, timeout     int
+	seen              int
+	start             time.Time
+	step, least, most time.Duration
 }
 
 // holdMax bounds how long a lane holds its next wave for returning
-// callers.
-const holdMax = 10 * time.Millisecond
+// callers; holdTick is the shortest step between a hold's checks.
+const (
+	holdMax  = 10 * time.Millisecond
+	holdTick = 20 * time.Microsecond
+)
 
-// holdFor is how long a lane holds its next wave after one that took rtt.
-func holdFor(rtt time.Duration) time.Duration {
-	if d := gatherHold.Load(); d != 0 {
-		return time.Duration(d)
+// holdFor returns how often a hold after a wave that took rtt checks
+// whether callers still come back, how long it lasts at least and at
+// most.
+func holdFor(rtt time.Duration) (step, least, most time.Duration) {
+	if d := time.Duration(gatherHold.Load()); d != 0 {
+		return d, d, d
 	}
-	return min(rtt/4, holdMax)
+	most = min(rtt, holdMax)
+	return max(most/16, holdTick), most / 4, most
 }
 
-// gatherHold, when not 0, replaces holdFor's answer (negative: no hold),
-// so that tests can wait for the event alone and benchmarks can measure
-// what the hold brings.
+// gatherHold, when not 0, makes a hold one check after that long
+// (negative: no hold), so that tests can wait for the event alone and
+// benchmarks can measure what the hold brings.
 var gatherHold atomic.Int64
 
 // pinned is a partition's lane while it has records there.
@@ -231,7 +250,7 @@ func (g *gather) done(r *kgo.Record, st *recState) {
 		case l.skip > 0:
 			l.skip--
 			wave = g.launch(l, nil)
-		case l.calls >= want || holdFor(0) < 0:
+		case l.calls >= want || gatherHold.Load() < 0:
 			l.timeout = 0
 			wave = g.launch(l, nil)
 		default:
@@ -240,8 +259,10 @@ func (g *gather) done(r *kgo.Record, st *recState) {
 			l.holding, l.want = true, want
 			l.hold++
 			g.held.Add(1)
+			l.seen, l.start = l.calls, time.Now()
+			l.step, l.least, l.most = holdFor(l.start.Sub(l.sent))
 			hold := l.hold
-			time.AfterFunc(holdFor(time.Since(l.sent)), func() { g.expire(l, hold) })
+			time.AfterFunc(l.step, func() { g.expire(l, hold) })
 		}
 	}
 	g.mu.Unlock()
@@ -269,12 +290,20 @@ func (g *gather) launch(l *lane, send []*kgo.Record) []*kgo.Record {
 	return send
 }
 
-// expire ends l's hold number hold when not all the callers it waited
-// for came: l sends what gathered, and holds no wave for a while.
+// expire checks l's hold number hold, a step after it began or was last
+// checked: while callers still come and the hold has time left, it goes
+// on; otherwise it ends without all the callers it waited for, l sends
+// what gathered, and holds no wave for a while.
 func (g *gather) expire(l *lane, hold uint64) {
 	g.mu.Lock()
 	if !l.holding || l.hold != hold {
 		g.mu.Unlock()
+		return
+	}
+	if l.holdOn(time.Since(l.start)) {
+		l.seen = l.calls
+		g.mu.Unlock()
+		time.AfterFunc(l.step, func() { g.expire(l, hold) })
 		return
 	}
 	l.holding = false
@@ -284,6 +313,14 @@ func (g *gather) expire(l *lane, hold uint64) {
 	g.held.Add(-1)
 	g.mu.Unlock()
 	g.produce(wave)
+}
+
+// holdOn reports whether l's hold, at a check held after it began, goes
+// on to the next check: while it is shorter than least, or callers came
+// since the last check, as long as the next check comes within most.
+// g.mu is held.
+func (l *lane) holdOn(held time.Duration) bool {
+	return held+l.step <= l.most && (held < l.least || l.calls > l.seen)
 }
 
 // release ends every hold: the Writer is closing.
