@@ -216,6 +216,13 @@
 //     longer than a pod's grace period.
 //   - Reader.CommitMessages after Close returns io.ErrClosedPipe at once.
 //     kafka-go's blocks until its ctx ends: the commit can never be made.
+//   - With a GroupID and CommitInterval > 0, Reader.Close returns the error
+//     of the commit it makes of the marked offsets when the commit fails
+//     (and an error when the cluster did not answer within
+//     ReaderCloseTimeout). kafka-go's Close always returns nil and only logs
+//     the failed commit to ErrorLogger: a service cannot tell at shutdown
+//     that the messages it read since the last commit will be read again by
+//     the partition's next owner.
 //   - Reader.FetchMessage and ReadMessage after Close return io.EOF at once.
 //     kafka-go's hand out what its queue still holds (with a group, messages
 //     whose commits fail: the Reader has left), then wait for ctx; io.EOF is

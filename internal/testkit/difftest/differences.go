@@ -65,6 +65,15 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "close-commit-refused",
+		What:     "With a GroupID and CommitInterval > 0, Reader.Close returns the error of the commit it makes of the marked offsets when the commit fails (and an error when the cluster did not answer within ReaderCloseTimeout).",
+		Why:      "kafka-go's Close always returns nil and only logs the failed commit to ErrorLogger: a service cannot tell at shutdown that the messages it read since the last commit will be read again by the partition's next owner.",
+		Scenario: "reader/group/close-commit-refused", Step: "Close",
+		Match: func(k, s string) bool {
+			return k == "nil" && strings.HasPrefix(s, "error{")
+		},
+	},
+	{
 		ID:       "reads-after-close",
 		What:     "Reader.FetchMessage and ReadMessage after Close return io.EOF at once.",
 		Why:      "kafka-go's hand out what its queue still holds (with a group, messages whose commits fail: the Reader has left), then wait for ctx; io.EOF is what its doc gives for a closed Reader.",

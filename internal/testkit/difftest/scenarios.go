@@ -12,6 +12,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 )
@@ -646,6 +647,11 @@ func readerScenarios() []Scenario {
 				}
 				s.CallNoCtx("SetOffset 7", func() error { return r.SetOffset(7) })
 				s.Note("Offset", r.Offset())
+				s.Call("ReadLag past the end", func(ctx context.Context) error {
+					n, err := r.ReadLag(ctx)
+					s.Note("ReadLag past the end value", n)
+					return err
+				})
 				s.FetchMessageWithin("FetchMessage waits", time.Second, r)
 				produce(s, "t", numbered(5, 10)...)
 				for i := range 3 {
@@ -1136,6 +1142,28 @@ func readerScenarios() []Scenario {
 			},
 		},
 		{
+			// The commit Close makes of what ReadMessage marked
+			// (CommitInterval > 0) is refused, GROUP_AUTHORIZATION_FAILED
+			// (row close-commit-refused).
+			Name:   "reader/group/close-commit-refused",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 3)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), GroupID: s.Name("g"), MaxWait: 200 * time.Millisecond,
+					CommitInterval: time.Hour, HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second})
+				if r == nil {
+					return
+				}
+				for i := range 2 {
+					s.ReadMessage(fmt.Sprintf("ReadMessage %d", i), r)
+				}
+				s.Proxy().OnResponse(refuseCommits(30))
+				defer s.Proxy().OnResponse(nil)
+				s.CallNoCtx("Close", r.Close)
+				s.Committed("committed", "g", "t", 1)
+			},
+		},
+		{
 			// Reads after Close while messages are fetched but not yet
 			// handed out (row reads-after-close).
 			Name:   "reader/fetch-after-close",
@@ -1220,6 +1248,27 @@ func readerScenarios() []Scenario {
 
 // commitOffset commits offset for the group named logically group on
 // partition p of the topic named logical, from outside the group.
+// refuseCommits is an OnResponse hook that answers every partition of
+// every OffsetCommit response with the error code.
+func refuseCommits(code int16) func(kproxy.Request, []byte) []byte {
+	return func(req kproxy.Request, resp []byte) []byte {
+		if req.Key != int16(kmsg.OffsetCommit) {
+			return resp
+		}
+		r, err := kproxy.DecodeResponse(req, resp)
+		if err != nil {
+			return resp
+		}
+		cr := r.(*kmsg.OffsetCommitResponse)
+		for i := range cr.Topics {
+			for j := range cr.Topics[i].Partitions {
+				cr.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+		return kproxy.EncodeResponse(req, cr)
+	}
+}
+
 func (s *Side) commitOffset(group, logical string, p int32, offset int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
