@@ -275,6 +275,12 @@
 //     as given: the broker answers none). kafka-go's Completion gets them
 //     under RequireNone as the caller gave them (Topic empty when the Writer
 //     has it, Partition 0), which tells the callback nothing.
+//   - A message that fails before any broker answered for it (its Balancer
+//     chose a partition the topic lacks) reaches Completion with the Topic
+//     it was written to, as every other message does. kafka-go sets Topic,
+//     Partition and Offset from a produce response only, so such a message
+//     reaches its Completion as the caller gave it (Topic empty when the
+//     Writer has it): the callback cannot tell which topic failed.
 //   - NewWriter returns an error for RequiredAcks other than RequireAll
 //     (-1), RequireOne (1) and RequireNone (0), naming the value. kafka-go's
 //     Writer sends the value, and every message of every call fails with

@@ -154,6 +154,15 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "completion-topic-without-response",
+		What:     "A message that fails before any broker answered for it (its Balancer chose a partition the topic lacks) reaches Completion with the Topic it was written to, as every other message does.",
+		Why:      "kafka-go sets Topic, Partition and Offset from a produce response only, so such a message reaches its Completion as the caller gave it (Topic empty when the Writer has it): the callback cannot tell which topic failed.",
+		Scenario: "writer/balancer-out-of-range", Step: "Completion",
+		Match: func(k, s string) bool {
+			return slices.Equal(withoutPlacement(k), withoutPlacement(s))
+		},
+	},
+	{
 		ID:       "invalid-acks-at-construction",
 		What:     "NewWriter returns an error for RequiredAcks other than RequireAll (-1), RequireOne (1) and RequireNone (0), naming the value.",
 		Why:      "kafka-go's Writer sends the value, and every message of every call fails with kafka.InvalidRequiredAcks: a Writer that can never write is a configuration error, reported where the configuration is given.",

@@ -470,6 +470,35 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// A Balancer that answers a partition the topic lacks (5
+			// of 2) for one message of a call, and a negative one for
+			// another, with Completion.
+			Name:   "writer/balancer-out-of-range",
+			Topics: map[string]int{"t": 2},
+			Run: func(s *Side) {
+				b := kafka.BalancerFunc(func(m kafka.Message, partitions ...int) int {
+					switch string(m.Key) {
+					case "past":
+						return len(partitions) + 3
+					case "negative":
+						return -1
+					}
+					return 1
+				})
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), Balancer: b, RequiredAcks: kafka.RequireAll,
+					MaxAttempts: 2, WriteBackoffMin: 10 * time.Millisecond, WriteBackoffMax: 20 * time.Millisecond, Completion: s.Completion("Completion")})
+				if w == nil {
+					return
+				}
+				s.Write("WriteMessages", w, kafka.Message{Key: []byte("a"), Value: []byte("a")}, kafka.Message{Key: []byte("past"), Value: []byte("p")},
+					kafka.Message{Key: []byte("b"), Value: []byte("b")})
+				s.Write("WriteMessages negative", w, kafka.Message{Key: []byte("negative"), Value: []byte("n")})
+				s.Write("WriteMessages after", w, kafka.Message{Key: []byte("c"), Value: []byte("c")})
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
 			// A message the broker refuses whole-batch among others of
 			// one call, with BatchSize 1 (row batch-size-not-a-cap).
 			// Only Kafka checks timestamps (an hour ahead at most).
