@@ -372,23 +372,12 @@ func TestReaderCommitErrors(t *testing.T) {
 					return kproxy.Forward
 				})
 			} else {
+				refuse := kproxy.FailCommits(groupAuthorizationFailed, func(err error) { t.Errorf("decoding OffsetCommit response: %v", err) })
 				rig.proxy.OnResponse(func(req kproxy.Request, resp []byte) []byte {
-					if req.Key != keyOffsetCommit {
-						return resp
+					if req.Key == keyOffsetCommit {
+						commits.Add(1)
 					}
-					commits.Add(1)
-					r, err := kproxy.DecodeResponse(req, resp)
-					if err != nil {
-						t.Errorf("decoding OffsetCommit response: %v", err)
-						return resp
-					}
-					oc := r.(*kmsg.OffsetCommitResponse)
-					for i := range oc.Topics {
-						for j := range oc.Topics[i].Partitions {
-							oc.Topics[i].Partitions[j].ErrorCode = groupAuthorizationFailed
-						}
-					}
-					return kproxy.EncodeResponse(req, oc)
+					return refuse(req, resp)
 				})
 			}
 			logs := &countingHandler{}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 )
@@ -1186,7 +1185,7 @@ func readerScenarios() []Scenario {
 				for i := range 2 {
 					s.ReadMessage(fmt.Sprintf("ReadMessage %d", i), r)
 				}
-				s.Proxy().OnResponse(refuseCommits(30))
+				s.Proxy().OnResponse(kproxy.FailCommits(30, nil))
 				defer s.Proxy().OnResponse(nil)
 				s.CallNoCtx("Close", r.Close)
 				s.Committed("committed", "g", "t", 1)
@@ -1277,27 +1276,6 @@ func readerScenarios() []Scenario {
 
 // commitOffset commits offset for the group named logically group on
 // partition p of the topic named logical, from outside the group.
-// refuseCommits is an OnResponse hook that answers every partition of
-// every OffsetCommit response with the error code.
-func refuseCommits(code int16) func(kproxy.Request, []byte) []byte {
-	return func(req kproxy.Request, resp []byte) []byte {
-		if req.Key != int16(kmsg.OffsetCommit) {
-			return resp
-		}
-		r, err := kproxy.DecodeResponse(req, resp)
-		if err != nil {
-			return resp
-		}
-		cr := r.(*kmsg.OffsetCommitResponse)
-		for i := range cr.Topics {
-			for j := range cr.Topics[i].Partitions {
-				cr.Topics[i].Partitions[j].ErrorCode = code
-			}
-		}
-		return kproxy.EncodeResponse(req, cr)
-	}
-}
-
 func (s *Side) commitOffset(group, logical string, p int32, offset int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -98,8 +98,41 @@ func EncodeResponse(req Request, r kmsg.Response) []byte {
 // A response it cannot decode goes through unchanged and is passed to
 // onErr, when not nil.
 func FailProduce(code int16, partitions []int32, onErr func(error)) func(Request, []byte) []byte {
+	return rewriteResponses(kmsg.Produce, onErr, func(r kmsg.Response) {
+		pr := r.(*kmsg.ProduceResponse)
+		for i := range pr.Topics {
+			for j := range pr.Topics[i].Partitions {
+				if slices.Contains(partitions, pr.Topics[i].Partitions[j].Partition) {
+					pr.Topics[i].Partitions[j].ErrorCode = code
+				}
+			}
+		}
+	})
+}
+
+// FailCommits is an OnResponse hook that answers every partition of
+// every OffsetCommit response with the error code (the broker still
+// stored the offsets): a coordinator refusing a commit, as seen by the
+// client. A response it cannot decode goes through unchanged and is
+// passed to onErr, when not nil.
+func FailCommits(code int16, onErr func(error)) func(Request, []byte) []byte {
+	return rewriteResponses(kmsg.OffsetCommit, onErr, func(r kmsg.Response) {
+		cr := r.(*kmsg.OffsetCommitResponse)
+		for i := range cr.Topics {
+			for j := range cr.Topics[i].Partitions {
+				cr.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+	})
+}
+
+// rewriteResponses is an OnResponse hook that decodes every response to a request
+// of key, lets edit change it and encodes it again; other responses, and
+// one it cannot decode (passed to onErr, when not nil), go through
+// unchanged.
+func rewriteResponses(key kmsg.Key, onErr func(error), edit func(kmsg.Response)) func(Request, []byte) []byte {
 	return func(req Request, resp []byte) []byte {
-		if req.Key != 0 {
+		if req.Key != int16(key) {
 			return resp
 		}
 		r, err := DecodeResponse(req, resp)
@@ -109,15 +142,8 @@ func FailProduce(code int16, partitions []int32, onErr func(error)) func(Request
 			}
 			return resp
 		}
-		pr := r.(*kmsg.ProduceResponse)
-		for i := range pr.Topics {
-			for j := range pr.Topics[i].Partitions {
-				if slices.Contains(partitions, pr.Topics[i].Partitions[j].Partition) {
-					pr.Topics[i].Partitions[j].ErrorCode = code
-				}
-			}
-		}
-		return EncodeResponse(req, pr)
+		edit(r)
+		return EncodeResponse(req, r)
 	}
 }
 
