@@ -121,10 +121,10 @@ import (
 // together. Callers that call again as soon as they return (a goroutine
 // per partition) come back one by one as a request is answered: the next
 // request waits for as many of them as the last one carried, so that
-// they travel together instead of the first back going alone: it waits
-// a quarter of the last round trip, then on while they keep coming (a
-// sixteenth of the round trip without one ends it), at most as long as
-// the last round trip and 10 ms. Where callers do not come back (keys
+// they travel together instead of the first back going alone: with r
+// the last request's round trip, at most 10 ms, it waits a quarter of r,
+// then on while calls keep coming (a sixteenth of r without one ends
+// it), at most r. Where callers do not come back (keys
 // spread over every partition, handlers that end), a wait that ends
 // without them all turns the waiting off for the next 1 to 64 requests.
 // Records of a partition whose leader the engine has not loaded yet (a

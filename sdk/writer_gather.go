@@ -39,15 +39,15 @@ import (
 // back would take the idle broker alone and the others would wait for its
 // round trip: two round trips a call. So when a wave has its outcome the
 // lane holds its next one until as many calls wait as the last wave had
-// plus those that waited before it was answered. The hold lasts a quarter
-// of the last wave's round trip, and then goes on while callers keep
-// coming back: checking every sixteenth of the round trip (at least
-// holdTick), it ends, sending what gathered, at a check that finds no
-// caller come since the last one, or once it lasted the whole round trip
-// (never more than holdMax). Hundreds of callers need about as long to
-// come back as the broker took to answer (their calls are the client's
-// work): a hold of a quarter of the round trip sent most of them one
-// wave later. A hold that ends without every
+// plus those that waited before it was answered. With r the last wave's
+// round trip, at most holdMax, the hold lasts a quarter of r and then
+// goes on while callers keep coming back: checking every sixteenth of r
+// (at least holdTick), it ends, sending what gathered, at a check that
+// finds no caller come since the last one, or once it lasted r. Hundreds
+// of callers need about as long to come back as the broker took to
+// answer (their calls are the client's work): a hold of a quarter of the
+// round trip sent most of them one wave later. Any call counts as one
+// coming back: where new callers keep arriving, a hold may last r. A hold that ends without every
 // caller means they were not coming back to this broker (keys spread over
 // every partition, handlers that end): the lane then sends at once for
 // the next 1, 2, 4 ... 64 waves before it holds again.
@@ -302,8 +302,9 @@ func (g *gather) expire(l *lane, hold uint64) {
 	}
 	if l.holdOn(time.Since(l.start)) {
 		l.seen = l.calls
+		step := l.step // a later hold may set it once g.mu is let go
 		g.mu.Unlock()
-		time.AfterFunc(l.step, func() { g.expire(l, hold) })
+		time.AfterFunc(step, func() { g.expire(l, hold) })
 		return
 	}
 	l.holding = false
