@@ -223,6 +223,13 @@
 //     the failed commit to ErrorLogger: a service cannot tell at shutdown
 //     that the messages it read since the last commit will be read again by
 //     the partition's next owner.
+//   - Reader.FetchMessage and ReadMessage called with a ctx that has already
+//     ended return ctx's error and hand out nothing, also while messages are
+//     queued: the next call gets them. kafka-go's chooses at random between
+//     the ended ctx and its queue, so about half such calls hand out a
+//     queued message; its ReadMessage then fails that message's commit on
+//     the same ctx and returns an empty Message, and the message is not
+//     handed out again.
 //   - Reader.FetchMessage and ReadMessage after Close return io.EOF at once.
 //     kafka-go's hand out what its queue still holds (with a group, messages
 //     whose commits fail: the Reader has left), then wait for ctx; io.EOF is

@@ -1192,6 +1192,48 @@ func readerScenarios() []Scenario {
 			},
 		},
 		{
+			// Reads on a ctx that has already ended while messages are
+			// queued, with and without a group (row reads-on-ended-ctx).
+			// kafka-go picks at random between the ended ctx and its
+			// queue; 20 calls leave it no chance of handing none out
+			// (2^-20) once messages are queued, so its side differs.
+			Name:   "reader/ended-ctx",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 4)...)
+				for _, c := range []struct{ group, call string }{{"", "FetchMessage"}, {"", "ReadMessage"}, {"g1", "FetchMessage"}, {"g2", "ReadMessage"}} {
+					name := c.call + " " + c.group
+					cfg := kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond}
+					if c.group != "" {
+						cfg.GroupID = s.Name(c.group)
+						cfg.HeartbeatInterval, cfg.SessionTimeout, cfg.RebalanceTimeout = 500*time.Millisecond, 6*time.Second, 6*time.Second
+					}
+					r := s.NewReader("NewReader "+name, cfg)
+					if r == nil {
+						return
+					}
+					call := r.FetchMessage
+					if c.call == "ReadMessage" {
+						call = r.ReadMessage
+					}
+					ended, cancel := context.WithCancel(context.Background())
+					cancel()
+					s.FetchMessage(name+": FetchMessage", r)
+					handed, shapes := 0, map[string]bool{}
+					for range 20 {
+						m, err := call(ended)
+						if m.Value != nil {
+							handed++
+						}
+						shapes[Shape(err)] = true
+					}
+					s.Note(name+": 20 calls on an ended ctx", fmt.Sprintf("handed out any=%v errors=%v", handed > 0, shapes))
+					s.FetchMessageWithin(name+": FetchMessage after the ended ctx", 2*time.Second, r)
+					s.CallNoCtx(name+": Close", r.Close)
+				}
+			},
+		},
+		{
 			// Reads after Close while messages are fetched but not yet
 			// handed out (row reads-after-close).
 			Name:   "reader/fetch-after-close",
