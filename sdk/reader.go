@@ -724,7 +724,9 @@ func (r *Reader) Config() kafka.ReaderConfig { return r.shown }
 // FetchMessage calls on a partition of four messages: 2 messages, offset
 // 2 and lag 2, against kafka-go's 4, 4 and 0); Timeouts counts the calls
 // that ended with their ctx's deadline, not each fetch that waited MaxWait
-// in vain.
+// in vain; Errors counts failed fetches and the errors polls returned,
+// not the fetches the Reader cut short itself (SetOffset, a rebalance,
+// Close), which kafka-go counts.
 func (r *Reader) Stats() ReaderStats {
 	c := r.config
 	partition := "-1"
