@@ -82,6 +82,9 @@ func TestGlob(t *testing.T) {
 		{"ReadLag after Close", "ReadLag after Close", true},
 		{"ReadLag after Close", "ReadLag after Close again", false},
 		{"a.b", "axb", false},
+		{"ReadLag*|Lag after fetching", "Lag after fetching", true},
+		{"ReadLag*|Lag after fetching", "ReadLag value", true},
+		{"ReadLag*|Lag after fetching", "Lag after fetching again", false},
 	} {
 		if got := glob(tc.pattern, tc.s); got != tc.want {
 			t.Errorf("glob(%q, %q) = %v, want %v", tc.pattern, tc.s, got, tc.want)

@@ -1159,6 +1159,8 @@ func readerScenarios() []Scenario {
 					got = append(got, m)
 				}
 				s.Note("fetched", len(got))
+				s.Note("Offset after fetching", r.Offset())
+				s.Note("Lag after fetching", r.Lag())
 				s.Call("CommitMessages", func(ctx context.Context) error { return r.CommitMessages(ctx, got...) })
 				s.Committed("committed", "g", "t", 2)
 				s.Call("CommitMessages not owned", func(ctx context.Context) error {
