@@ -277,6 +277,65 @@ func TestWriterHoldsForReturningCallers(t *testing.T) {
 	}
 }
 
+// TestWriterHoldsThroughChangingRoundTrips: two goroutines make calls of
+// one message to a partition each, one after another, one of them
+// pausing 700 µs between calls, while every other produce answer comes
+// 20 ms late: holds begin after slow waves and fast ones, and a hold's
+// checks go on after a later hold began (under -race, a check that read
+// the lane without its lock was reported here). Every message is stored
+// once, each caller's in order.
+func TestWriterHoldsThroughChangingRoundTrips(t *testing.T) {
+	const callers, calls = 2, 60
+	rig := newFaultRig(t, "hold-rtt", callers)
+	var answers atomic.Int64
+	rig.proxy.OnResponse(func(r kproxy.Request, resp []byte) []byte {
+		if r.Key == int16(kmsg.Produce) && answers.Add(1)%2 == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return resp
+	})
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic,
+		RequiredAcks: kafka.RequireAll, Balancer: byKey}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range calls {
+				if err := w.WriteMessages(ctx, kafka.Message{Key: fmt.Appendf(nil, "p%d", g), Value: fmt.Append(nil, c)}); err != nil {
+					t.Error(err)
+					return
+				}
+				if g == 1 {
+					time.Sleep(700 * time.Microsecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if t.Failed() {
+		return
+	}
+	for p, vs := range deliverytest.PartitionValues(ctx, t, rig.checkTopic()) {
+		var want []string
+		if p < callers {
+			for c := range calls {
+				want = append(want, fmt.Sprint(c))
+			}
+		}
+		if !slices.Equal(vs, want) {
+			t.Errorf("partition %d: stored %d messages %v..., want %d in order", p, len(vs), vs[:min(len(vs), 6)], len(want))
+		}
+	}
+}
+
 // TestWriterCloseEndsHold: two goroutines make calls of one message to a
 // partition each, one after another, with a hold that only the callers'
 // coming back ends. One goroutine stops; the other's next call waits in
