@@ -47,10 +47,11 @@ import (
 // of callers need about as long to come back as the broker took to
 // answer (their calls are the client's work): a hold of a quarter of the
 // round trip sent most of them one wave later. Any call counts as one
-// coming back: where new callers keep arriving, a hold may last r. A hold that ends without every
-// caller means they were not coming back to this broker (keys spread over
-// every partition, handlers that end): the lane then sends at once for
-// the next 1, 2, 4 ... 64 waves before it holds again.
+// coming back: where new callers keep arriving, a hold may last r. A
+// hold that ends without every caller means they were not coming back to
+// this broker (keys spread over every partition, handlers that end): the
+// lane then sends at once for the next 1, 2, 4 ... 64 waves before it
+// holds again.
 type gather struct {
 	w  *Writer
 	mu sync.Mutex
