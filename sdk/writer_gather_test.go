@@ -259,8 +259,7 @@ func TestWriterHoldsForReturningCallers(t *testing.T) {
 			if hold && perWave < callers-0.5 {
 				t.Errorf("%.2f calls per wave with the hold; want about %d, every caller in each", perWave, callers)
 			}
-			for p, vs := range deliverytest.PartitionValues(ctx, t, rig.checkTopic()) {
-				var want []string
+			wantStored(ctx, t, rig.checkTopic(), func(p int) (want []string) {
 				if p < callers {
 					want = append(want, "w")
 					for c := range calls {
@@ -269,10 +268,8 @@ func TestWriterHoldsForReturningCallers(t *testing.T) {
 						}
 					}
 				}
-				if !slices.Equal(vs, want) {
-					t.Errorf("partition %d: stored %d messages %v..., want %d in order", p, len(vs), vs[:min(len(vs), 6)], len(want))
-				}
-			}
+				return want
+			})
 		})
 	}
 }
@@ -323,15 +320,23 @@ func TestWriterHoldsThroughChangingRoundTrips(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for p, vs := range deliverytest.PartitionValues(ctx, t, rig.checkTopic()) {
-		var want []string
+	wantStored(ctx, t, rig.checkTopic(), func(p int) (want []string) {
 		if p < callers {
 			for c := range calls {
 				want = append(want, fmt.Sprint(c))
 			}
 		}
-		if !slices.Equal(vs, want) {
-			t.Errorf("partition %d: stored %d messages %v..., want %d in order", p, len(vs), vs[:min(len(vs), 6)], len(want))
+		return want
+	})
+}
+
+// wantStored checks that each partition of topic stored want(p), in
+// order.
+func wantStored(ctx context.Context, t *testing.T, topic deliverytest.Topic, want func(p int) []string) {
+	t.Helper()
+	for p, vs := range deliverytest.PartitionValues(ctx, t, topic) {
+		if w := want(p); !slices.Equal(vs, w) {
+			t.Errorf("partition %d: stored %d messages %v..., want %d in order", p, len(vs), vs[:min(len(vs), 6)], len(w))
 		}
 	}
 }
@@ -411,15 +416,13 @@ func TestWriterCloseEndsHold(t *testing.T) {
 	if made[1].Load() != held+1 {
 		t.Fatalf("caller 1 made %d calls after its call was held; want the held one to return nil", made[1].Load()-held)
 	}
-	for p, vs := range deliverytest.PartitionValues(ctx, t, rig.checkTopic()) {
+	wantStored(ctx, t, rig.checkTopic(), func(p int) []string {
 		want := []string{"w"}
 		for c := range int(made[p].Load()) {
 			want = append(want, fmt.Sprint(c))
 		}
-		if !slices.Equal(vs, want) {
-			t.Errorf("partition %d: stored %d messages, want %d in order", p, len(vs), len(want))
-		}
-	}
+		return want
+	})
 }
 
 // TestWriterSecondCloseWaitsForTheFirst: a program that closes its async

@@ -289,8 +289,6 @@ func withoutMarkers(read string) string {
 // placement is a Completion line's topic and partition.
 var placement = regexp.MustCompile(`^topic=\S* partition=-?\d+ `)
 
-// withoutPlacement is the lines of Completion's observation without their
-// topic and partition, sorted.
 // storedValues finds the values of a Stored observation.
 var storedValues = regexp.MustCompile(`value=("(?:[^"\\]|\\.)*"|null|\d+ bytes "[^"]*"\.\.\.)`)
 
@@ -299,19 +297,18 @@ var failedTopic = regexp.MustCompile(`^topic=\S* (.* err=error)$`)
 
 // failedWithoutTopic is the lines of Completion's observation, those of
 // failed messages without their topic, sorted.
-func failedWithoutTopic(obs string) []string {
-	lines := strings.Split(obs, "\n")
-	for i, l := range lines {
-		lines[i] = failedTopic.ReplaceAllString(l, "$1")
-	}
-	slices.Sort(lines)
-	return lines
-}
+func failedWithoutTopic(obs string) []string { return sortedLines(obs, failedTopic, "$1") }
 
-func withoutPlacement(obs string) []string {
+// withoutPlacement is the lines of Completion's observation without their
+// topic and partition, sorted.
+func withoutPlacement(obs string) []string { return sortedLines(obs, placement, "") }
+
+// sortedLines is the lines of obs, each with re's matches replaced by
+// repl, sorted.
+func sortedLines(obs string, re *regexp.Regexp, repl string) []string {
 	lines := strings.Split(obs, "\n")
 	for i, l := range lines {
-		lines[i] = placement.ReplaceAllString(l, "")
+		lines[i] = re.ReplaceAllString(l, repl)
 	}
 	slices.Sort(lines)
 	return lines
