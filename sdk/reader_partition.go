@@ -112,8 +112,8 @@ func (r *Reader) Offset() int64 {
 // ReadLag asks the partition's leader for its last offset and returns the
 // lag of the reader's offset behind it, like kafka.Reader.ReadLag,
 // retrying transient errors until ctx is done: negative, as kafka-go's,
-// when SetOffset put the reader past the end of the log. With a consumer group,
-// where kafka-go's returns an error, it asks the leaders of the owned
+// when SetOffset put the reader past the end of the log. With a consumer
+// group, where kafka-go's returns an error, it asks the leaders of the owned
 // partitions and returns the sum of their lags (0 while the Reader owns
 // none), which Lag, Stats and Assignment then show too.
 func (r *Reader) ReadLag(ctx context.Context) (int64, error) {

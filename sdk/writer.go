@@ -124,9 +124,9 @@ import (
 // they travel together instead of the first back going alone: with r
 // the last request's round trip, at most 10 ms, it waits a quarter of r,
 // then on while calls keep coming (a sixteenth of r without one ends
-// it), at most r. Where callers do not come back (keys
-// spread over every partition, handlers that end), a wait that ends
-// without them all turns the waiting off for the next 1 to 64 requests.
+// it), at most r. Where callers do not come back (keys spread over every
+// partition, handlers that end), a wait that ends without them all turns
+// the waiting off for the next 1 to 64 requests.
 // Records of a partition whose leader the engine has not loaded yet (a
 // topic's first calls), re-sends after an error, RequireNone
 // (nothing is answered) and async mode (where the engine pipelines up to

@@ -126,10 +126,10 @@ func FailCommits(code int16, onErr func(error)) func(Request, []byte) []byte {
 	})
 }
 
-// rewriteResponses is an OnResponse hook that decodes every response to a request
-// of key, lets edit change it and encodes it again; other responses, and
-// one it cannot decode (passed to onErr, when not nil), go through
-// unchanged.
+// rewriteResponses is an OnResponse hook that decodes every response to
+// a request of key, lets edit change it and encodes it again; other
+// responses, and one it cannot decode (passed to onErr, when not nil), go
+// through unchanged.
 func rewriteResponses(key kmsg.Key, onErr func(error), edit func(kmsg.Response)) func(Request, []byte) []byte {
 	return func(req Request, resp []byte) []byte {
 		if req.Key != int16(key) {
