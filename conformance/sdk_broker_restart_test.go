@@ -392,11 +392,15 @@ func TestSDKIdempotentBrokerRestart(t *testing.T) {
 		t.Fatalf("waiting for an answered Produce of each Writer to hold: %v", ctx.Err())
 	}
 	behind := hold.inFlightBehind(asyncID)
+	// Counted before the kill: the held responses' cut is each Writer's
+	// first retry against the killed broker, and a Writer with nothing
+	// else in flight (the sync one's calls wait for the held request)
+	// makes no other until the broker is back.
+	retriesAtKill := [2]int64{writers[0].pollStats(), writers[1].pollStats()}
 	start := time.Now()
 	b.Kill9()
 	hold.release()
 	killed := [2]int64{writers[0].acked.Load(), writers[1].acked.Load()}
-	retriesAtKill := [2]int64{writers[0].pollStats(), writers[1].pollStats()}
 	// The pause: until both Writers have retried against the dead broker,
 	// so the restart lands in the middle of their resends.
 	waitFor("both Writers retry against the killed broker", func() bool {
