@@ -77,3 +77,7 @@ func RecordSlabsReused() int64 { return readerSlabs.reused.Load() }
 
 // BufferedRecords is how many records w's engine buffers.
 func BufferedRecords(w *Writer) int64 { return w.engine().BufferedProduceRecords() }
+
+// UnsettledRecords is how many records of w's calls have no outcome yet,
+// as the Writer counts them.
+func UnsettledRecords(w *Writer) int64 { return w.unsettled.Load() }

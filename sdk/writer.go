@@ -292,6 +292,10 @@ type Writer struct {
 	closing chan struct{}
 	// gaveUp counts the messages Close failed.
 	gaveUp atomic.Int64
+	// unsettled counts the records of calls handed over, or being
+	// handed over, without their outcome: it bounds the engine's
+	// buffer (see waitRoom).
+	unsettled atomic.Int64
 }
 
 // writerConf is what Stats reports of the configuration.

@@ -72,6 +72,7 @@ type recState struct {
 	resends     int         // times resent after a broker found its batch corrupt
 	cl          *kgo.Client // the client the record was last produced on
 	lane        *lane       // the gather lane it went through, if any
+	pin         *pinned     // its partition's pin to lane
 	// refused: the Balancer, run at hand-over with the topic's partition
 	// count, chose no partition of it (the engine fails the record
 	// without running the Balancer again).
@@ -169,6 +170,7 @@ func (w *Writer) handOverOrRelease(ctx context.Context, c *call) {
 	}()
 	w.prepare(c, cl)
 	balanced = true
+	w.unsettled.Add(int64(len(c.slots)))
 	w.handOver(ctx, c, cl)
 }
 
@@ -213,7 +215,7 @@ func (w *Writer) prepare(c *call, cl *kgo.Client) {
 		// Field by field: the slot is zeroed, and whole-struct stores
 		// cost a write barrier over every pointer of it.
 		sl.st.Context = budget
-		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.preN, sl.st.cl, sl.st.lane = c, i, -1, pre, preN, cl, nil
+		sl.st.c, sl.st.i, sl.st.partition, sl.st.pre, sl.st.preN, sl.st.cl, sl.st.lane, sl.st.pin = c, i, -1, pre, preN, cl, nil, nil
 		if refused {
 			sl.st.refused = true
 		}
@@ -368,7 +370,10 @@ func (w *Writer) awaitRoom(ctx context.Context, n int) error {
 // ends (its error) or the Writer closed (io.ErrClosedPipe), checking
 // every millisecond at first and every 50 ms at last.
 func (w *Writer) waitRoom(ctx context.Context, cl *kgo.Client, need int64) error {
-	if cl.BufferedProduceRecords()+need <= maxBuffered {
+	// The engine counts its buffer under the lock its promise takes for
+	// every record: asked only when the Writer's own count (which
+	// bounds it) leaves no room.
+	if w.unsettled.Load()+need <= maxBuffered || cl.BufferedProduceRecords()+need <= maxBuffered {
 		return nil
 	}
 	t := time.NewTimer(0)
@@ -667,8 +672,9 @@ func (w *Writer) settleRecord(r *kgo.Record, st *recState, err error) {
 	w.wh.bytes.Add(int64(len(r.Key) + len(r.Value)))
 	st.err = err
 	st.fin.Store(true)
+	w.unsettled.Add(-1)
 	if st.lane != nil {
-		w.gather.done(r, st)
+		w.gather.done(st)
 	}
 	if c.report {
 		c.finished(st) // the report settles the record with its call

@@ -58,9 +58,10 @@ type gather struct {
 	// lanes by leader node ID; parts pins a partition to the lane its
 	// records wait in or fly through, until they all have their outcome,
 	// so that a leader change never lets a later record of a partition
-	// pass an earlier one.
+	// pass an earlier one (a free pin stays, up to pinsKept of them, for
+	// the partition's next record).
 	lanes map[int32]*lane
-	parts map[batchKey]pinned
+	parts map[batchKey]*pinned
 	// wg counts the goroutines handing a wave over: Close waits for them.
 	wg sync.WaitGroup
 	// held counts the records in lanes (waiting or in flight), and
@@ -72,16 +73,18 @@ type gather struct {
 
 // lane is one broker's synchronous traffic.
 type lane struct {
-	busy    int // records of the wave in flight without their outcome
+	// busy counts the records of the wave in flight without their
+	// outcome; the promise takes g.mu only for a wave's last.
+	busy    atomic.Int64
 	waiting []*kgo.Record
 	calls   int // calls with records in waiting
 	// before counts the calls of waiting that came before any record of
 	// the wave in flight had its outcome: none of them is a caller of
 	// that wave coming back.
 	before   int
-	answered bool      // a record of the wave in flight has its outcome
-	wave     int       // calls in the wave in flight
-	sent     time.Time // when the wave in flight was handed to the engine
+	answered atomic.Bool // a record of the wave in flight has its outcome
+	wave     int         // calls in the wave in flight
+	sent     time.Time   // when the wave in flight was handed to the engine
 	// The hold of the next wave (see gather): want calls, hold tells
 	// one hold from the next, skip counts the waves sent without one.
 	// A hold begun at start checks every step whether calls still
@@ -119,14 +122,19 @@ func holdFor(rtt time.Duration) (step, least, most time.Duration) {
 // benchmarks can measure what the hold brings.
 var gatherHold atomic.Int64
 
-// pinned is a partition's lane while it has records there.
+// pinned is a partition's lane while it has records there (n of them;
+// at 0 the partition is free to follow its leader to another lane).
 type pinned struct {
 	l *lane
-	n int
+	n atomic.Int32
 }
 
+// pinsKept is how many partitions' pins, free ones included, the
+// gather keeps before it drops the free ones.
+const pinsKept = 1024
+
 func newGather(w *Writer) *gather {
-	return &gather{w: w, lanes: map[int32]*lane{}, parts: map[batchKey]pinned{}}
+	return &gather{w: w, lanes: map[int32]*lane{}, parts: map[batchKey]*pinned{}}
 }
 
 // take hands the records of a call to the engine through their
@@ -150,24 +158,26 @@ func (g *gather) take(cl *kgo.Client, slots []slot) bool {
 	g.mu.Lock()
 	for i := range slots {
 		sl := &slots[i]
-		l := g.pin(cl, sl.rec.Topic, sl.st.pre)
-		if l == nil {
+		pp := g.pin(cl, sl.rec.Topic, sl.st.pre)
+		if pp == nil {
 			direct = append(direct, &sl.rec)
 			continue
 		}
-		sl.st.lane = l
+		l := pp.l
+		sl.st.lane, sl.st.pin = l, pp
 		switch {
 		case slices.Contains(fresh, l):
-		case l.busy == 0 && len(l.waiting) == 0 && !l.holding:
+		case l.busy.Load() == 0 && len(l.waiting) == 0 && !l.holding:
 			fresh = append(fresh, l)
-			l.wave, l.answered, l.sent = 1, false, time.Now()
+			l.wave, l.sent = 1, time.Now()
+			l.answered.Store(false)
 			g.waves++
 			g.calls++
 		default:
 			if !slices.Contains(joined, l) {
 				joined = append(joined, l)
 				l.calls++
-				if l.busy > 0 && !l.answered {
+				if l.busy.Load() > 0 && !l.answered.Load() {
 					l.before++
 				}
 			}
@@ -177,7 +187,7 @@ func (g *gather) take(cl *kgo.Client, slots []slot) bool {
 		send = append(send, &sl.rec)
 	}
 	for _, r := range send {
-		r.Context.(*recState).lane.busy++
+		r.Context.(*recState).lane.busy.Add(1)
 	}
 	ended := 0
 	for _, l := range joined {
@@ -203,47 +213,60 @@ func (g *gather) take(cl *kgo.Client, slots []slot) bool {
 }
 
 // pin pins topic's partition p to a lane, the one it is pinned to or
-// its leader's, and returns the lane; nil when p has none. g.mu is held.
-func (g *gather) pin(cl *kgo.Client, topic string, p int32) *lane {
+// its leader's, and returns the pin; nil when p has none. g.mu is held.
+func (g *gather) pin(cl *kgo.Client, topic string, p int32) *pinned {
 	if p < 0 {
 		return nil
 	}
 	k := batchKey{topic, p}
-	pp, ok := g.parts[k]
-	if !ok {
+	pp := g.parts[k]
+	if pp == nil || pp.n.Load() == 0 {
+		// Free (n only drops without g.mu): the leader decides.
 		leader, _, err := cl.PartitionLeader(topic, p)
 		if err != nil || leader < 0 {
 			return nil
+		}
+		if pp == nil {
+			pp = &pinned{}
+			g.parts[k] = pp
 		}
 		if pp.l = g.lanes[leader]; pp.l == nil {
 			pp.l = &lane{}
 			g.lanes[leader] = pp.l
 		}
 	}
-	pp.n++
-	g.parts[k] = pp
-	return pp.l
+	pp.n.Add(1)
+	return pp
 }
 
 // done notes that r, which went through a lane, has its outcome; the
 // last record of a wave sends what gathered. It runs in the engine's
 // promise, where Produce must not be called (it may wait for buffer room
 // that only the promise frees).
-func (g *gather) done(r *kgo.Record, st *recState) {
+//
+// Only a wave's last record takes g.mu: the callers coming back take it
+// to join the next wave meanwhile, and the promise hands the outcomes
+// out one after another.
+func (g *gather) done(st *recState) {
 	l := st.lane
-	k := batchKey{r.Topic, st.pre}
-	g.mu.Lock()
-	if pp := g.parts[k]; pp.n <= 1 {
-		delete(g.parts, k)
-	} else {
-		pp.n--
-		g.parts[k] = pp
-	}
-	l.busy--
-	l.answered = true
+	st.pin.n.Add(-1)
+	l.answered.Store(true)
 	g.held.Add(-1)
+	if l.busy.Add(-1) != 0 {
+		return
+	}
 	var wave []*kgo.Record
-	if l.busy == 0 {
+	g.mu.Lock()
+	if len(g.parts) > pinsKept {
+		for k, pp := range g.parts {
+			if pp.n.Load() == 0 {
+				delete(g.parts, k)
+			}
+		}
+	}
+	// A call that came once busy dropped to 0, with nothing waiting,
+	// may have sent a wave already: the last of that one decides.
+	if l.busy.Load() == 0 && !l.holding {
 		want := l.wave + l.before
 		switch {
 		case g.w.closed.Load():
@@ -283,8 +306,9 @@ func (g *gather) launch(l *lane, send []*kgo.Record) []*kgo.Record {
 		return send
 	}
 	send = append(send, l.waiting...)
-	l.busy += len(l.waiting)
-	l.wave, l.answered, l.sent = l.calls, false, time.Now()
+	l.busy.Add(int64(len(l.waiting)))
+	l.wave, l.sent = l.calls, time.Now()
+	l.answered.Store(false)
 	g.waves++
 	g.calls += l.calls
 	l.waiting, l.calls, l.before = nil, 0, 0

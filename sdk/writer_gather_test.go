@@ -690,4 +690,27 @@ func TestWriterLargeCallFindingNoRoom(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the call did not return when its ctx ended")
 	}
+	// So does a call of one message (the Writer's own count of records
+	// without their outcome, which spares it the engine's, sees no room
+	// either).
+	small, cancelSmall := context.WithCancel(ctx)
+	go func() { returned <- w.WriteMessages(small, kafka.Message{Value: []byte("small")}) }()
+	time.Sleep(50 * time.Millisecond)
+	cancelSmall()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the call of one message returned %.200v, want context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the call of one message did not return when its ctx ended")
+	}
+	// Once every record has its outcome, the count is back to 0.
+	h.Release()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := sdk.UnsettledRecords(w); n != 0 {
+		t.Fatalf("the Writer counts %d records without their outcome after Close, want 0", n)
+	}
 }
