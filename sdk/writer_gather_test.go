@@ -583,14 +583,7 @@ func TestWriterLargeCallEndsWithItsCtx(t *testing.T) {
 	go func() { returned <- w.WriteMessages(callCtx, msgs...) }()
 	<-h.heldOne
 	cancel()
-	select {
-	case err := <-returned:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the call returned %v, want context.Canceled", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("the call did not return when its ctx ended")
-	}
+	wantCanceled(ctx, t, returned, "the call")
 	h.Release()
 	select {
 	case <-all:
@@ -682,14 +675,7 @@ func TestWriterLargeCallFindingNoRoom(t *testing.T) {
 	go func() { returned <- w.WriteMessages(second, msgs...) }()
 	time.Sleep(50 * time.Millisecond) // the second call waiting for room (or not yet: ctx's error either way)
 	cancel()
-	select {
-	case err := <-returned:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the call returned %.200v, want context.Canceled", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("the call did not return when its ctx ended")
-	}
+	wantCanceled(ctx, t, returned, "the call")
 	// So does a call of one message (the Writer's own count of records
 	// without their outcome, which spares it the engine's, sees no room
 	// either).
@@ -697,14 +683,7 @@ func TestWriterLargeCallFindingNoRoom(t *testing.T) {
 	go func() { returned <- w.WriteMessages(small, kafka.Message{Value: []byte("small")}) }()
 	time.Sleep(50 * time.Millisecond)
 	cancelSmall()
-	select {
-	case err := <-returned:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the call of one message returned %.200v, want context.Canceled", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("the call of one message did not return when its ctx ended")
-	}
+	wantCanceled(ctx, t, returned, "the call of one message")
 	// Once every record has its outcome, the count is back to 0.
 	h.Release()
 	if err := w.Close(); err != nil {
@@ -712,5 +691,19 @@ func TestWriterLargeCallFindingNoRoom(t *testing.T) {
 	}
 	if n := sdk.UnsettledRecords(w); n != 0 {
 		t.Fatalf("the Writer counts %d records without their outcome after Close, want 0", n)
+	}
+}
+
+// wantCanceled waits for a call to return on returned, which must be its
+// canceled ctx's error; what names the call.
+func wantCanceled(ctx context.Context, t *testing.T, returned <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s returned %.200v, want context.Canceled", what, err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s did not return when its ctx ended", what)
 	}
 }
