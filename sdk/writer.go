@@ -293,8 +293,8 @@ type Writer struct {
 	// gaveUp counts the messages Close failed.
 	gaveUp atomic.Int64
 	// unsettled counts the records of calls handed over, or being
-	// handed over, without their outcome: it bounds the engine's
-	// buffer (see waitRoom).
+	// handed over, without their outcome: the engine's buffer holds at
+	// most one more (the record whose promise runs; see waitRoom).
 	unsettled atomic.Int64
 }
 
@@ -518,7 +518,7 @@ func (w *Writer) Close() error {
 	close(w.closing)
 	start := time.Now()
 	if w.gather != nil {
-		w.gather.release()
+		w.gather.flush()
 	}
 	if w.awaited.Load() == 0 {
 		w.idleOnce.Do(func() { close(w.idle) })

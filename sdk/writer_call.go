@@ -236,6 +236,9 @@ func (w *Writer) prepare(c *call, cl *kgo.Client) {
 // handOver hands the records of c to the engine.
 func (w *Writer) handOver(ctx context.Context, c *call, cl *kgo.Client) {
 	if len(c.slots) > maxBuffered {
+		if w.gather != nil {
+			w.gather.flush()
+		}
 		w.handOverLarge(ctx, c, cl)
 		return
 	}
@@ -371,9 +374,10 @@ func (w *Writer) awaitRoom(ctx context.Context, n int) error {
 // every millisecond at first and every 50 ms at last.
 func (w *Writer) waitRoom(ctx context.Context, cl *kgo.Client, need int64) error {
 	// The engine counts its buffer under the lock its promise takes for
-	// every record: asked only when the Writer's own count (which
-	// bounds it) leaves no room.
-	if w.unsettled.Load()+need <= maxBuffered || cl.BufferedProduceRecords()+need <= maxBuffered {
+	// every record: asked only when the Writer's own count leaves no
+	// room. The engine frees a record's room after its promise, which
+	// settles it: the engine holds at most one record more than the count.
+	if w.unsettled.Load()+need < maxBuffered || cl.BufferedProduceRecords()+need <= maxBuffered {
 		return nil
 	}
 	t := time.NewTimer(0)

@@ -58,10 +58,12 @@ type gather struct {
 	// lanes by leader node ID; parts pins a partition to the lane its
 	// records wait in or fly through, until they all have their outcome,
 	// so that a leader change never lets a later record of a partition
-	// pass an earlier one (a free pin stays, up to pinsKept of them, for
-	// the partition's next record).
-	lanes map[int32]*lane
-	parts map[batchKey]*pinned
+	// pass an earlier one. A free pin (no record there) stays for the
+	// partition's next record; a wave's last record drops the free ones
+	// once there are more than sweepAt (at least pinsKept) pins.
+	sweepAt int
+	lanes   map[int32]*lane
+	parts   map[batchKey]*pinned
 	// wg counts the goroutines handing a wave over: Close waits for them.
 	wg sync.WaitGroup
 	// held counts the records in lanes (waiting or in flight), and
@@ -130,7 +132,8 @@ type pinned struct {
 }
 
 // pinsKept is how many partitions' pins, free ones included, the
-// gather keeps before it drops the free ones.
+// gather keeps at least before it drops the free ones: at most twice as
+// many as there were after the last sweep.
 const pinsKept = 1024
 
 func newGather(w *Writer) *gather {
@@ -239,10 +242,10 @@ func (g *gather) pin(cl *kgo.Client, topic string, p int32) *pinned {
 	return pp
 }
 
-// done notes that r, which went through a lane, has its outcome; the
-// last record of a wave sends what gathered. It runs in the engine's
-// promise, where Produce must not be called (it may wait for buffer room
-// that only the promise frees).
+// done notes that the record of st, which went through a lane, has its
+// outcome; the last record of a wave sends what gathered. It runs in the
+// engine's promise, where Produce must not be called (it may wait for
+// buffer room that only the promise frees).
 //
 // Only a wave's last record takes g.mu: the callers coming back take it
 // to join the next wave meanwhile, and the promise hands the outcomes
@@ -257,12 +260,13 @@ func (g *gather) done(st *recState) {
 	}
 	var wave []*kgo.Record
 	g.mu.Lock()
-	if len(g.parts) > pinsKept {
+	if len(g.parts) > max(g.sweepAt, pinsKept) {
 		for k, pp := range g.parts {
 			if pp.n.Load() == 0 {
 				delete(g.parts, k)
 			}
 		}
+		g.sweepAt = 2 * len(g.parts)
 	}
 	// A call that came once busy dropped to 0, with nothing waiting,
 	// may have sent a wave already: the last of that one decides.
@@ -349,16 +353,19 @@ func (l *lane) holdOn(held time.Duration) bool {
 	return held+l.step <= l.most && (held < l.least || l.calls > l.seen)
 }
 
-// release ends every hold: the Writer is closing.
-func (g *gather) release() {
+// flush ends every hold and hands every record waiting in a lane to the
+// engine now, behind the waves in flight: the Writer is closing, or a
+// call that does not pass the lanes (one larger than the engine's
+// buffer) must come after the records of its partitions that wait there.
+func (g *gather) flush() {
 	var wave []*kgo.Record
 	g.mu.Lock()
 	for _, l := range g.lanes {
 		if l.holding {
 			l.holding = false
-			wave = g.launch(l, wave)
 			g.held.Add(-1)
 		}
+		wave = g.launch(l, wave)
 	}
 	g.mu.Unlock()
 	g.produce(wave)

@@ -707,3 +707,71 @@ func wantCanceled(ctx context.Context, t *testing.T, returned <-chan error, what
 		t.Fatalf("%s did not return when its ctx ended", what)
 	}
 }
+
+// TestWriterLargeCallComesAfterWaitingRecords: a call whose ctx ended
+// while its message waited in a lane (a wave in flight to the broker)
+// leaves the message to be written; the caller's next call, larger than
+// the engine's buffer, does not pass the lanes, and its messages are
+// stored after the waiting one, as calls of one caller are.
+func TestWriterLargeCallComesAfterWaitingRecords(t *testing.T) {
+	const n = 50_001
+	rig := newFaultRig(t, "large-after-lane", 1)
+	h := newHoldProduce(rig.proxy)
+	t.Cleanup(h.Release)
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll}, testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	ctx := testCtx(t)
+	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	// Two calls in flight (the second goes through the lane, as its wave),
+	// and a third waiting in the lane behind them.
+	h.hold.Store(true)
+	returned := make(chan error, 3)
+	go func() { returned <- w.WriteMessages(ctx, kafka.Message{Value: []byte("a")}) }()
+	<-h.heldOne
+	go func() { returned <- w.WriteMessages(ctx, kafka.Message{Value: []byte("b")}) }()
+	for {
+		if waves, _ := sdk.GatherWaves(w); waves == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the second call did not go out as a wave")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waiting, cancel := context.WithCancel(ctx)
+	go func() { returned <- w.WriteMessages(waiting, kafka.Message{Value: []byte("c")}) }()
+	for sdk.GatherWaiting(w) != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the third call did not wait in the lane")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wantCanceled(ctx, t, returned, "the waiting call")
+	large := valuesMessages(n)
+	go func() { returned <- w.WriteMessages(ctx, large...) }()
+	for sdk.BufferedRecords(w) < 50_000 {
+		if ctx.Err() != nil {
+			t.Fatalf("the engine buffers %d records, want 50,000", sdk.BufferedRecords(w))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.Release()
+	for range 3 {
+		if err := <-returned; err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantStored(ctx, t, rig.checkTopic(), func(int) []string {
+		want := []string{"warm", "a", "b", "c"}
+		for _, m := range large {
+			want = append(want, string(m.Value))
+		}
+		return want
+	})
+}
