@@ -35,6 +35,7 @@ type call struct {
 	// the slice, as kafka-go's callers may.
 	msgsMu  sync.Mutex
 	slots   []slot
+	one     [1]slot // slots of a call of one message, in the call's allocation
 	pending atomic.Int64
 	done    chan struct{} // closed when every message has its outcome
 	report  bool          // Completion or async: report per partition
@@ -116,7 +117,11 @@ func (w *Writer) WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 	} else {
 		c.done = make(chan struct{})
 	}
-	c.slots = make([]slot, len(msgs))
+	if len(msgs) == 1 {
+		c.slots = c.one[:]
+	} else {
+		c.slots = make([]slot, len(msgs))
+	}
 	c.pending.Store(int64(len(msgs)))
 	mark := w.hooks.errSeq.Load()
 	w.fatalMu.Lock()
