@@ -164,7 +164,8 @@ import (
 // after which WriteMessages, async too, waits for room until its ctx ends
 // (then it stores nothing and returns ctx's error; kafka-go's async
 // buffer has no bound). A call of more messages than that hands them over
-// as room frees; when its ctx ends first, those handed over are delivered
+// as room frees, after the messages of earlier calls still gathering for
+// the next request (which it sends at once); when its ctx ends first, those handed over are delivered
 // and the others fail with an error matching ctx's, which Completion gets
 // too.
 //
