@@ -192,7 +192,13 @@ type g848Member struct {
 	done   chan struct{}
 	err    error // the first error of FetchMessage or CommitMessages; read after done
 	read   atomic.Int64
-	closed bool
+	// refused counts the commits the group refused for a generation that
+	// ended (a rebalance while the commit was on its way, its partitions
+	// given to another member): kafka-go's CommitMessages returns the
+	// same refusal, and the new owner reads them again from the group's
+	// offset.
+	refused atomic.Int64
+	closed  bool
 }
 
 func startG848Member(t *testing.T, name string, cfg kafka.ReaderConfig, opts []sdk.Option, reads *g848Reads, proxy *kproxy.Proxy) *g848Member {
@@ -219,6 +225,10 @@ func (m *g848Member) loop(ctx context.Context, reads *g848Reads) {
 		return err
 	}
 	fail := func(op string, err error) {
+		if op == "CommitMessages" && groupRefused(err) {
+			m.refused.Add(1)
+			return
+		}
 		if m.err == nil && !m.dead.Load() && ctx.Err() == nil {
 			m.err = fmt.Errorf("%s: %s after %d messages: %w", m.name, op, m.read.Load(), err)
 		}
@@ -258,9 +268,18 @@ func (m *g848Member) loop(ctx context.Context, reads *g848Reads) {
 	// A graceful stop commits what was read before leaving.
 	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := commit(cctx); err != nil && m.err == nil {
+	if err := commit(cctx); groupRefused(err) {
+		m.refused.Add(1)
+	} else if err != nil && m.err == nil {
 		m.err = fmt.Errorf("%s: final CommitMessages: %w", m.name, err)
 	}
+}
+
+// groupRefused reports whether err is a group's refusal of a commit for
+// a generation that ended.
+func groupRefused(err error) bool {
+	return errors.Is(err, kafka.IllegalGeneration) || errors.Is(err, kafka.RebalanceInProgress) || errors.Is(err, kafka.UnknownMemberId) ||
+		errors.Is(err, kerr.StaleMemberEpoch) || errors.Is(err, kerr.FencedMemberEpoch)
 }
 
 // leave stops reading, commits what was read and closes the Reader; it
@@ -485,8 +504,12 @@ func runG848Group(t *testing.T, proto sdk.GroupProtocol) g848Result {
 	reads.mu.Lock()
 	dups := int64(reads.total) - (total - lost)
 	reads.mu.Unlock()
-	t.Logf("%s: produced %d messages in %v; read %d offsets of %d (lost %d), %d re-deliveries; per member %s",
-		proto, n, prodEnd.Sub(res.changes[0].at).Round(time.Millisecond), total-lost, total, lost, dups, memberCounts(members))
+	var refused int64
+	for _, m := range members {
+		refused += m.refused.Load()
+	}
+	t.Logf("%s: produced %d messages in %v; read %d offsets of %d (lost %d), %d re-deliveries; per member %s; %d commits refused for an ended generation",
+		proto, n, prodEnd.Sub(res.changes[0].at).Round(time.Millisecond), total-lost, total, lost, dups, memberCounts(members), refused)
 	if lost != 0 {
 		var timeline strings.Builder
 		for _, ch := range res.changes {
