@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,8 +97,149 @@ func KafkaGoFactory() Factory {
 			return w, nil
 		},
 		NewReader: func(cfg kafka.ReaderConfig) (Reader, error) {
-			return kafka.NewReader(cfg), nil
+			if cfg.GroupID != "" || cfg.Logger != nil {
+				return kafka.NewReader(cfg), nil
+			}
+			l := &startLog{changed: make(chan struct{})}
+			cfg.Logger = l
+			return &kafkaGoReader{Reader: kafka.NewReader(cfg), log: l}, nil
 		},
+	}
+}
+
+// kafkaGoReader is kafka-go's partition Reader made safe to drive from
+// the harness under -race. kafka-go starts a goroutine per partition at
+// the first fetch and at each SetOffset that moves the offset; the
+// goroutine reads the Reader's version without its lock, which the next
+// start writes (a data race in kafka-go itself, which -race reports when
+// two starts come without a message in between). The goroutine logs
+// "initializing kafka reader" once it has read it: after a call that
+// started one, the wrapper waits for that line (at most startWait), so
+// that the next start comes after the read.
+type kafkaGoReader struct {
+	*kafka.Reader
+	log     *startLog
+	started atomic.Bool // a fetch started the partition's goroutine
+	closed  atomic.Bool
+}
+
+// startWait bounds the wait for a started goroutine's first line.
+const startWait = 5 * time.Second
+
+func (r *kafkaGoReader) FetchMessage(ctx context.Context) (kafka.Message, error) {
+	mark := r.log.mark()
+	m, err := r.Reader.FetchMessage(ctx)
+	r.firstFetch(mark)
+	return m, err
+}
+
+func (r *kafkaGoReader) ReadMessage(ctx context.Context) (kafka.Message, error) {
+	mark := r.log.mark()
+	m, err := r.Reader.ReadMessage(ctx)
+	r.firstFetch(mark)
+	return m, err
+}
+
+// firstFetch waits, after the Reader's first fetch (which started its
+// goroutine unless it was closed), for the goroutine's first line after
+// mark.
+func (r *kafkaGoReader) firstFetch(mark int) {
+	if r.closed.Load() || r.started.Swap(true) {
+		return
+	}
+	r.log.await(mark)
+}
+
+func (r *kafkaGoReader) SetOffset(offset int64) error {
+	mark := r.log.mark()
+	err := r.Reader.SetOffset(offset)
+	r.restarted(mark)
+	return err
+}
+
+func (r *kafkaGoReader) SetOffsetAt(ctx context.Context, t time.Time) error {
+	mark := r.log.mark()
+	err := r.Reader.SetOffsetAt(ctx, t)
+	r.restarted(mark)
+	return err
+}
+
+// restarted waits, when a SetOffset since mark moved the offset of a
+// started Reader (kafka-go logs "setting the offset" then), for the new
+// goroutine's first line after it.
+func (r *kafkaGoReader) restarted(mark int) {
+	if !r.started.Load() || r.closed.Load() {
+		return
+	}
+	if set := r.log.setAfter(mark); set > 0 {
+		r.log.await(set)
+	}
+}
+
+func (r *kafkaGoReader) Close() error {
+	r.closed.Store(true)
+	return r.Reader.Close()
+}
+
+// startLog is a kafka-go Logger that keeps the sequence numbers of the
+// last "setting the offset" and "initializing kafka reader" lines.
+type startLog struct {
+	mu       sync.Mutex
+	seq      int
+	lastSet  int
+	lastInit int
+	changed  chan struct{} // closed and replaced at each line
+}
+
+func (l *startLog) Printf(format string, _ ...any) {
+	l.mu.Lock()
+	l.seq++
+	switch {
+	case strings.HasPrefix(format, "setting the offset"):
+		l.lastSet = l.seq
+	case strings.HasPrefix(format, "initializing kafka reader"):
+		l.lastInit = l.seq
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// mark is the sequence number of the last line.
+func (l *startLog) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
+}
+
+// setAfter is the sequence number of the last "setting the offset" line
+// if it came after mark, else 0.
+func (l *startLog) setAfter(mark int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastSet > mark {
+		return l.lastSet
+	}
+	return 0
+}
+
+// await waits for an "initializing kafka reader" line after mark, at
+// most startWait.
+func (l *startLog) await(mark int) {
+	t := time.NewTimer(startWait)
+	defer t.Stop()
+	for {
+		l.mu.Lock()
+		done, changed := l.lastInit > mark, l.changed
+		l.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return
+		}
 	}
 }
 
