@@ -165,9 +165,9 @@ import (
 // (then it stores nothing and returns ctx's error; kafka-go's async
 // buffer has no bound). A call of more messages than that hands them over
 // as room frees, after the messages of earlier calls still gathering for
-// the next request (which it sends at once); when its ctx ends first, those handed over are delivered
-// and the others fail with an error matching ctx's, which Completion gets
-// too.
+// the next request (which it sends at once); when its ctx ends first,
+// those handed over are delivered and the others fail with an error
+// matching ctx's, which Completion gets too.
 //
 // # kafka.Writer fields
 //
