@@ -8,6 +8,7 @@ package writebench
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -57,7 +58,9 @@ var PinnedBalancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int {
 //
 // It reports msgs/s, allocs/msg (the whole process: with an in-process
 // broker, its allocations too), cpu-ns/msg (the process's user and
-// system time, GC included), and each call's p50-ms and p99-ms.
+// system time, GC included), each call's p50-ms and p99-ms, and for a
+// Writer with kafka-go's Stats the messages a produce request carried
+// (msgs/req).
 func Run(b *testing.B, w Writer, goroutines, perCall, size int, keys Keys) {
 	defer w.Close()
 	const sets = 64
@@ -82,6 +85,7 @@ func Run(b *testing.B, w Writer, goroutines, perCall, size int, keys Keys) {
 	if err := w.WriteMessages(ctx, msgs[0][0]...); err != nil {
 		b.Fatal(err)
 	}
+	stats(w) // kafka-go's Stats reports what came since the last call
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -121,6 +125,31 @@ func Run(b *testing.B, w Writer, goroutines, perCall, size int, keys Keys) {
 	b.ReportMetric(float64(processCPU()-cpu0)/msgsN, "cpu-ns/msg")
 	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
 	b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
+	if s, ok := stats(w); ok && s.Writes > 0 {
+		b.ReportMetric(float64(s.Messages)/float64(s.Writes), "msgs/req")
+	}
+}
+
+// stats returns kafka-go's WriterStats of w, when w has them: a Stats
+// method returning kafka.WriterStats (kafka.Writer) or a struct that
+// embeds it (sdk.Writer, which this package cannot import). Run reports
+// the messages a produce request carried on average.
+func stats(w Writer) (kafka.WriterStats, bool) {
+	m := reflect.ValueOf(w).MethodByName("Stats")
+	if !m.IsValid() || m.Type().NumIn() != 0 || m.Type().NumOut() != 1 {
+		return kafka.WriterStats{}, false
+	}
+	v := m.Call(nil)[0]
+	if s, ok := v.Interface().(kafka.WriterStats); ok {
+		return s, true
+	}
+	if v.Kind() == reflect.Struct {
+		if f := v.FieldByName("WriterStats"); f.IsValid() {
+			s, ok := f.Interface().(kafka.WriterStats)
+			return s, ok
+		}
+	}
+	return kafka.WriterStats{}, false
 }
 
 // processCPU is the CPU time this process used so far, in nanoseconds.
