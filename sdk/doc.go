@@ -293,6 +293,12 @@
 //     Writer sends the value, and every message of every call fails with
 //     kafka.InvalidRequiredAcks: a Writer that can never write is a
 //     configuration error, reported where the configuration is given.
+//   - NewWriter returns an error for a Compression kafka-go has no codec for
+//     (other than 0 to 4: none, Gzip, Snappy, Lz4, Zstd), naming the value.
+//     kafka-go's Writer marks its batches with the value and the broker
+//     refuses every message (kafka.CorruptMessage; under RequireNone they
+//     are dropped without an error): a Writer that can never write is a
+//     configuration error, reported where the configuration is given.
 //   - Once a broker has answered, the Writer resends through closed
 //     connections, refusals and leader elections until the delivery budget
 //     (110 s by default) or the call's ctx ends, and the Reader refetches

@@ -568,6 +568,9 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 		case errors.Is(err, context.Canceled):
 			continue // SetOffset interrupted the poll
 		}
+		if fe.Topic != "" && r.config.OffsetOutOfRangeError && errors.Is(err, kerr.OffsetOutOfRange) && r.skipDeleted(ctx, fe.Topic, fe.Partition) {
+			continue
+		}
 		var loss *kgo.ErrDataLoss
 		if errors.As(err, &loss) {
 			r.s.logger.Warn("azkafka: the broker lost data the Reader had read; it resumes where the broker's log now is",
@@ -594,6 +597,39 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 		return err
 	}
 	return nil
+}
+
+// skipDeleted moves the engine to the start of partition p of topic when
+// the offset the Reader hands out next there is below it: retention or
+// DeleteRecords removed the records it was reading. kafka-go's reader
+// goes on from the log's start then, with OffsetOutOfRangeError too; the
+// engine, which keeps an offset out of range with OffsetOutOfRangeError
+// (so that one past the end is the caller's error), would fail every
+// fetch of the partition. It reports whether it moved the engine; past
+// the end the error stands (see OffsetOutOfRangeError).
+func (r *Reader) skipDeleted(ctx context.Context, topic string, p int32) bool {
+	tp := topicPartition{topic, p}
+	r.mu.Lock()
+	next := r.offset
+	if r.group {
+		next = -1
+		if st := r.owned[tp]; st != nil {
+			next = st.next()
+		} else {
+			r.mu.Unlock()
+			return false // not the Reader's any more
+		}
+	}
+	r.mu.Unlock()
+	starts, err := r.listOffsets(ctx, []topicPartition{tp}, -2)
+	start, ok := starts[tp]
+	if err != nil || !ok || start < 0 || next >= start {
+		return false
+	}
+	r.engine().SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p: {Epoch: -1, Offset: start}}})
+	r.s.logger.Warn("azkafka: the records the Reader was to read next were deleted (retention or DeleteRecords); it goes on from the start of the partition's log, as kafka-go's does",
+		"topic", topic, "partition", p, "next", next, "start", start)
+	return true
 }
 
 // checkRecreated asks the cluster, at most once a second, for topic,

@@ -337,7 +337,8 @@ const (
 // environment variables.
 //
 // NewWriter returns an error, rather than failing on first use, when w is
-// nil, has no Addr, has RequiredAcks other than -1, 1 and 0, has an
+// nil, has no Addr, has RequiredAcks other than -1, 1 and 0, has a
+// Compression kafka-go has no codec for (other than 0 to 4), has an
 // unsupported Transport, or when the configuration
 // (options or environment) is invalid. It may detect the availability zone
 // (once per process) unless WithAZ or AZKAFKA_AZ provides it. It does not
@@ -354,6 +355,10 @@ func NewWriter(w *kafka.Writer, opts ...Option) (*Writer, error) {
 	default:
 		return nil, inCtor("NewWriter", fmt.Errorf("kafka.Writer.RequiredAcks is %d: Kafka takes kafka.RequireAll (-1), kafka.RequireOne (1) or kafka.RequireNone (0) (kafka-go's Writer sends %d and every message fails with INVALID_REQUIRED_ACKS)",
 			int(w.RequiredAcks), int(w.RequiredAcks)))
+	}
+	if w.Compression < kafka.Compression(0) || w.Compression > kafka.Zstd {
+		return nil, inCtor("NewWriter", fmt.Errorf("kafka.Writer.Compression is %d: kafka-go has kafka.Gzip (1), kafka.Snappy (2), kafka.Lz4 (3) and kafka.Zstd (4), or 0 for none (kafka-go's Writer marks its batches with %d and the broker refuses every message as CORRUPT_MESSAGE)",
+			int(w.Compression), int(w.Compression)))
 	}
 	base, ok := w.Transport.(*kafka.Transport)
 	if !ok && w.Transport != nil {

@@ -186,6 +186,15 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "invalid-compression-at-construction",
+		What:     "NewWriter returns an error for a Compression kafka-go has no codec for (other than 0 to 4: none, Gzip, Snappy, Lz4, Zstd), naming the value.",
+		Why:      "kafka-go's Writer marks its batches with the value and the broker refuses every message (kafka.CorruptMessage; under RequireNone they are dropped without an error): a Writer that can never write is a configuration error, reported where the configuration is given.",
+		Scenario: "writer/invalid-compression", Step: "compression=*",
+		Match: func(k, s string) bool {
+			return strings.HasPrefix(k, "write error") && s == "new error"
+		},
+	},
+	{
 		ID:       "rides-through-outages",
 		What:     "Once a broker has answered, the Writer resends through closed connections, refusals and leader elections until the delivery budget (110 s by default) or the call's ctx ends, and the Reader refetches until the call's ctx ends: MaxAttempts and WriteBackoffMin/Max do not apply, nor ReadBackoffMin/Max but to the waits for an offset past the log's end (MaxAttempts: 1 too: under RequireOne a message whose response was lost may be stored twice where kafka-go's call fails). A call whose ctx ended meanwhile leaves its messages queued: they are stored once the broker is back.",
 		Why:      "kafka-go gives up after MaxAttempts attempts (seconds), so a broker's restart or an interzone close fails calls; a drop-in exists to ride those out. Before any broker answered, errors no retry fixes end a call at once and refusals or silence after DefaultBootstrapTimeout (10 s from the first dial), where kafka-go returns the first dial error.",

@@ -169,6 +169,26 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			Name:   "writer/invalid-compression",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				for _, c := range []kafka.Compression{5, 7, -1} {
+					step := fmt.Sprintf("compression=%d", c)
+					w, err := s.f.NewWriter(&kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), Compression: c, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, MaxAttempts: 1})
+					if err != nil {
+						s.Note(step, "new error")
+						continue
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), s.patience)
+					err = w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
+					cancel()
+					w.Close()
+					s.Note(step, "write "+Shape(err))
+				}
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
 			Name:   "writer/unknown-topic",
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
@@ -1015,7 +1035,20 @@ func readerScenarios() []Scenario {
 					s.Note("Config "+group, fmt.Sprintf("MinBytes=%d MaxBytes=%d MaxWait=%v QueueCapacity=%d ReadBatchTimeout=%v ReadLagInterval=%v HeartbeatInterval=%v CommitInterval=%v PartitionWatchInterval=%v SessionTimeout=%v RebalanceTimeout=%v StartOffset=%d ReadBackoffMin=%v ReadBackoffMax=%v MaxAttempts=%d GroupBalancers=%d IsolationLevel=%d",
 						c.MinBytes, c.MaxBytes, c.MaxWait, c.QueueCapacity, c.ReadBatchTimeout, c.ReadLagInterval, c.HeartbeatInterval, c.CommitInterval,
 						c.PartitionWatchInterval, c.SessionTimeout, c.RebalanceTimeout, c.StartOffset, c.ReadBackoffMin, c.ReadBackoffMax, c.MaxAttempts, len(c.GroupBalancers), c.IsolationLevel))
+					st := r.Stats()
+					s.Note("Stats "+group, fmt.Sprintf("MinBytes=%d MaxBytes=%d MaxWait=%v QueueCapacity=%d", st.MinBytes, st.MaxBytes, st.MaxWait, st.QueueCapacity))
 					s.CallNoCtx("Close "+group, r.Close)
+					// Values the engine rounds (a MaxWait below 10ms):
+					// Config and Stats give them as set.
+					r = s.NewReader("NewReader set "+group, kafka.ReaderConfig{Topic: s.Name("t"), GroupID: group,
+						MinBytes: 5, MaxBytes: 1000, MaxWait: time.Millisecond, QueueCapacity: 7})
+					if r == nil {
+						continue
+					}
+					c, st = r.Config(), r.Stats()
+					s.Note("Config set "+group, fmt.Sprintf("MinBytes=%d MaxBytes=%d MaxWait=%v QueueCapacity=%d", c.MinBytes, c.MaxBytes, c.MaxWait, c.QueueCapacity))
+					s.Note("Stats set "+group, fmt.Sprintf("MinBytes=%d MaxBytes=%d MaxWait=%v QueueCapacity=%d", st.MinBytes, st.MaxBytes, st.MaxWait, st.QueueCapacity))
+					s.CallNoCtx("Close set "+group, r.Close)
 				}
 			},
 		},
@@ -1315,7 +1348,73 @@ func readerScenarios() []Scenario {
 				}
 			},
 		},
+		{
+			// Retention deletes the records a Reader is reading
+			// (DeleteRecords past its position, one-record fetches):
+			// both go on from the log's start, with
+			// OffsetOutOfRangeError too, partition Reader and group
+			// member alike. How many records each had fetched before
+			// the deletion, and hands out after it, is its own.
+			Name:   "reader/deleted-while-reading",
+			Topics: map[string]int{"partition": 1, "partition-oore": 1, "group": 1, "group-oore": 1},
+			Run: func(s *Side) {
+				for _, c := range []struct {
+					topic string
+					group bool
+					oore  bool
+				}{{"partition", false, false}, {"partition-oore", false, true}, {"group", true, false}, {"group-oore", true, true}} {
+					for i := 0; i < 20; i++ {
+						produce(s, c.topic, numbered(i, i+1)...) // a batch each
+					}
+					cfg := kafka.ReaderConfig{Topic: s.Name(c.topic), MaxWait: 200 * time.Millisecond, MaxBytes: 1, QueueCapacity: 1,
+						OffsetOutOfRangeError: c.oore}
+					if c.group {
+						cfg.GroupID = s.Name(c.topic)
+						cfg.HeartbeatInterval, cfg.SessionTimeout, cfg.RebalanceTimeout = 500*time.Millisecond, 6*time.Second, 6*time.Second
+					}
+					r := s.NewReader("NewReader "+c.topic, cfg)
+					if r == nil {
+						return
+					}
+					s.FetchMessage(c.topic+": FetchMessage", r)
+					s.deleteRecords(c.topic, 0, 15)
+					errs, last, ordered := readOn(r, "k19", 40, 10*time.Second)
+					s.Note(c.topic+": errors", errs)
+					s.Note(c.topic+": last", last)
+					s.Note(c.topic+": in order", ordered)
+					s.CallNoCtx("Close "+c.topic, r.Close)
+				}
+			},
+		},
 	}
+}
+
+// readOn fetches from r until it hands out the message keyed last, at
+// most n times, each within d, and returns how many fetches failed, the
+// key of the last message handed out and whether their offsets rose.
+func readOn(r Reader, last string, n int, d time.Duration) (errs int, key string, ordered bool) {
+	ordered, prev := true, int64(-1)
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		m, err := r.FetchMessage(ctx)
+		ended := ctx.Err() != nil
+		cancel()
+		if err != nil {
+			errs++
+			if ended {
+				return errs, key, ordered
+			}
+			continue
+		}
+		if m.Offset <= prev {
+			ordered = false
+		}
+		prev, key = m.Offset, string(m.Key)
+		if key == last {
+			break
+		}
+	}
+	return errs, key, ordered
 }
 
 // commitOffset commits offset for the group named logically group on
