@@ -354,15 +354,16 @@
 //     messages twice and each failed attempt as an error; the engine resends
 //     batches without reporting each attempt's messages (SDKStats.Retries
 //     counts the resends it can).
-//   - With OffsetOutOfRangeError, a group Reader whose committed offset is
-//     past the end of the partition's log returns kafka.OffsetOutOfRange
-//     from its fetches until the log reaches that offset (a poll that
-//     returned only that error is followed by a backoff, ReadBackoffMin
-//     doubling up to ReadBackoffMax, which also holds back the other
-//     partitions' next messages by up to that backoff), then reads from it.
-//     kafka-go returns the error once and its reader of that partition then
-//     stops for good, fetching nothing until the Reader is made again, which
-//     the error does not tell the caller.
+//   - With OffsetOutOfRangeError, a Reader whose offset is past the end of
+//     the partition's log (a partition Reader's SetOffset, a group's
+//     committed offset) returns kafka.OffsetOutOfRange from its fetches
+//     until the log reaches that offset (a poll that returned only that
+//     error is followed by a backoff, ReadBackoffMin doubling up to
+//     ReadBackoffMax, which in a group also holds back the other partitions'
+//     next messages by up to that backoff), then reads from it. kafka-go
+//     returns the error once and its reader of that partition then stops for
+//     good, fetching nothing until the next SetOffset or, in a group, until
+//     the Reader is made again, which the error does not tell the caller.
 //
 // # Metrics
 //

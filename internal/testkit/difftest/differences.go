@@ -270,13 +270,13 @@ var Differences = []Difference{
 	},
 	{
 		ID:       "oore-past-end-recovers",
-		What:     "With OffsetOutOfRangeError, a group Reader whose committed offset is past the end of the partition's log returns kafka.OffsetOutOfRange from its fetches until the log reaches that offset (a poll that returned only that error is followed by a backoff, ReadBackoffMin doubling up to ReadBackoffMax, which also holds back the other partitions' next messages by up to that backoff), then reads from it.",
-		Why:      "kafka-go returns the error once and its reader of that partition then stops for good, fetching nothing until the Reader is made again, which the error does not tell the caller.",
-		Scenario: "reader/group/committed-past-end", Step: "oore: FetchMessage*",
+		What:     "With OffsetOutOfRangeError, a Reader whose offset is past the end of the partition's log (a partition Reader's SetOffset, a group's committed offset) returns kafka.OffsetOutOfRange from its fetches until the log reaches that offset (a poll that returned only that error is followed by a backoff, ReadBackoffMin doubling up to ReadBackoffMax, which in a group also holds back the other partitions' next messages by up to that backoff), then reads from it.",
+		Why:      "kafka-go returns the error once and its reader of that partition then stops for good, fetching nothing until the next SetOffset or, in a group, until the Reader is made again, which the error does not tell the caller.",
+		Scenario: "reader/group/committed-past-end|reader/partition/out-of-range-error", Step: "oore: FetchMessage*",
 		Match: func(k, s string) bool {
 			stalled := strings.Contains(k, "(waits for ctx)") || k == "none"
 			reads := strings.Contains(s, "Offset Out Of Range") || strings.HasPrefix(s, "nil") ||
-				strings.Contains(s, " offset=10 ") || strings.Contains(s, " offset=11 ")
+				strings.Contains(s, " offset=9 ") || strings.Contains(s, " offset=10 ") || strings.Contains(s, " offset=11 ")
 			return stalled && reads
 		},
 	},

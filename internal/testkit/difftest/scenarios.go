@@ -923,6 +923,8 @@ func readerScenarios() []Scenario {
 				s.FetchMessage("FetchMessage at 2", r)
 				s.CallNoCtx("SetOffset 9", func() error { return r.SetOffset(9) })
 				s.FetchMessageWithin("FetchMessage past the end", 5*time.Second, r)
+				produce(s, "t", numbered(3, 12)...)
+				s.FetchMessageWithin("oore: FetchMessage once the log is past it", 5*time.Second, r)
 				s.CallNoCtx("SetOffset -5", func() error { return r.SetOffset(-5) })
 				s.Note("Offset after -5", r.Offset())
 				s.FetchMessage("FetchMessage after -5", r)
