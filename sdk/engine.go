@@ -728,14 +728,9 @@ func (r *Reader) engineOpts() []kgo.Opt {
 	if r.s.fetchFromFollower {
 		opts = append(opts, kgo.Rack(r.s.az), kgo.RecheckPreferredReplicaInterval(RecheckPreferredReplica))
 	}
-	if c.OffsetOutOfRangeError {
-		opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset()))
-	} else {
-		// kafka-go moves a reader below the log start to the first
-		// offset; past the end, it waits there for the log to grow
-		// (kgo then validates the leader epoch, or resets to the end).
-		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	}
+	// The engine keeps a partition out of range where it is; the Reader
+	// places it as kafka-go's does (Reader.outOfRange).
+	opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset()))
 	if !r.group {
 		return opts
 	}

@@ -182,6 +182,11 @@ import (
 //     true too, as kafka-go); past the end (a topic recreated, a cluster
 //     failed over) it waits for the log to reach it, handing out nothing
 //     below it, or with true returns kafka.OffsetOutOfRange until then.
+//     While reading, as in kafka-go with either value: records deleted
+//     before they were read (retention, DeleteRecords) are passed over to
+//     the log's start; a broker answering out of range for an offset its
+//     log has is asked again at that offset (never from the log's start,
+//     which would hand out again what was read).
 //     A poll that returned kafka.OffsetOutOfRange and no messages is
 //     followed by a backoff (ReadBackoffMin doubling up to
 //     ReadBackoffMax; SetOffset, Seek and Close end it), so that a caller

@@ -374,11 +374,19 @@ func (r *Reader) poll(ctx context.Context, mark int64) error {
 		r.polled = polled{at: time.Now(), n: n}
 		r.stats.fetchSize.observe(n)
 	}
-	if err := r.pollErrors(ctx, mark, fs.Errors()); err != nil {
+	waitRange, err := r.pollErrors(ctx, mark, fs.Errors())
+	if err != nil {
 		r.noteRefused(err, moves, n)
 		return err
 	}
-	return r.interrupted(ctx, pctx, mark, nil)
+	if n > 0 {
+		r.waits.Store(0)
+	} else if waitRange {
+		// Only a partition out of range answered (see outOfRange):
+		// ask again after a backoff, as kafka-go's reader does.
+		err = retry.SleepContext(pctx, r.waitBackoff())
+	}
+	return r.interrupted(ctx, pctx, mark, err)
 }
 
 // noteRefused paces the next poll (Reader.refused) when this one, made at
@@ -556,20 +564,27 @@ func (r *Reader) interrupt(err error) {
 	r.mu.Unlock()
 }
 
-// pollErrors decides what the errors of one poll mean for the caller.
-func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchError) error {
+// pollErrors decides what the errors of one poll mean for the caller;
+// waitRange reports that a partition out of range waits (outOfRange).
+func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchError) (waitRange bool, _ error) {
 	for _, fe := range errs {
 		err := fe.Err
 		switch {
 		case errors.Is(err, kgo.ErrClientClosed) || r.closed.Load():
-			return io.EOF
+			return false, io.EOF
 		case ctx.Err() != nil:
-			return r.ctxError(ctx, mark)
+			return false, r.ctxError(ctx, mark)
 		case errors.Is(err, context.Canceled):
 			continue // SetOffset interrupted the poll
 		}
-		if fe.Topic != "" && r.config.OffsetOutOfRangeError && errors.Is(err, kerr.OffsetOutOfRange) && r.skipDeleted(ctx, fe.Topic, fe.Partition) {
-			continue
+		if fe.Topic != "" && errors.Is(err, kerr.OffsetOutOfRange) {
+			switch r.outOfRange(ctx, fe.Topic, fe.Partition) {
+			case rangeMoved:
+				continue
+			case rangeWait:
+				waitRange = true
+				continue
+			}
 		}
 		var loss *kgo.ErrDataLoss
 		if errors.As(err, &loss) {
@@ -594,42 +609,78 @@ func (r *Reader) pollErrors(ctx context.Context, mark int64, errs []kgo.FetchErr
 			r.absorb(metrics.OpFetch, err)
 			continue
 		}
-		return err
+		return false, err
 	}
-	return nil
+	return waitRange, nil
 }
 
-// skipDeleted moves the engine to the start of partition p of topic when
-// the offset the Reader hands out next there is below it: retention or
-// DeleteRecords removed the records it was reading. kafka-go's reader
-// goes on from the log's start then, with OffsetOutOfRangeError too; the
-// engine, which keeps an offset out of range with OffsetOutOfRangeError
-// (so that one past the end is the caller's error), would fail every
-// fetch of the partition. It reports whether it moved the engine; past
-// the end the error stands (see OffsetOutOfRangeError).
-func (r *Reader) skipDeleted(ctx context.Context, topic string, p int32) bool {
+// What outOfRange made of a partition's offset out of range.
+type rangeAnswer int
+
+const (
+	rangeError rangeAnswer = iota // the caller's error (OffsetOutOfRangeError)
+	rangeMoved                    // the engine goes on from the log's start
+	rangeWait                     // the engine asks again at the same offset
+)
+
+// outOfRange handles a fetch of partition p of topic the broker answered
+// OFFSET_OUT_OF_RANGE, as kafka-go's reader does: it lists the log's start
+// and end; when the offset the Reader hands out next there is below the
+// start (retention or DeleteRecords removed the records it was reading,
+// or a group's committed offset), the engine goes on from the start, with
+// OffsetOutOfRangeError too; past the end it waits for the log to reach
+// it (with OffsetOutOfRangeError, the caller gets the error); within the
+// log (a broker that answered out of range for an offset it has) it asks
+// again at the same offset. The engine never moves a partition by itself
+// (NoResetOffset): it would go back to the log's start, handing out again
+// what the Reader had read.
+func (r *Reader) outOfRange(ctx context.Context, topic string, p int32) rangeAnswer {
+	oore := r.config.OffsetOutOfRangeError
+	wait := rangeWait
+	if oore {
+		wait = rangeError
+	}
 	tp := topicPartition{topic, p}
 	r.mu.Lock()
-	next := r.offset
+	next, known := r.offset, true
 	if r.group {
-		next = -1
-		if st := r.owned[tp]; st != nil {
-			next = st.next()
-		} else {
+		st := r.owned[tp]
+		if st == nil {
 			r.mu.Unlock()
-			return false // not the Reader's any more
+			return wait // not the Reader's any more
 		}
+		next = st.next()
+		// Nothing known: the engine started the partition at the
+		// log's start or end (StartOffset).
+		known = next >= 0 || r.config.StartOffset != kafka.LastOffset
+	} else if next == kafka.LastOffset {
+		known = false // started at the end
 	}
 	r.mu.Unlock()
 	starts, err := r.listOffsets(ctx, []topicPartition{tp}, -2)
-	start, ok := starts[tp]
-	if err != nil || !ok || start < 0 || next >= start {
-		return false
+	if err != nil {
+		return wait
 	}
-	r.engine().SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p: {Epoch: -1, Offset: start}}})
-	r.s.logger.Warn("azkafka: the records the Reader was to read next were deleted (retention or DeleteRecords); it goes on from the start of the partition's log, as kafka-go's does",
-		"topic", topic, "partition", p, "next", next, "start", start)
-	return true
+	ends, err := r.listOffsets(ctx, []topicPartition{tp}, -1)
+	if err != nil {
+		return wait
+	}
+	start, ok1 := starts[tp]
+	end, ok2 := ends[tp]
+	switch {
+	case !ok1 || !ok2 || start < 0 || end < 0:
+		return wait
+	case known && next < start:
+		r.engine().SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {p: {Epoch: -1, Offset: start}}})
+		r.s.logger.Warn("azkafka: the records the Reader was to read next were deleted (retention or DeleteRecords); it goes on from the start of the partition's log, as kafka-go's does",
+			"topic", topic, "partition", p, "next", next, "start", start)
+		return rangeMoved
+	case !known || next >= end:
+		return wait
+	}
+	r.s.logger.Warn("azkafka: the broker answered a fetch as out of range for an offset its log has; the Reader asks again at the same offset, as kafka-go's does",
+		"topic", topic, "partition", p, "next", next, "start", start, "end", end)
+	return rangeWait
 }
 
 // checkRecreated asks the cluster, at most once a second, for topic,

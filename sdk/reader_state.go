@@ -201,18 +201,17 @@ func (r *Reader) offsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Off
 // adjustOffsets places the group's committed offsets as kafka-go's Reader
 // does, before the engine fetches from them. A committed offset past the
 // end of its partition's log (a topic recreated or truncated, a cluster
-// failed over) is waited for: the engine, which would start again at the
-// log's start (ConsumeResetOffset) and hand the partition out a second
-// time, starts at the end, and the Reader hands out nothing below the
-// committed offset. With OffsetOutOfRangeError, one below the log's start
-// (retention deleted it while the group was down) starts there, as in
-// kafka-go, where the engine would fail every fetch of the partition; one
-// past the end is kafka.OffsetOutOfRange until the log reaches it. Under
+// failed over) is waited for: the engine starts at the end, and the
+// Reader hands out nothing below the committed offset. With
+// OffsetOutOfRangeError, one below the log's start (retention deleted it
+// while the group was down) starts there, as in kafka-go; one past the
+// end is kafka.OffsetOutOfRange until the log reaches it. Under
 // ReadCommitted, a partition without a committed offset that starts at
 // the end (StartOffset LastOffset) starts at the high watermark, as
 // kafka-go's, not at the engine's last stable offset, which stops before
 // an open transaction. When the offsets cannot be listed within
-// adjustTimeout, the engine places them.
+// adjustTimeout, the engine fetches from them as they are, and a fetch
+// out of range places them (Reader.outOfRange).
 func (r *Reader) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	var tps, ends []topicPartition
 	committed := r.config.IsolationLevel == kafka.ReadCommitted
@@ -250,7 +249,7 @@ func (r *Reader) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	}
 	bounds, err := r.listOffsets(ctx, tps, ts)
 	if err != nil {
-		r.s.logger.Warn("azkafka: listing the log bounds of the assigned partitions failed; the engine places their committed offsets (one past the end of the log starts again at its start)",
+		r.s.logger.Warn("azkafka: listing the log bounds of the assigned partitions failed; the engine fetches from their committed offsets (one out of range is placed at the first fetch, as kafka-go places it)",
 			"group", r.config.GroupID, "error", err)
 		return offsets, nil
 	}

@@ -1388,6 +1388,51 @@ func readerScenarios() []Scenario {
 				}
 			},
 		},
+		{
+			// A broker answers a fetch OFFSET_OUT_OF_RANGE for the
+			// offset a Reader reads next, which its log has or is
+			// about to have: both ask again there, partition Reader
+			// and group member alike, handing out nothing twice.
+			Name:   "reader/out-of-range-answer",
+			Topics: map[string]int{"partition": 1, "group": 1},
+			Run: func(s *Side) {
+				for _, c := range []struct {
+					topic string
+					group bool
+				}{{"partition", false}, {"group", true}} {
+					produce(s, c.topic, numbered(0, 10)...)
+					cfg := kafka.ReaderConfig{Topic: s.Name(c.topic), MaxWait: 200 * time.Millisecond}
+					if c.group {
+						cfg.GroupID = s.Name(c.topic)
+						cfg.HeartbeatInterval, cfg.SessionTimeout, cfg.RebalanceTimeout = 500*time.Millisecond, 6*time.Second, 6*time.Second
+					}
+					r := s.NewReader("NewReader "+c.topic, cfg)
+					if r == nil {
+						return
+					}
+					errs, last, ordered := readOn(r, "k9", 10, 10*time.Second)
+					s.Note(c.topic+": first", fmt.Sprint(errs, last, ordered))
+					if c.group {
+						s.Call(c.topic+": CommitMessages", func(ctx context.Context) error {
+							return r.CommitMessages(ctx, kafka.Message{Topic: s.Name(c.topic), Partition: 0, Offset: 9})
+						})
+					}
+					s.Proxy().OnResponse(kproxy.FailFetches(1, 1, nil))
+					produce(s, c.topic, numbered(10, 12)...)
+					var keys []string
+					for range 2 {
+						m, err := s.FetchMessageWithin(c.topic+": FetchMessage", 10*time.Second, r)
+						if err != nil {
+							break
+						}
+						keys = append(keys, string(m.Key))
+					}
+					s.Proxy().OnResponse(nil)
+					s.Note(c.topic+": next", strings.Join(keys, ","))
+					s.CallNoCtx("Close "+c.topic, r.Close)
+				}
+			},
+		},
 	}
 }
 

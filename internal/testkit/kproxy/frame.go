@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -122,6 +123,32 @@ func FailCommits(code int16, onErr func(error)) func(Request, []byte) []byte {
 			for j := range cr.Topics[i].Partitions {
 				cr.Topics[i].Partitions[j].ErrorCode = code
 			}
+		}
+	})
+}
+
+// FailFetches is an OnResponse hook that answers every partition of the
+// next n Fetch responses naming a partition with the error code and no
+// records: a broker refusing a fetch (OFFSET_OUT_OF_RANGE for an offset
+// its log has, say), as seen by the client. Later responses, and one it
+// cannot decode (passed to onErr, when not nil), go through unchanged.
+func FailFetches(code int16, n int, onErr func(error)) func(Request, []byte) []byte {
+	var left atomic.Int64
+	left.Store(int64(n))
+	return rewriteResponses(kmsg.Fetch, onErr, func(r kmsg.Response) {
+		fr := r.(*kmsg.FetchResponse)
+		if left.Load() <= 0 {
+			return
+		}
+		hit := false
+		for i := range fr.Topics {
+			for j := range fr.Topics[i].Partitions {
+				p := &fr.Topics[i].Partitions[j]
+				p.ErrorCode, p.RecordBatches, hit = code, nil, true
+			}
+		}
+		if hit {
+			left.Add(-1)
 		}
 	})
 }
