@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -192,6 +193,9 @@ func (w *Writer) prepare(c *call, cl *kgo.Client) {
 		b = w.rack
 	}
 	lastTopic, parts := "", w.topicParts.Load()
+	if parts != nil {
+		catchUp(cl, w.topic, parts)
+	}
 	for i := range c.slots {
 		sl := &c.slots[i]
 		m := &c.msgs[i]
@@ -203,6 +207,7 @@ func (w *Writer) prepare(c *call, cl *kgo.Client) {
 			lastTopic, parts = m.Topic, nil
 			if v, ok := w.known.Load(m.Topic); ok {
 				parts = v.(*atomic.Int32)
+				catchUp(cl, m.Topic, parts)
 			}
 		}
 		pre, preN, refused := int32(-1), int32(0), false
@@ -235,6 +240,29 @@ func (w *Writer) prepare(c *call, cl *kgo.Client) {
 				sl.rec.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 			}
 		}
+	}
+}
+
+// catchUp raises parts, the count of topic's partitions the Balancer
+// chooses among, to the engine's once the engine loaded more (partitions
+// added): the Balancer is then asked once per message, among the
+// partitions the Writer knows, as kafka-go asks it, not among the old
+// count and again by the engine's partitioner among the new one (a
+// stateful Balancer, RoundRobin, would count that message twice).
+func catchUp(cl *kgo.Client, topic string, parts *atomic.Int32) {
+	n := parts.Load()
+	// Past the last partition, the engine answers with the topic's own
+	// load error; a partition it has answers a leader, or its error.
+	_, _, topicErr := cl.PartitionLeader(topic, math.MaxInt32)
+	for {
+		leader, _, err := cl.PartitionLeader(topic, n)
+		if leader < 0 && (err == nil || err == topicErr) {
+			break
+		}
+		n++
+	}
+	if n > parts.Load() {
+		parts.Store(n)
 	}
 }
 

@@ -575,6 +575,31 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// RoundRobin (a Balancer with state) across partitions
+			// added: each message is one turn, among the partitions
+			// the Writer knows when it is written.
+			Name:   "writer/partitions-added-round-robin",
+			Topics: map[string]int{"t": 3},
+			Run: func(s *Side) {
+				const ttl = 300 * time.Millisecond
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Balancer: &kafka.RoundRobin{},
+					Transport: &kafka.Transport{MetadataTTL: ttl}})
+				if w == nil {
+					return
+				}
+				s.Write("WriteMessages on 3 partitions", w, numbered(0, 4)...)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := s.Cluster().AddPartitions(ctx, s.Name("t"), 6); err != nil {
+					s.T().Fatal(err)
+				}
+				time.Sleep(5 * ttl)
+				s.Write("WriteMessages on 6 partitions", w, numbered(4, 12)...)
+				s.CallNoCtx("Close", w.Close)
+				s.Stored("stored", "t")
+			},
+		},
+		Scenario{
 			// A synchronous call on a Writer with a long BatchTimeout
 			// (row sync-calls-skip-batch-timeout); Close writes what
 			// kafka-go still holds.
