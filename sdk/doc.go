@@ -354,6 +354,22 @@
 //     messages twice and each failed attempt as an error; the engine resends
 //     batches without reporting each attempt's messages (SDKStats.Retries
 //     counts the resends it can).
+//   - Writer.Stats' MaxAttempts, WriteBackoffMin and WriteBackoffMax report
+//     the retry policy, which applies in their place; Writes counts produce
+//     requests (a request carries a batch per partition); Bytes counts the
+//     messages' keys and values; Dials counts the Writer's connections;
+//     BatchTime and BatchQueueTime stay zero. The engine resends on the
+//     retry policy's backoff within the delivery budget (row
+//     rides-through-outages) and sends a request per broker, not per
+//     partition; kafka-go's count partition batches and their encoded bytes,
+//     and its Writer reports no dials (its Transport dials). The engine does
+//     not time batches.
+//   - Reader.Stats' Messages, Bytes, Offset and Lag count what FetchMessage
+//     and ReadMessage handed out (after two FetchMessage calls on a
+//     partition of six messages: 2 messages, offset 2, lag 4). kafka-go's
+//     count what its fetches queued, ahead of the caller (6, 6 and 0 there):
+//     they tell an operator how far the Reader has fetched, not how far the
+//     program has read.
 //   - With OffsetOutOfRangeError, a Reader whose offset is past the end of
 //     the partition's log (a partition Reader's SetOffset, a group's
 //     committed offset) returns kafka.OffsetOutOfRange from its fetches

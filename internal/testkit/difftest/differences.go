@@ -269,6 +269,33 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "writer-stats-fields",
+		What:     "Writer.Stats' MaxAttempts, WriteBackoffMin and WriteBackoffMax report the retry policy, which applies in their place; Writes counts produce requests (a request carries a batch per partition); Bytes counts the messages' keys and values; Dials counts the Writer's connections; BatchTime and BatchQueueTime stay zero.",
+		Why:      "The engine resends on the retry policy's backoff within the delivery budget (row rides-through-outages) and sends a request per broker, not per partition; kafka-go's count partition batches and their encoded bytes, and its Writer reports no dials (its Transport dials). The engine does not time batches.",
+		Scenario: "writer/stats-fields", Step: "Stats settings|Stats counters",
+		Match: func(k, s string) bool {
+			if strings.HasPrefix(k, "MaxAttempts=") {
+				return withoutRetrySettings(k) == withoutRetrySettings(s)
+			}
+			var kw, kb, kd, kt, sw, sb, sd, st int
+			_, kerr := fmt.Sscanf(k, "Writes=%d Bytes=%d Dials=%d BatchTime=%d", &kw, &kb, &kd, &kt)
+			_, serr := fmt.Sscanf(s, "Writes=%d Bytes=%d Dials=%d BatchTime=%d", &sw, &sb, &sd, &st)
+			return kerr == nil && serr == nil && sw >= 1 && sw <= kw && sb > 0 && sb <= kb && st == 0
+		},
+	},
+	{
+		ID:       "reader-stats-handed-out",
+		What:     "Reader.Stats' Messages, Bytes, Offset and Lag count what FetchMessage and ReadMessage handed out (after two FetchMessage calls on a partition of six messages: 2 messages, offset 2, lag 4).",
+		Why:      "kafka-go's count what its fetches queued, ahead of the caller (6, 6 and 0 there): they tell an operator how far the Reader has fetched, not how far the program has read.",
+		Scenario: "reader/partition/stats-counters", Step: "Stats counters",
+		Match: func(k, s string) bool {
+			var km, kb, ko, kl, sm, sb, so, sl int
+			_, kerr := fmt.Sscanf(k, "Messages=%d Bytes=%d Offset=%d Lag=%d", &km, &kb, &ko, &kl)
+			_, serr := fmt.Sscanf(s, "Messages=%d Bytes=%d Offset=%d Lag=%d", &sm, &sb, &so, &sl)
+			return kerr == nil && serr == nil && sm == 2 && so == 2 && sl == 4 && sb > 0 && sm <= km && so <= ko && sl >= kl
+		},
+	},
+	{
 		ID:       "oore-past-end-recovers",
 		What:     "With OffsetOutOfRangeError, a Reader whose offset is past the end of the partition's log (a partition Reader's SetOffset, a group's committed offset) returns kafka.OffsetOutOfRange from its fetches until the log reaches that offset (a poll that returned only that error is followed by a backoff, ReadBackoffMin doubling up to ReadBackoffMax, which in a group also holds back the other partitions' next messages by up to that backoff), then reads from it.",
 		Why:      "kafka-go returns the error once and its reader of that partition then stops for good, fetching nothing until the next SetOffset or, in a group, until the Reader is made again, which the error does not tell the caller.",
@@ -280,6 +307,12 @@ var Differences = []Difference{
 			return stalled && reads
 		},
 	},
+}
+
+// withoutRetrySettings drops MaxAttempts, WriteBackoffMin and
+// WriteBackoffMax from a Writer's "Stats settings" observation.
+func withoutRetrySettings(settings string) string {
+	return regexp.MustCompile(`(MaxAttempts|WriteBackoffMin|WriteBackoffMax)=\S+ `).ReplaceAllString(settings, "")
 }
 
 // withoutMarkers drops the transaction markers from a list of the keys

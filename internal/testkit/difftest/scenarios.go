@@ -189,6 +189,31 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// What Writer.Stats reports after a call of six keyed
+			// messages over three partitions.
+			Name:   "writer/stats-fields",
+			Topics: map[string]int{"t": 3},
+			Run: func(s *Side) {
+				w := s.NewWriter("NewWriter", &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{},
+					BatchTimeout: time.Millisecond, BatchSize: 50, MaxAttempts: 3, WriteBackoffMin: 5 * time.Millisecond, WriteBackoffMax: 7 * time.Millisecond,
+					ReadTimeout: 4 * time.Second, WriteTimeout: 6 * time.Second})
+				if w == nil {
+					return
+				}
+				msgs := make([]kafka.Message, 6)
+				for i := range msgs {
+					msgs[i] = kafka.Message{Key: fmt.Appendf(nil, "key-%d", i), Value: []byte("value")}
+				}
+				s.Write("WriteMessages", w, msgs...)
+				st := w.Stats()
+				s.Note("Stats settings", fmt.Sprintf("MaxAttempts=%d WriteBackoffMin=%v WriteBackoffMax=%v MaxBatchSize=%d BatchTimeout=%v ReadTimeout=%v WriteTimeout=%v RequiredAcks=%d Async=%v",
+					st.MaxAttempts, st.WriteBackoffMin, st.WriteBackoffMax, st.MaxBatchSize, st.BatchTimeout, st.ReadTimeout, st.WriteTimeout, st.RequiredAcks, st.Async))
+				s.Note("Stats messages", fmt.Sprintf("Messages=%d Errors=%d", st.Messages, st.Errors))
+				s.Note("Stats counters", fmt.Sprintf("Writes=%d Bytes=%d Dials=%d BatchTime=%d", st.Writes, st.Bytes, st.Dials, st.BatchTime.Count))
+				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
 			Name:   "writer/unknown-topic",
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
@@ -953,6 +978,23 @@ func readerScenarios() []Scenario {
 				s.CallNoCtx("SetOffset -5", func() error { return r.SetOffset(-5) })
 				s.Note("Offset after -5", r.Offset())
 				s.FetchMessage("FetchMessage after -5", r)
+			},
+		},
+		{
+			// Stats after two of six messages were handed out.
+			Name:   "reader/partition/stats-counters",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 6)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond})
+				if r == nil {
+					return
+				}
+				s.FetchMessage("FetchMessage 0", r)
+				s.FetchMessage("FetchMessage 1", r)
+				st := r.Stats()
+				s.Note("Stats counters", fmt.Sprintf("Messages=%d Bytes=%d Offset=%d Lag=%d", st.Messages, st.Bytes, st.Offset, st.Lag))
+				s.CallNoCtx("Close", r.Close)
 			},
 		},
 		{
