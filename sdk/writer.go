@@ -221,6 +221,8 @@ import (
 //     ConnIdleTimeout, MetadataTTL MetadataMaxAge (6 s when unset, as
 //     kafka-go's; also the age of the rack-aware view, see
 //     WithRackAwarePartitioning), ClientID the user part of the client ID.
+//     MetadataTopics is not used: the engine asks for the topics it
+//     writes, where kafka-go's Writer fails a topic that list leaves out.
 //   - AllowAutoTopicCreation: AllowAutoTopicCreation.
 type Writer struct {
 	s          *session
