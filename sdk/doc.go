@@ -293,6 +293,12 @@
 //     Writer sends the value, and every message of every call fails with
 //     kafka.InvalidRequiredAcks: a Writer that can never write is a
 //     configuration error, reported where the configuration is given.
+//   - NewWriter returns an error for a Transport that is not a
+//     *kafka.Transport (a RoundTripper of the program's own, a wrapper of
+//     kafka-go's), naming its type. The SDK's engine talks to the brokers
+//     itself: it takes the TLS, SASL, dial, client ID and timeouts from a
+//     *kafka.Transport's fields; the requests of a RoundTripper would pass
+//     by the client ID, the connection policy and the engine.
 //   - NewWriter returns an error for a Compression kafka-go has no codec for
 //     (other than 0 to 4: none, Gzip, Snappy, Lz4, Zstd), naming the value.
 //     kafka-go's Writer marks its batches with the value and the broker

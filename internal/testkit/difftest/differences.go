@@ -186,6 +186,15 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "transport-kafka-go-only",
+		What:     "NewWriter returns an error for a Transport that is not a *kafka.Transport (a RoundTripper of the program's own, a wrapper of kafka-go's), naming its type.",
+		Why:      "The SDK's engine talks to the brokers itself: it takes the TLS, SASL, dial, client ID and timeouts from a *kafka.Transport's fields; the requests of a RoundTripper would pass by the client ID, the connection policy and the engine.",
+		Scenario: "writer/custom-transport", Step: "NewWriter",
+		Match: func(k, s string) bool {
+			return k == "write nil" && s == "new error"
+		},
+	},
+	{
 		ID:       "invalid-compression-at-construction",
 		What:     "NewWriter returns an error for a Compression kafka-go has no codec for (other than 0 to 4: none, Gzip, Snappy, Lz4, Zstd), naming the value.",
 		Why:      "kafka-go's Writer marks its batches with the value and the broker refuses every message (kafka.CorruptMessage; under RequireNone they are dropped without an error): a Writer that can never write is a configuration error, reported where the configuration is given.",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -211,6 +212,24 @@ func writerScenarios() []Scenario {
 				s.Note("Stats messages", fmt.Sprintf("Messages=%d Errors=%d", st.Messages, st.Errors))
 				s.Note("Stats counters", fmt.Sprintf("Writes=%d Bytes=%d Dials=%d BatchTime=%d", st.Writes, st.Bytes, st.Dials, st.BatchTime.Count))
 				s.CallNoCtx("Close", w.Close)
+			},
+		},
+		Scenario{
+			// A Transport of the program's own that wraps kafka-go's.
+			Name:   "writer/custom-transport",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				w, err := s.f.NewWriter(&kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), RequiredAcks: kafka.RequireAll,
+					BatchTimeout: time.Millisecond, Transport: wrappedTransport{&kafka.Transport{}}})
+				if err != nil {
+					s.Note("NewWriter", "new error")
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), s.patience)
+				defer cancel()
+				err = w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
+				w.Close()
+				s.Note("NewWriter", "write "+Shape(err))
 			},
 		},
 		Scenario{
@@ -1568,6 +1587,14 @@ func holdProduce(s *Side) <-chan struct{} {
 		return kproxy.CloseBefore
 	})
 	return held
+}
+
+// wrappedTransport is a kafka.RoundTripper of a program's own, around
+// kafka-go's Transport.
+type wrappedTransport struct{ t *kafka.Transport }
+
+func (w wrappedTransport) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	return w.t.RoundTrip(ctx, addr, req)
 }
 
 // numbered returns messages "m<i>" for i in [from, to).
