@@ -215,6 +215,33 @@ var Differences = []Difference{
 		},
 	},
 	{
+		ID:       "commits-ride-through",
+		What:     "CommitMessages, and ReadMessage's commit, go on through a coordinator that moved, is loading or is unreachable (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a closed connection) until the commit is made or the call's ctx ends; a commit refused for an ended generation returns once the group has settled, within RebalanceTimeout (see CommitMessages).",
+		Why:      "kafka-go tries three times within about 0.3 s and returns the error: a coordinator's failover, which takes seconds, fails the commit, and the program either stops or leaves its messages to be read again after the next rebalance.",
+		Scenario: "reader/group/commit-coordinator-moves", Step: "CommitMessages while the coordinator moves",
+		Match: func(k, s string) bool {
+			return strings.Contains(k, "kafka.Error(16 ") && s == "nil (returns)"
+		},
+	},
+	{
+		ID:       "group-topics-missing-one",
+		What:     "A group Reader whose GroupTopics names a topic the cluster lacks reads the topics it has, and the missing one once it is created.",
+		Why:      "kafka-go's group leader fails its one metadata lookup for the missing topic and assigns no partition of any topic until the next rebalance: the Reader reads nothing, with no error to its caller.",
+		Scenario: "reader/group/topics-missing-one", Step: "FetchMessage*",
+		Match: func(k, s string) bool {
+			return strings.Contains(k, "(waits for ctx)") || k == "none"
+		},
+	},
+	{
+		ID:       "group-refusals-returned",
+		What:     "A refusal of the Reader's group that waiting does not fix (GROUP_AUTHORIZATION_FAILED, INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT, INCONSISTENT_GROUP_PROTOCOL) is returned by FetchMessage and ReadMessage at once, on each call while it lasts; the Reader joins once it ends.",
+		Why:      "kafka-go's Reader retries the join behind its calls, which wait for their ctx with the cause only in its log: a group its credentials may not join looks like an idle topic.",
+		Scenario: "reader/group/join-refused", Step: "FetchMessage",
+		Match: func(k, s string) bool {
+			return strings.Contains(k, "(waits for ctx)") && strings.Contains(s, "kafka.Error(30 ")
+		},
+	},
+	{
 		ID:       "balancer-runs-after-checks",
 		What:     "A WriteMessages refused for its messages' topics (a message naming none, or a topic the cluster lacks) runs the Balancer for none of them: a stateful Balancer (RoundRobin, LeastBytes) places the next calls' messages as if the refused call had not been made.",
 		Why:      "The Writer checks every message's size and topic before it places any, so that a refused call leaves nothing behind; kafka-go's has run the Balancer for the messages before the refused one, which moves a RoundRobin on.",

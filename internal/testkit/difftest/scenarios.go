@@ -13,6 +13,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 )
@@ -1290,6 +1291,62 @@ func readerScenarios() []Scenario {
 				s.CallNoCtx("Close", r.Close)
 				s.Call("CommitMessages after Close", func(ctx context.Context) error { return r.CommitMessages(ctx, got...) })
 				s.Call("SetOffsetAt after Close", func(ctx context.Context) error { return r.SetOffsetAt(ctx, time.Now()) })
+			},
+		},
+		{
+			// The coordinator answers a commit NOT_COORDINATOR five
+			// times (it moved), then takes it.
+			Name:   "reader/group/commit-coordinator-moves",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 2)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), GroupID: s.Name("g"), MaxWait: 200 * time.Millisecond,
+					HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second})
+				if r == nil {
+					return
+				}
+				m, err := s.FetchMessage("FetchMessage", r)
+				if err != nil {
+					return
+				}
+				s.Proxy().OnResponse(kproxy.FirstOf(kmsg.OffsetCommit, 5, kproxy.FailCommits(16, nil)))
+				s.Call("CommitMessages while the coordinator moves", func(ctx context.Context) error { return r.CommitMessages(ctx, m) })
+				s.Proxy().OnResponse(nil)
+				s.Committed("committed", "g", "t", 1)
+				s.CallNoCtx("Close", r.Close)
+			},
+		},
+		{
+			// GroupTopics names a topic the cluster does not have.
+			Name:     "reader/group/topics-missing-one",
+			Topics:   map[string]int{"t": 1},
+			Patience: 8 * time.Second,
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 2)...)
+				r := s.NewReader("NewReader", kafka.ReaderConfig{GroupTopics: []string{s.Name("t"), s.Name("missing")}, GroupID: s.Name("g"),
+					MaxWait: 200 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second})
+				if r == nil {
+					return
+				}
+				s.FetchMessageWithin("FetchMessage", 6*time.Second, r)
+				s.CallNoCtx("Close", r.Close)
+			},
+		},
+		{
+			// The coordinator refuses every join, GROUP_AUTHORIZATION_FAILED.
+			Name:     "reader/group/join-refused",
+			Topics:   map[string]int{"t": 1},
+			Patience: 6 * time.Second,
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 1)...)
+				s.Proxy().OnResponse(kproxy.FailJoins(30, nil))
+				r := s.NewReader("NewReader", kafka.ReaderConfig{Topic: s.Name("t"), GroupID: s.Name("g"), MaxWait: 200 * time.Millisecond,
+					HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 6 * time.Second, RebalanceTimeout: 6 * time.Second})
+				if r == nil {
+					return
+				}
+				s.FetchMessageWithin("FetchMessage", 4*time.Second, r)
+				s.CallNoCtx("Close", r.Close)
 			},
 		},
 		{

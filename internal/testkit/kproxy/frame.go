@@ -127,6 +127,30 @@ func FailCommits(code int16, onErr func(error)) func(Request, []byte) []byte {
 	})
 }
 
+// FailJoins is an OnResponse hook that answers every JoinGroup response
+// with the error code: a coordinator refusing members, as seen by the
+// client. A response it cannot decode goes through unchanged and is
+// passed to onErr, when not nil.
+func FailJoins(code int16, onErr func(error)) func(Request, []byte) []byte {
+	return rewriteResponses(kmsg.JoinGroup, onErr, func(r kmsg.Response) {
+		jr := r.(*kmsg.JoinGroupResponse)
+		jr.ErrorCode = code
+	})
+}
+
+// FirstOf applies hook to the first n responses to requests of key; the
+// later ones, and the responses to other requests, go through unchanged.
+func FirstOf(key kmsg.Key, n int, hook func(Request, []byte) []byte) func(Request, []byte) []byte {
+	var left atomic.Int64
+	left.Store(int64(n))
+	return func(req Request, resp []byte) []byte {
+		if req.Key != int16(key) || left.Add(-1) < 0 {
+			return resp
+		}
+		return hook(req, resp)
+	}
+}
+
 // FailFetches is an OnResponse hook that answers every partition of the
 // next n Fetch responses naming a partition with the error code and no
 // records: a broker refusing a fetch (OFFSET_OUT_OF_RANGE for an offset
