@@ -165,28 +165,45 @@ func (c *Conn) noteReadDeadline(t time.Time) {
 // while its bytes keep coming (see bodyStall).
 type bodyReader struct {
 	c        *Conn
-	progress bool // bytes came since the body began or the last extension
-	extended bool // the deadline was moved past the caller's
+	progress bool  // bytes came since the body began or the last extension
+	extended bool  // the deadline was moved past the caller's
+	deadline int64 // the caller's read deadline when the body began
+}
+
+func newBodyReader(c *Conn) bodyReader {
+	return bodyReader{c: c, deadline: c.readDeadline.Load()}
 }
 
 // read reads into p. A timeout after bytes came moves the deadline
 // bodyStall ahead and reports no error; one with no byte since is
-// returned.
+// returned, and so is one after the caller moved its deadline since the
+// body began: a client ends a read so (kgo sets the deadline to now when
+// it closes, or when a request's ctx ends), and that is not a slow body.
 func (b *bodyReader) read(p []byte) (int, error) {
 	m, err := b.c.br.Read(p)
 	if m > 0 {
 		b.progress = true
 	}
 	var ne net.Error
-	if err != nil && b.progress && errors.As(err, &ne) && ne.Timeout() {
+	if err != nil && b.progress && errors.As(err, &ne) && ne.Timeout() && !b.moved() {
 		b.progress, b.extended = false, true
 		if derr := b.c.Conn.SetReadDeadline(time.Now().Add(bodyStall)); derr != nil {
+			return m, err
+		}
+		// The caller notes its deadline before setting it: one moved
+		// meanwhile is either seen here or set after the extension.
+		if b.moved() {
+			b.done()
 			return m, err
 		}
 		return m, nil
 	}
 	return m, err
 }
+
+// moved reports whether the caller set another read deadline since the
+// body began.
+func (b *bodyReader) moved() bool { return b.c.readDeadline.Load() != b.deadline }
 
 // done gives the connection the caller's deadline back.
 func (b *bodyReader) done() {
@@ -345,7 +362,7 @@ func (c *Conn) readValidated(p []byte) (int, error) {
 // length), and checks it. A read error keeps what was read in the frame
 // buffer, where the next call goes on.
 func (c *Conn) readBody(p []byte) (int, error) {
-	br := bodyReader{c: c}
+	br := newBodyReader(c)
 	n := 0
 	var err error
 	for n < len(p) && err == nil {
@@ -389,7 +406,7 @@ func (c *Conn) toFrame(got []byte) {
 // fill reads the rest of the current frame. The buffer grows with what
 // arrives, not with what the size prefix claims.
 func (c *Conn) fill() error {
-	br := bodyReader{c: c}
+	br := newBodyReader(c)
 	defer br.done()
 	for len(c.frame) < c.need {
 		if len(c.frame) == cap(c.frame) {

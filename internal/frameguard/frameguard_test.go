@@ -25,6 +25,8 @@ type pipeConn struct {
 	out       bytes.Buffer
 	closed    bool
 	deadlines []time.Time // the read deadlines set, in order
+	// beforeRead, when set, runs at the start of each Read.
+	beforeRead func()
 }
 
 type timeoutErr struct{}
@@ -34,6 +36,9 @@ func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
 func (p *pipeConn) Read(b []byte) (int, error) {
+	if p.beforeRead != nil {
+		p.beforeRead()
+	}
 	if p.closed {
 		return 0, net.ErrClosed
 	}
@@ -367,6 +372,48 @@ func TestSlowBodyReadOnPastTheDeadline(t *testing.T) {
 		for _, d := range ds[1:3] {
 			if d.Before(before.Add(bodyStall)) {
 				t.Errorf("direct %d: an extension to %v, want bodyStall (%v) past the timeout", rd.direct, d, bodyStall)
+			}
+		}
+	}
+}
+
+// TestAbortInsideABody: a client that ends a read by moving its read
+// deadline (kgo sets it to now when it closes, or when a request's ctx
+// ends) while a body is arriving gets the timeout at once: the guard
+// extends only the deadline the body began under.
+func TestAbortInsideABody(t *testing.T) {
+	resp := response(metadataResponse(), 9, 1)
+	for _, rd := range []reader{{direct: 0}, {direct: directMin}} {
+		pc := &pipeConn{in: [][]byte{resp[:20], nil, resp[20:]}}
+		c := rd.wrap(pc, 0)
+		if _, err := c.Write(request(kmsg.NewPtrMetadataRequest(), 9, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		reads := 0
+		pc.beforeRead = func() {
+			if reads++; len(pc.in) > 0 && pc.in[0] == nil {
+				// The client ends the read just as the timeout comes.
+				_ = c.SetReadDeadline(time.Now())
+			}
+		}
+		var err error
+		if rd.direct == 0 {
+			got := make([]byte, len(resp))
+			if _, err = io.ReadFull(c, got[:4]); err == nil {
+				_, err = c.Read(got[4:])
+			}
+		} else {
+			_, err = readAll(c)
+		}
+		if !isTimeout(err) {
+			t.Fatalf("direct %d: read ended with %v; want the timeout the client asked for", rd.direct, err)
+		}
+		for _, d := range pc.deadlines {
+			if d.After(time.Now().Add(bodyStall / 2)) {
+				t.Errorf("direct %d: the guard extended the deadline to %v after the client moved it", rd.direct, d)
 			}
 		}
 	}
