@@ -219,10 +219,12 @@
 //   - With a GroupID and CommitInterval > 0, Reader.Close returns the error
 //     of the commit it makes of the marked offsets when the commit fails
 //     (and an error when the cluster did not answer within
-//     ReaderCloseTimeout). kafka-go's Close always returns nil and only logs
-//     the failed commit to ErrorLogger: a service cannot tell at shutdown
-//     that the messages it read since the last commit will be read again by
-//     the partition's next owner.
+//     ReaderCloseTimeout, or when marked offsets were dropped uncommitted
+//     earlier because the group took their partitions away: the session
+//     expired, or a rebalance's commit failed). kafka-go's Close always
+//     returns nil and only logs the failed commit to ErrorLogger: a service
+//     cannot tell at shutdown that the messages it read since the last
+//     commit will be read again by the partition's next owner.
 //   - Reader.FetchMessage and ReadMessage called with a ctx that has already
 //     ended return ctx's error and hand out nothing, also while messages are
 //     queued: the next call gets them. kafka-go's chooses at random between

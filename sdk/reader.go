@@ -264,6 +264,10 @@ type Reader struct {
 	// when the run ends or before marks is read (marksLocked).
 	marks map[string]map[int32]kgo.EpochOffset
 	pend  pendingMark
+	// unmarked counts the partitions whose marks the group took away
+	// before they were committed (lost, or revoked with the commit
+	// failing): Close reports it (see dropMarksLocked).
+	unmarked int
 	// topicIDs are the IDs of the topics fetched, which a commit names
 	// them by (OffsetCommit v10+; see commitOnce) and checkRecreated
 	// compares with the cluster's.
@@ -642,6 +646,10 @@ func (r *Reader) partitions(ctx context.Context, topics []string) ([]kafka.Parti
 // cluster, within milliseconds (nothing waits out MaxWait). A commit or
 // leave it could not finish by then is logged at Warn and, for the
 // commit, returned; the engine then finishes closing in the background.
+// It also returns an error when offsets marked earlier (CommitInterval >
+// 0) were dropped uncommitted because the group took their partitions
+// away first (the session expired, or a rebalance's commit failed), each
+// logged at Warn when it happened: their messages are read again.
 func (r *Reader) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
@@ -673,6 +681,9 @@ func (r *Reader) Close() error {
 		}()
 		select {
 		case err = <-done:
+			if err == nil {
+				err = r.unmarkedError()
+			}
 		case <-ctx.Done():
 			err = fmt.Errorf("sdk: Close: the cluster did not answer within %v: marked offsets may not be committed, and the group learns of the leave when the session times out", ReaderCloseTimeout)
 			r.s.logger.Warn("azkafka: Reader.Close returned before the engine closed: the cluster did not answer in time",

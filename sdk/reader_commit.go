@@ -121,7 +121,7 @@ func (r *Reader) drop(ps map[string][]int32) {
 			delete(r.ctl.rewind, tp)
 			delete(r.ctl.sought, tp)
 			if m := r.marksLocked()[t]; m != nil {
-				delete(m, p)
+				r.dropMarkLocked(m, t, p)
 			}
 			if m := r.hooks.metrics; m != nil {
 				m.released(t, p)
@@ -129,6 +129,37 @@ func (r *Reader) drop(ps map[string][]int32) {
 		}
 	}
 	r.q.drop(func(tp topicPartition, _ int64) bool { return gone[tp] })
+}
+
+// dropMarkLocked drops the mark of partition p of topic t from m (t's
+// marks) as the group takes the partition away: a mark still there was
+// not committed (noteUnmarkedLocked). r.mu is held.
+func (r *Reader) dropMarkLocked(m map[int32]kgo.EpochOffset, t string, p int32) {
+	if o, ok := m[p]; ok {
+		r.noteUnmarkedLocked(t, p, o.Offset)
+		delete(m, p)
+	}
+}
+
+// noteUnmarkedLocked notes that offset, marked for partition p of topic
+// t, will not be committed: the group took the partition away first.
+// r.mu is held.
+func (r *Reader) noteUnmarkedLocked(t string, p int32, offset int64) {
+	r.unmarked++
+	r.s.logger.Warn("azkafka: a marked offset was not committed before the group took its partition away (the session expired, or the rebalance's commit failed); the partition's next owner reads from the group's previous commit (duplicates, no loss)",
+		"group", r.config.GroupID, "topic", t, "partition", p, "offset", offset)
+}
+
+// unmarkedError is Close's error when marks were dropped uncommitted
+// (noteUnmarkedLocked), else nil.
+func (r *Reader) unmarkedError() error {
+	r.mu.Lock()
+	n := r.unmarked
+	r.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("sdk: Close: %d marked offsets were not committed before the group took their partitions away (the session expired, or a rebalance's commit failed): the messages read since the group's previous commit there are read again by the partitions' next owners", n)
 }
 
 // CommitMessages commits msgs like kafka.Reader.CommitMessages: for each
@@ -582,7 +613,11 @@ func (r *Reader) commitMarks(ctx context.Context, only map[string][]int32) error
 		for t, ps := range offsets {
 			for p, o := range ps {
 				tp := topicPartition{t, p}
-				if _, owned := r.owned[tp]; !owned || r.ctl.sought[tp] > moves {
+				if r.ctl.sought[tp] > moves {
+					continue
+				}
+				if _, owned := r.owned[tp]; !owned {
+					r.noteUnmarkedLocked(t, p, o.Offset)
 					continue
 				}
 				raise(partitionsOf(r.marks, t), p, o.Offset)

@@ -1145,3 +1145,47 @@ func TestReaderSetOffsetEndsOutOfRangeBackoff(t *testing.T) {
 		t.Fatal("the waiting FetchMessage did not return after SetOffset")
 	}
 }
+
+// TestReaderCloseReportsMarksLost: with CommitInterval > 0, a marked
+// offset the group takes away before it was committed (the partition
+// lost with the session, the broker unreachable) makes Close return an
+// error saying so, as a commit Close could not make does: before, Close
+// returned nil and the messages were read again by the next owner
+// without a word.
+func TestReaderCloseReportsMarksLost(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "marks-lost", 1)
+	writeSpread(t, rig, 3)
+	cfg := groupTestConfig(rig, "marks-lost")
+	cfg.CommitInterval = time.Hour
+	lost := make(chan struct{})
+	var once sync.Once
+	r, err := sdk.NewReader(cfg, testOptions(t, sdk.WithRebalanceCallbacks(sdk.RebalanceCallbacks{
+		Lost: func(context.Context, map[string][]int) { once.Do(func() { close(lost) }) },
+	}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	m, err := r.FetchMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CommitMessages(ctx, m); err != nil { // marked, for the hour's commit
+		t.Fatal(err)
+	}
+	if err := rig.proxy.SetRefusing(true); err != nil {
+		t.Fatal(err)
+	}
+	rig.proxy.ResetAll()
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("the Reader never lost its partitions")
+	}
+	err = r.Close()
+	if err == nil || !strings.Contains(err.Error(), "not committed") {
+		t.Fatalf("Close after the marked offset was lost uncommitted: %v; want an error saying so", err)
+	}
+	t.Logf("Close: %v", err)
+}

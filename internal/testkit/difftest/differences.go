@@ -68,7 +68,7 @@ var Differences = []Difference{
 	},
 	{
 		ID:       "close-commit-refused",
-		What:     "With a GroupID and CommitInterval > 0, Reader.Close returns the error of the commit it makes of the marked offsets when the commit fails (and an error when the cluster did not answer within ReaderCloseTimeout).",
+		What:     "With a GroupID and CommitInterval > 0, Reader.Close returns the error of the commit it makes of the marked offsets when the commit fails (and an error when the cluster did not answer within ReaderCloseTimeout, or when marked offsets were dropped uncommitted earlier because the group took their partitions away: the session expired, or a rebalance's commit failed).",
 		Why:      "kafka-go's Close always returns nil and only logs the failed commit to ErrorLogger: a service cannot tell at shutdown that the messages it read since the last commit will be read again by the partition's next owner.",
 		Scenario: "reader/group/close-commit-refused", Step: "Close",
 		Match: func(k, s string) bool {
