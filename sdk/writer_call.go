@@ -689,7 +689,7 @@ func (w *Writer) settleRecord(r *kgo.Record, st *recState, err error) {
 		w.forgetTopic(r.Topic)
 	}
 	if err != nil {
-		err = w.deliveryError(err)
+		err = w.deliveryError(err, st)
 		if !c.report && c.failed.CompareAndSwap(false, true) {
 			w.wh.failed.Add(1)
 		}
@@ -734,10 +734,16 @@ func (w *Writer) callDone(c *call, n int) {
 
 // deliveryError is the error a message gets for err, the engine's: the
 // end of its delivery budget, and Close giving it up, say so.
-func (w *Writer) deliveryError(err error) error {
+func (w *Writer) deliveryError(err error, st *recState) error {
 	switch {
 	case errors.Is(err, errNotHandedOver):
 		return err
+	case !errors.Is(err, context.DeadlineExceeded) && errors.Is(st.Context.Err(), context.DeadlineExceeded) &&
+		!errors.Is(err, kgo.ErrClientClosed):
+		// The budget ended while the engine met err (it fails a
+		// record whose Context ended with the error of its partition
+		// when it has one: a dial refused, a metadata load failed).
+		return fmt.Errorf("sdk: not acknowledged within the delivery budget (%v) after it was handed over: %w (%w); last error: %w", w.conf.budget, kgo.ErrRecordTimeout, context.DeadlineExceeded, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		// The budget's Context ended (the caller's ctx never reaches the
 		// engine). The error the engine last met, when no broker

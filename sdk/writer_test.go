@@ -1293,3 +1293,39 @@ func TestWriterTopicDeletedAndMadeAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestWriterBudgetEndsWithBrokerGone: the broker goes away (its address
+// refuses connections) after the Writer reached it; the call's messages
+// fail at the end of their delivery budget with an error matching
+// kgo.ErrRecordTimeout and context.DeadlineExceeded that names the budget
+// and the engine's last error. Before, the engine's error (the refused
+// dial) came alone when the engine failed the records with it.
+func TestWriterBudgetEndsWithBrokerGone(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "budget-gone", 1)
+	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+		WriteTimeout: 300 * time.Millisecond, Transport: ownTransport(t)},
+		testOptions(t, sdk.WithRetry(3, time.Millisecond, 5*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := testCtx(t)
+	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rig.proxy.SetRefusing(true); err != nil {
+		t.Fatal(err)
+	}
+	rig.proxy.ResetAll()
+	msgs := []kafka.Message{{Value: []byte("b")}, {Value: []byte("c")}}
+	werrs := requireWriteErrors(t, w.WriteMessages(ctx, msgs...), len(msgs))
+	for i, e := range werrs {
+		if !errors.Is(e, kgo.ErrRecordTimeout) || !errors.Is(e, context.DeadlineExceeded) || !strings.Contains(fmt.Sprint(e), "delivery budget (1s)") {
+			t.Errorf("message %d: error %v, want kgo.ErrRecordTimeout and context.DeadlineExceeded naming the 1s budget", i, e)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the call waited for its ctx, not the budget")
+	}
+}
