@@ -170,7 +170,7 @@ func (b *bootstrap) expire() {
 }
 
 func (b *bootstrap) giveUpLocked(timedOut bool) error {
-	e := &BootstrapError{Timeout: b.timeout, TimedOut: timedOut}
+	e := &BootstrapError{Timeout: b.timeout, TimedOut: timedOut, sinceFailure: b.heard.Load()}
 	for _, s := range b.seeds {
 		e.Addrs = append(e.Addrs, s)
 		e.Errs = append(e.Errs, b.last[s])

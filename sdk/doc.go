@@ -319,8 +319,9 @@
 //     attempts (seconds), so a broker's restart or an interzone close fails
 //     calls; a drop-in exists to ride those out. Before any broker answered,
 //     errors no retry fixes end a call at once and refusals or silence after
-//     DefaultBootstrapTimeout (10 s from the first dial), where kafka-go
-//     returns the first dial error.
+//     DefaultBootstrapTimeout (10 s from the first dial; from the first
+//     failure when a broker had answered a request, such as the handshake,
+//     and then went silent), where kafka-go returns the first dial error.
 //   - CommitMessages, and ReadMessage's commit, go on through a coordinator
 //     that moved, is loading or is unreachable (NOT_COORDINATOR,
 //     COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a closed

@@ -48,13 +48,19 @@ type BootstrapError struct {
 	// error no retry fixes.
 	TimedOut bool
 	Timeout  time.Duration
+	// sinceFailure: a broker answered a request, so the timeout ran
+	// from the first failure, not from the first dial.
+	sinceFailure bool
 }
 
 func (e *BootstrapError) Error() string {
 	var b strings.Builder
 	b.WriteString("sdk: no broker reached")
-	if e.TimedOut {
-		fmt.Fprintf(&b, " within %v", e.Timeout)
+	switch {
+	case e.TimedOut && e.sinceFailure:
+		fmt.Fprintf(&b, " within %v of the first failure (a broker answered, then none did)", e.Timeout)
+	case e.TimedOut:
+		fmt.Fprintf(&b, " within %v of the first dial", e.Timeout)
 	}
 	b.WriteString(": ")
 	for i, a := range e.Addrs {

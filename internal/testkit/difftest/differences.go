@@ -206,7 +206,7 @@ var Differences = []Difference{
 	{
 		ID:       "rides-through-outages",
 		What:     "Once a broker has answered, the Writer resends through closed connections, refusals and leader elections until the delivery budget (110 s by default) or the call's ctx ends, and the Reader refetches until the call's ctx ends: MaxAttempts and WriteBackoffMin/Max do not apply, nor ReadBackoffMin/Max but to the waits for an offset past the log's end (MaxAttempts: 1 too: under RequireOne a message whose response was lost may be stored twice where kafka-go's call fails). A call whose ctx ended meanwhile leaves its messages queued: they are stored once the broker is back.",
-		Why:      "kafka-go gives up after MaxAttempts attempts (seconds), so a broker's restart or an interzone close fails calls; a drop-in exists to ride those out. Before any broker answered, errors no retry fixes end a call at once and refusals or silence after DefaultBootstrapTimeout (10 s from the first dial), where kafka-go returns the first dial error.",
+		Why:      "kafka-go gives up after MaxAttempts attempts (seconds), so a broker's restart or an interzone close fails calls; a drop-in exists to ride those out. Before any broker answered, errors no retry fixes end a call at once and refusals or silence after DefaultBootstrapTimeout (10 s from the first dial; from the first failure when a broker had answered a request, such as the handshake, and then went silent), where kafka-go returns the first dial error.",
 		Scenario: "*/broker-goes-away", Step: "*",
 		Match: func(k, s string) bool {
 			refused := strings.Contains(k, "ECONNREFUSED") && strings.Contains(s, "context.DeadlineExceeded") && strings.Contains(s, "(waits for ctx)")
