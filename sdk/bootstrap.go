@@ -153,6 +153,14 @@ func (b *bootstrap) failed(addr string, err error) {
 	}
 }
 
+// givenUp reports whether the attempt gave up (its error is the engine's
+// refusal then).
+func (b *bootstrap) givenUp() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gaveUp != nil
+}
+
 // expire gives up when the timeout passed without an answer.
 func (b *bootstrap) expire() {
 	if b.reached.Load() {

@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"golang.org/x/time/rate"
 
+	"github.com/azkafka/azkafka/internal/frameguard"
 	"github.com/azkafka/azkafka/metrics"
 )
 
@@ -455,6 +456,16 @@ func (h *engineHooks) noteError(err error) {
 	h.lastErr.Store(&err)
 	h.errSeq.Add(1)
 	if engineFatal(err) {
+		// Bytes that are not a Kafka response from a bootstrap address
+		// the client never reached its cluster through: the bootstrap
+		// decides, and gives up with its *BootstrapError once every
+		// address failed so (the hook that tells it may come later).
+		var fe *frameguard.Error
+		if errors.As(err, &fe) {
+			if h.boot.failed(fe.Addr, err); h.boot.givenUp() {
+				return // refused with the *BootstrapError
+			}
+		}
 		h.fatal.Store(&err)
 		if f := h.onFatal.Load(); f != nil {
 			(*f)(err)

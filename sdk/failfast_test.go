@@ -66,6 +66,13 @@ func closingListener(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// badBootstrap reports whether err is the *BootstrapError of a server
+// whose bytes are not a Kafka response (ErrBadResponse).
+func badBootstrap(err error) bool {
+	var be *sdk.BootstrapError
+	return errors.Is(err, sdk.ErrBadResponse) && errors.As(err, &be)
+}
+
 func hostileAddr(t *testing.T, c hostile.Case) string {
 	t.Helper()
 	s, err := hostile.Start(c)
@@ -102,11 +109,13 @@ func TestMisconfigurationFailsFast(t *testing.T) {
 			}},
 		{name: "TLS against a plaintext port", addr: closingListener, tls: &tls.Config{}, cause: "plaintext listener"},
 		{name: "plaintext against a TLS port", addr: func(t *testing.T) string { return hostileAddr(t, hostile.TLSAlert) },
-			cause: "a TLS record on a plaintext connection", is: func(err error) bool { return errors.Is(err, sdk.ErrBadResponse) }},
+			cause: "a TLS record on a plaintext connection", is: badBootstrap},
 		{name: "not a Kafka server", addr: func(t *testing.T) string { return hostileAddr(t, hostile.HTTP400) },
-			cause: "not a Kafka broker", is: func(err error) bool { return errors.Is(err, sdk.ErrBadResponse) }},
+			cause: "not a Kafka broker", is: badBootstrap},
 		{name: "a broken response", addr: func(t *testing.T) string { return hostileAddr(t, hostile.MetadataBomb) },
-			cause: "malformed Metadata", is: func(err error) bool { return errors.Is(err, sdk.ErrBadResponse) }},
+			cause: "malformed Metadata", is: badBootstrap},
+		{name: "a broken handshake", addr: func(t *testing.T) string { return hostileAddr(t, hostile.RandomBody) },
+			cause: "malformed ApiVersions", is: badBootstrap},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
