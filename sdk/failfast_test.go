@@ -255,6 +255,26 @@ func TestSilentBootstrapGivesUpAfterTheTimeout(t *testing.T) {
 	defer r.Close()
 	_, err = r.FetchMessage(ctx)
 	check("Reader", err)
+	// The Reader's other calls that ask the cluster, each on a Reader
+	// of its own: bounded by the bootstrap as FetchMessage is.
+	for _, c := range []struct {
+		who   string
+		group string
+		call  func(*sdk.Reader) error
+	}{
+		{"ReadLag", "", func(r *sdk.Reader) error { _, err := r.ReadLag(ctx); return err }},
+		{"SetOffsetAt", "", func(r *sdk.Reader) error { return r.SetOffsetAt(ctx, time.Now()) }},
+		{"CommitMessages", "g", func(r *sdk.Reader) error {
+			return r.CommitMessages(ctx, kafka.Message{Topic: "t", Partition: 0, Offset: 1})
+		}},
+	} {
+		r, err := sdk.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: "t", GroupID: c.group}, testOptions(t, sdk.WithBootstrapTimeout(boot))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Reader."+c.who, c.call(r))
+		r.Close()
+	}
 }
 
 // TestRefusedBootstrapGivesUpAfterTheTimeout: every bootstrap address

@@ -110,8 +110,9 @@ import (
 // OffsetOutOfRangeError. Before the Reader ever reached its cluster,
 // bootstrap addresses no retry fixes (an unknown host, TLS against a
 // plaintext port or the reverse, a server that is not Kafka) end the read
-// as soon as every address failed so, and refusals or silence after
-// DefaultBootstrapTimeout (a *BootstrapError); once the cluster has been
+// (and ReadLag, SetOffsetAt, CommitMessages) as soon as every address
+// failed so, and refusals or silence after DefaultBootstrapTimeout (a
+// *BootstrapError); once the cluster has been
 // unreachable for longer than MaxWait, the errors absorbed are logged at
 // Warn. Kafka error codes match kafka-go's (errors.Is(err,
 // kafka.GroupAuthorizationFailed)). io.EOF is returned only after Close.

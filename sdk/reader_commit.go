@@ -227,7 +227,7 @@ func (r *Reader) commit(ctx context.Context, offsets map[string]map[int32]kgo.Ep
 	var last refusal
 	var pin commitPin // the member and generation a commit after a refusal is for
 	stop := false
-	once := func() error {
+	once := func(ctx context.Context) error {
 		pinNow := false
 		if fenced != nil {
 			switch r.settleCommit(ctx, offsets, last) {

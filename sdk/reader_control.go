@@ -187,7 +187,7 @@ func (r *Reader) Seek(ctx context.Context, topic string, partition int, offset i
 			ts = -1
 		}
 		var at map[topicPartition]int64
-		err := r.retrying(ctx, metrics.OpListOffsets, func() (err error) {
+		err := r.retrying(ctx, metrics.OpListOffsets, func(ctx context.Context) (err error) {
 			at, err = r.listOffsets(ctx, []topicPartition{tp}, ts)
 			return err
 		}, engineTransient)

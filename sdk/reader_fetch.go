@@ -728,17 +728,41 @@ func (r *Reader) checkRecreated(ctx context.Context, topic string) {
 // retrying runs once until it succeeds, waiting out the errors again
 // reports as worth it with the retry policy's backoff (each absorbed: see
 // absorb). It returns nil, an error not worth waiting (or any error after
-// Close), or ctx's error naming the last cause.
-func (r *Reader) retrying(ctx context.Context, op metrics.Op, once func() error, again func(error) bool) error {
+// Close), or ctx's error naming the last cause. While the client has
+// never reached its cluster, every error is waited out until the
+// bootstrap gives up (DefaultBootstrapTimeout, or every address refused
+// so that no retry helps): then its *BootstrapError.
+func (r *Reader) retrying(ctx context.Context, op metrics.Op, once func(context.Context) error, again func(error) bool) error {
+	if !r.hooks.boot.reached.Load() {
+		r.hooks.rearm() // a call after one that gave up tries again
+	}
 	mark := r.hooks.errSeq.Load()
 	for attempt := 0; ; attempt++ {
-		err := once()
+		actx, cancel := ctx, context.CancelFunc(nil)
+		reached := r.hooks.boot.reached.Load()
+		if !reached {
+			// Never reached the cluster: an attempt lasts at most the
+			// bootstrap's timeout, which decides when the call gives up
+			// (a *BootstrapError), as FetchMessage does.
+			actx, cancel = context.WithTimeout(ctx, r.hooks.boot.timeout)
+		}
+		err := once(actx)
+		if cancel != nil {
+			cancel()
+		}
 		switch {
 		case err == nil:
 			return nil
 		case ctx.Err() != nil:
 			return r.ctxError(ctx, mark)
-		case r.closed.Load() || !again(err):
+		case r.closed.Load():
+			return err
+		}
+		if !reached && !r.hooks.boot.reached.Load() {
+			if ferr := r.hooks.fatalError(); ferr != nil {
+				return ferr
+			}
+		} else if !again(err) {
 			return err
 		}
 		r.absorb(op, err)

@@ -211,7 +211,7 @@ func (r *Reader) SetOffsetAt(ctx context.Context, t time.Time) error {
 func (r *Reader) listOffset(ctx context.Context, ts int64) (int64, error) {
 	r.askForTopics()
 	var off int64
-	err := r.retrying(ctx, metrics.OpListOffsets, func() (err error) {
+	err := r.retrying(ctx, metrics.OpListOffsets, func(ctx context.Context) (err error) {
 		off, err = r.listOffsetOnce(ctx, ts)
 		return err
 	}, engineTransient)

@@ -315,7 +315,7 @@ func (r *Reader) readGroupLag(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	var ends, starts map[topicPartition]int64
-	err := r.retrying(ctx, metrics.OpListOffsets, func() (err error) {
+	err := r.retrying(ctx, metrics.OpListOffsets, func(ctx context.Context) (err error) {
 		if ends, err = r.listOffsets(ctx, tps, -1); err != nil || len(unplaced) == 0 || r.config.StartOffset == kafka.LastOffset {
 			starts = ends
 			return err
