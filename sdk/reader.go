@@ -686,7 +686,10 @@ func (r *Reader) Close() error {
 				err = r.unmarkedError()
 			}
 		case <-ctx.Done():
-			err = fmt.Errorf("sdk: Close: the cluster did not answer within %v: marked offsets may not be committed, and the group learns of the leave when the session times out", ReaderCloseTimeout)
+			err = fmt.Errorf("sdk: Close: the cluster did not answer within %v: its connections close in the background", ReaderCloseTimeout)
+			if r.group {
+				err = fmt.Errorf("sdk: Close: the cluster did not answer within %v: marked offsets may not be committed, and the group learns of the leave when the session times out", ReaderCloseTimeout)
+			}
 			r.s.logger.Warn("azkafka: Reader.Close returned before the engine closed: the cluster did not answer in time",
 				"bound", ReaderCloseTimeout, "group", r.config.GroupID, "cause", r.hooks.since(0))
 			r.closeCoordinator()
