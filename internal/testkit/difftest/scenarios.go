@@ -155,17 +155,7 @@ func writerScenarios() []Scenario {
 				for _, acks := range []kafka.RequiredAcks{2, -2} {
 					// One observation per value: the SDK's Writer is
 					// never built, kafka-go's fails at its call.
-					step := fmt.Sprintf("acks=%d", acks)
-					w, err := s.f.NewWriter(&kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), RequiredAcks: acks})
-					if err != nil {
-						s.Note(step, "new error")
-						continue
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), s.patience)
-					err = w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
-					cancel()
-					w.Close()
-					s.Note(step, "write "+Shape(err))
+					writeOnce(s, fmt.Sprintf("acks=%d", acks), &kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), RequiredAcks: acks})
 				}
 				s.Stored("stored", "t")
 			},
@@ -175,17 +165,8 @@ func writerScenarios() []Scenario {
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
 				for _, c := range []kafka.Compression{5, 7, -1} {
-					step := fmt.Sprintf("compression=%d", c)
-					w, err := s.f.NewWriter(&kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), Compression: c, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, MaxAttempts: 1})
-					if err != nil {
-						s.Note(step, "new error")
-						continue
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), s.patience)
-					err = w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
-					cancel()
-					w.Close()
-					s.Note(step, "write "+Shape(err))
+					writeOnce(s, fmt.Sprintf("compression=%d", c), &kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), Compression: c,
+						BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll, MaxAttempts: 1})
 				}
 				s.Stored("stored", "t")
 			},
@@ -220,17 +201,8 @@ func writerScenarios() []Scenario {
 			Name:   "writer/custom-transport",
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
-				w, err := s.f.NewWriter(&kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), RequiredAcks: kafka.RequireAll,
+				writeOnce(s, "NewWriter", &kafka.Writer{Addr: kafka.TCP(s.Addrs()...), Topic: s.Name("t"), RequiredAcks: kafka.RequireAll,
 					BatchTimeout: time.Millisecond, Transport: wrappedTransport{&kafka.Transport{}}})
-				if err != nil {
-					s.Note("NewWriter", "new error")
-					return
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), s.patience)
-				defer cancel()
-				err = w.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
-				w.Close()
-				s.Note("NewWriter", "write "+Shape(err))
 			},
 		},
 		Scenario{
@@ -1644,6 +1616,22 @@ func holdProduce(s *Side) <-chan struct{} {
 		return kproxy.CloseBefore
 	})
 	return held
+}
+
+// writeOnce builds a Writer of the side's like w, which the SDK may
+// refuse, and records at step "new error", or what one call of one
+// message returned.
+func writeOnce(s *Side, step string, w *kafka.Writer) {
+	got, err := s.f.NewWriter(w)
+	if err != nil {
+		s.Note(step, "new error")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.patience)
+	err = got.WriteMessages(ctx, kafka.Message{Value: []byte("x")})
+	cancel()
+	got.Close()
+	s.Note(step, "write "+Shape(err))
 }
 
 // wrappedTransport is a kafka.RoundTripper of a program's own, around
