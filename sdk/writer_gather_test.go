@@ -473,13 +473,17 @@ func TestWriterSecondCloseWaitsForTheFirst(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	select {
-	case <-first:
-	default:
-		t.Fatal("the second Close returned while the first waited for the queued messages")
-	}
+	// What matters to the program is that every message was sent when
+	// the second Close returned (the held ones are answered 100ms after
+	// the last call, so an early return shows here); the first Close then
+	// returns too (it may still be on its way out).
 	if sent.Load() != written || failed.Load() != 0 {
 		t.Fatalf("when the second Close returned: %d of %d messages sent, %d failed", sent.Load(), written, failed.Load())
+	}
+	select {
+	case <-first:
+	case <-ctx.Done():
+		t.Fatal("the first Close never returned")
 	}
 }
 
