@@ -577,14 +577,7 @@ func writerScenarios() []Scenario {
 					return msgs
 				}
 				s.Write("WriteMessages on 3 partitions", w, keyed(0, 1)...)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := s.Cluster().AddPartitions(ctx, s.Name("t"), 6); err != nil {
-					s.T().Fatal(err)
-				}
-				// Both refresh their metadata every ttl: five of them
-				// pass before the next call.
-				time.Sleep(5 * ttl)
+				growTopic(s, "t", 6, ttl)
 				s.Write("WriteMessages on 6 partitions", w, keyed(1, 3)...)
 				s.Write("WriteMessages again", w, keyed(2, 1)...)
 				s.CallNoCtx("Close", w.Close)
@@ -605,12 +598,7 @@ func writerScenarios() []Scenario {
 					return
 				}
 				s.Write("WriteMessages on 3 partitions", w, numbered(0, 4)...)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := s.Cluster().AddPartitions(ctx, s.Name("t"), 6); err != nil {
-					s.T().Fatal(err)
-				}
-				time.Sleep(5 * ttl)
+				growTopic(s, "t", 6, ttl)
 				s.Write("WriteMessages on 6 partitions", w, numbered(4, 12)...)
 				s.CallNoCtx("Close", w.Close)
 				s.Stored("stored", "t")
@@ -1616,6 +1604,17 @@ func holdProduce(s *Side) <-chan struct{} {
 		return kproxy.CloseBefore
 	})
 	return held
+}
+
+// growTopic gives the topic named logical n partitions, then lets five
+// metadata refreshes of ttl pass (both sides' Writers refresh every ttl).
+func growTopic(s *Side, logical string, n int, ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Cluster().AddPartitions(ctx, s.Name(logical), n); err != nil {
+		s.T().Fatal(err)
+	}
+	time.Sleep(5 * ttl)
 }
 
 // writeOnce builds a Writer of the side's like w, which the SDK may
