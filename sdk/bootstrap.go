@@ -47,13 +47,16 @@ type bootstrap struct {
 	hard       map[string]bool  // seeds whose last failure no retry fixes
 	timer      *time.Timer
 	gaveUp     error
+	// over is closed once the attempt gave up and onGiveUp returned; a
+	// new one begins with each attempt (rearm).
+	over chan struct{}
 }
 
 func newBootstrap(seeds []string, timeout time.Duration) *bootstrap {
 	if timeout <= 0 {
 		timeout = DefaultBootstrapTimeout
 	}
-	b := &bootstrap{timeout: timeout, last: map[string]error{}, hard: map[string]bool{}}
+	b := &bootstrap{timeout: timeout, last: map[string]error{}, hard: map[string]bool{}, over: make(chan struct{})}
 	for _, s := range seeds {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -144,13 +147,12 @@ func (b *bootstrap) failed(addr string, err error) {
 		give = give && h
 	}
 	var gerr error
+	over := b.over
 	if give {
 		gerr = b.giveUpLocked(false)
 	}
 	b.mu.Unlock()
-	if gerr != nil && b.onGiveUp != nil {
-		b.onGiveUp(gerr)
-	}
+	b.announce(gerr, over)
 }
 
 // givenUp reports whether the attempt gave up (its error is the engine's
@@ -168,13 +170,32 @@ func (b *bootstrap) expire() {
 	}
 	b.mu.Lock()
 	var err error
+	over := b.over
 	if b.gaveUp == nil {
 		err = b.giveUpLocked(true)
 	}
 	b.mu.Unlock()
-	if err != nil && b.onGiveUp != nil {
+	b.announce(err, over)
+}
+
+// announce tells of a give-up, err (nil: none), of the attempt whose over
+// channel is over: onGiveUp, then over closed.
+func (b *bootstrap) announce(err error, over chan struct{}) {
+	if err == nil {
+		return
+	}
+	if b.onGiveUp != nil {
 		b.onGiveUp(err)
 	}
+	close(over)
+}
+
+// overSignal is closed once the current attempt has given up and its
+// refusal is recorded.
+func (b *bootstrap) overSignal() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.over
 }
 
 func (b *bootstrap) giveUpLocked(timedOut bool) error {
@@ -201,6 +222,7 @@ func (b *bootstrap) rearm() error {
 		return nil
 	}
 	b.gaveUp = nil
+	b.over = make(chan struct{})
 	b.failedOnce = false
 	clear(b.last)
 	clear(b.hard)

@@ -255,10 +255,13 @@
 //   - The Reader hands out no transaction markers (the control records that
 //     commit or abort a transaction), and with IsolationLevel ReadCommitted
 //     no records of aborted transactions; offsets that hold them are passed
-//     over. kafka-go v0.4.51 hands out each marker as a message (a 4-byte
-//     key, no value, at the marker's offset) and, under ReadCommitted, the
-//     aborted records too: neither is data a producer committed. Kafka's
-//     Java consumer and franz-go skip both.
+//     over: a read that takes a marker moves the position past it (Offset,
+//     Lag, ReadLag) and ReadMessage commits past it, as kafka-go's does for
+//     the marker it hands out. kafka-go v0.4.51 hands out each marker as a
+//     message (a 4-byte key and, on Apache Kafka, a 6-byte value, at the
+//     marker's offset) and, under ReadCommitted, the aborted records too:
+//     neither is data a producer committed. Kafka's Java consumer and
+//     franz-go skip both.
 //   - On a topic whose message.timestamp.type is LogAppendTime, Message.Time
 //     is the time the broker appended the message. That is the record's
 //     timestamp on such a topic, as Kafka's Java consumer gives it; kafka-go
@@ -307,6 +310,14 @@
 //     refuses every message (kafka.CorruptMessage; under RequireNone they
 //     are dropped without an error): a Writer that can never write is a
 //     configuration error, reported where the configuration is given.
+//   - With a Compression set, a batch the codec does not make smaller is
+//     sent uncompressed (marked so; readers see the same messages): a
+//     message within the broker's max.message.bytes uncompressed is stored
+//     even where compression would take it over the limit. kafka-go sends
+//     every batch compressed, so an incompressible message (already
+//     compressed or encrypted data) just under the limit grows past it and
+//     is refused with kafka.MessageSizeTooLarge; the engine keeps whichever
+//     of the two encodings is smaller.
 //   - Once a broker has answered, the Writer resends through closed
 //     connections, refusals and leader elections until the delivery budget
 //     (110 s by default) or the call's ctx ends, and the Reader refetches

@@ -671,18 +671,23 @@ func (w *Writer) metadataTTL() time.Duration {
 
 // engineBatchBytes is the engine's cap on a record batch for BatchBytes
 // (counted as kafka-go counts a message), which the engine compares with
-// the batch's size before compression: room for any message kafka-go
-// takes plus the batch header, but, uncompressed, below the default limit
-// of a broker (max.message.bytes) when BatchBytes is, so that a full batch
-// is not refused. Compressed, the broker checks the compressed batch, and
-// a message kafka-go takes is sent as kafka-go sends it (a full batch of
-// incompressible messages may exceed the broker's limit, as kafka-go's
-// does). The engine's bounds: 512 bytes to 100 MiB.
+// the batch's size before compression, counted with the 4-byte length of
+// the produce request's records field (the broker does not count it):
+// room for any message kafka-go takes plus the batch header, but,
+// uncompressed, no more than the default limit of a broker
+// (max.message.bytes) when BatchBytes is no more, so that a full batch is
+// not refused and the largest message kafka-go stores is stored.
+// Compressed, the broker checks the compressed batch, and a message
+// kafka-go takes is sent as kafka-go sends it (a full batch of messages
+// that compress well enough may exceed the broker's limit, as kafka-go's
+// does; a batch compression does not make smaller is sent uncompressed).
+// The engine's bounds: 512 bytes to 100 MiB.
 func engineBatchBytes(batchBytes int, codec kafka.Compression) int32 {
-	n := batchBytes + batchOverhead
+	const recordsLength = 4
+	n := batchBytes + batchOverhead + recordsLength
 	compressed := codec >= kafka.Gzip && codec <= kafka.Zstd // as engineCodec maps it
 	if batchBytes <= brokerMaxMessageBytes && !compressed {
-		n = min(n, brokerMaxMessageBytes)
+		n = min(n, brokerMaxMessageBytes+recordsLength)
 	}
 	return int32(min(max(n, 512), 100<<20))
 }
@@ -736,6 +741,10 @@ func (r *Reader) engineOpts() []kgo.Opt {
 	if c.IsolationLevel == kafka.ReadCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
+	// Transaction markers come to the Reader, which hands none out but
+	// moves its position past them (Reader.next), as Kafka's consumer
+	// does: a partition whose log ends with one has no lag once read.
+	opts = append(opts, kgo.KeepControlRecords())
 	if r.s.fetchFromFollower {
 		opts = append(opts, kgo.Rack(r.s.az), kgo.RecheckPreferredReplicaInterval(RecheckPreferredReplica))
 	}

@@ -81,3 +81,8 @@ func BufferedRecords(w *Writer) int64 { return w.engine().BufferedProduceRecords
 // UnsettledRecords is how many records of w's calls have no outcome yet,
 // as the Writer counts them.
 func UnsettledRecords(w *Writer) int64 { return w.unsettled.Load() }
+
+// SetUnreachedAttempt replaces the bootstrap's timeout as the bound of
+// each attempt r's calls make before the cluster was reached, so that
+// tests can make the bootstrap give up first; call it before r is used.
+func SetUnreachedAttempt(r *Reader, d time.Duration) { r.attemptLimit = d }

@@ -91,7 +91,11 @@ import (
 // was revoked meanwhile are dropped, not handed out: its next owner starts
 // at the committed offset. Offsets that hold no record (compacted away)
 // are passed over, as in kafka-go, and so are transaction markers, which
-// kafka-go hands out as messages (see Differences from kafka-go).
+// kafka-go hands out as messages (see Differences from kafka-go): the
+// Reader's position (Offset, Lag, ReadLag, Assignment) moves past a
+// marker once a read takes it, and ReadMessage commits past it, as
+// kafka-go's does once it has handed the marker out, so that a partition
+// whose log ends with a marker has no lag.
 //
 // Message.Time is the record's timestamp, in UTC, as kafka-go gives it,
 // except on a topic whose message.timestamp.type is LogAppendTime: there
@@ -230,6 +234,9 @@ type Reader struct {
 	shown kafka.ReaderConfig
 	hooks *engineHooks
 	group bool
+	// attemptLimit, when not 0, replaces the bootstrap's timeout as the
+	// bound of an attempt made before the cluster was reached (retrying).
+	attemptLimit time.Duration
 	// rangeFirst: the config listed kafka.RangeGroupBalancer first
 	// (GroupProtocolConsumer then asks the broker for range).
 	rangeFirst bool

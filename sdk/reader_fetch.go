@@ -36,7 +36,7 @@ func (r *Reader) ReadMessage(ctx context.Context) (m kafka.Message, err error) {
 	}
 	// Marking (group mode) needs no round trip: hand out and mark under
 	// one lock.
-	f, err := r.next(ctx, r.group)
+	f, err := r.next(ctx, r.group, false)
 	if err != nil {
 		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
 	}
@@ -68,33 +68,54 @@ func (r *Reader) ReadMessage(ctx context.Context) (m kafka.Message, err error) {
 // one that a commit already made covers (a higher offset of the same
 // partition, in the same generation of the group) is not made again: the
 // message is committed.
+//
+// A transaction marker passed over is committed too, as kafka-go's
+// ReadMessage commits the marker it hands out: the group's offset of a
+// partition whose log ends with one is then its end (no lag).
 func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
-	rc := &r.readCommits
-	f, err := r.next(ctx, false)
-	if err != nil {
-		return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
+	for {
+		f, err := r.next(ctx, false, true)
+		if err != nil {
+			return kafka.Message{}, fmt.Errorf("fetching message: %w", err)
+		}
+		marker := f.rec.Attrs.IsControl()
+		var m kafka.Message
+		setMessage(&m, f)
+		f.rec.Recycle()
+		if err := r.commitRead(ctx, m, f.moves); err != nil {
+			if marker {
+				m = kafka.Message{}
+			}
+			return m, err
+		}
+		if !marker {
+			return m, nil
+		}
 	}
-	var m kafka.Message
-	setMessage(&m, f)
-	f.rec.Recycle()
+}
+
+// commitRead commits m, handed out by readCommit when Reader.moves was
+// moves, unless a commit made already covers it.
+func (r *Reader) commitRead(ctx context.Context, m kafka.Message, moves uint64) error {
+	rc := &r.readCommits
 	select {
 	case rc.turn <- struct{}{}:
 	case <-ctx.Done():
-		return m, fmt.Errorf("committing message: %w", ctx.Err())
+		return fmt.Errorf("committing message: %w", ctx.Err())
 	}
 	defer func() { <-rc.turn }()
 	_, gen := r.engine().GroupMetadata()
 	tp := topicPartition{m.Topic, int32(m.Partition)}
 	if rc.covered(gen, tp, m.Offset) {
-		return m, nil
+		return nil
 	}
 	if err := r.CommitMessages(ctx, m); err != nil {
-		return m, fmt.Errorf("committing message: %w", err)
+		return fmt.Errorf("committing message: %w", err)
 	}
-	// f.moves: a message handed out before a Seek that commits after
-	// it does not set the floor of the messages the Seek made read again.
-	rc.note(gen, tp, m.Offset+1, f.moves)
-	return m, nil
+	// moves: a message handed out before a Seek that commits after it
+	// does not set the floor of the messages the Seek made read again.
+	rc.note(gen, tp, m.Offset+1, moves)
+	return nil
 }
 
 // readCommits is what readCommit committed in the group's generation gen:
@@ -148,7 +169,7 @@ func (rc *readCommits) forget(tp topicPartition, moves uint64) {
 // done (see Reader for the error then), the Reader is closed (io.EOF), or
 // an error waiting cannot fix.
 func (r *Reader) FetchMessage(ctx context.Context) (m kafka.Message, err error) {
-	f, err := r.next(ctx, false)
+	f, err := r.next(ctx, false, false)
 	if err != nil {
 		return kafka.Message{}, err
 	}
@@ -160,8 +181,11 @@ func (r *Reader) FetchMessage(ctx context.Context) (m kafka.Message, err error) 
 // next hands out the next record, polling the engine when none is
 // queued; with mark, it also marks the record's offset for the next
 // periodic commit (a record handed out under the lock is of a partition
-// the Reader owns: drop removes the others' under the same lock).
-func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
+// the Reader owns: drop removes the others' under the same lock). A
+// transaction marker moves the position (and with mark, the mark) of its
+// partition past it, as Kafka's consumer does, and is handed out only
+// with markers (readCommit commits it; the caller sees none).
+func (r *Reader) next(ctx context.Context, mark, markers bool) (fetched, error) {
 	start := r.hooks.errSeq.Load()
 	for {
 		if r.closed.Load() {
@@ -175,10 +199,13 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 		}
 		r.mu.Lock()
 		if f, ok := r.q.next(); ok {
-			n := int64(len(f.rec.Key) + len(f.rec.Value))
-			r.handed++
-			r.handedBytes += n
-			r.pollBytes += n
+			marker := f.rec.Attrs.IsControl()
+			if !marker {
+				n := int64(len(f.rec.Key) + len(f.rec.Value))
+				r.handed++
+				r.handedBytes += n
+				r.pollBytes += n
+			}
 			if r.q.empty() {
 				r.closePollLocked()
 			}
@@ -193,6 +220,10 @@ func (r *Reader) next(ctx context.Context, mark bool) (fetched, error) {
 				r.lag = max(f.hwm-r.offset, 0)
 			}
 			r.mu.Unlock()
+			if marker && !markers {
+				f.rec.Recycle()
+				continue
+			}
 			return f, nil
 		}
 		r.mu.Unlock()
@@ -485,12 +516,15 @@ func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n int64, r
 	}
 	r.q.push(p.Records, p.HighWatermark, st)
 	if m := r.s.rec; m != nil {
-		bytes := 0
+		n, bytes := 0, 0
 		for _, rec := range p.Records {
-			bytes += len(rec.Key) + len(rec.Value)
+			if !rec.Attrs.IsControl() {
+				n++
+				bytes += len(rec.Key) + len(rec.Value)
+			}
 		}
 		lag := max(p.HighWatermark-p.Records[len(p.Records)-1].Offset-1, 0)
-		m.Consumed(p.Topic, p.Partition, len(p.Records), bytes, lag)
+		m.Consumed(p.Topic, p.Partition, n, bytes, lag)
 	}
 	return int64(len(p.Records)), false
 }
@@ -741,10 +775,25 @@ func (r *Reader) retrying(ctx context.Context, op metrics.Op, once func(context.
 		actx, cancel := ctx, context.CancelFunc(nil)
 		reached := r.hooks.boot.reached.Load()
 		if !reached {
-			// Never reached the cluster: an attempt lasts at most the
-			// bootstrap's timeout, which decides when the call gives up
-			// (a *BootstrapError), as FetchMessage does.
-			actx, cancel = context.WithTimeout(ctx, r.hooks.boot.timeout)
+			// Never reached the cluster: an attempt lasts until the
+			// bootstrap gives up, which decides when the call does (a
+			// *BootstrapError), as FetchMessage does, or at most the
+			// bootstrap's timeout (which runs from the first dial, a
+			// little after the attempt began: the next attempt is the
+			// one the give-up ends).
+			limit := r.hooks.boot.timeout
+			if r.attemptLimit != 0 {
+				limit = r.attemptLimit
+			}
+			actx, cancel = context.WithTimeout(ctx, limit)
+			over := r.hooks.boot.overSignal()
+			go func() {
+				select {
+				case <-over:
+					cancel()
+				case <-actx.Done():
+				}
+			}()
 		}
 		err := once(actx)
 		if cancel != nil {

@@ -75,15 +75,16 @@ type PartitionState struct {
 	// when the group has none, and in partition mode.
 	Committed int64
 	// Position is the offset of the next message the Reader hands out:
-	// the last one handed out + 1, else Committed (where the Reader
-	// starts).
+	// the last one handed out + 1 (or the last transaction marker read
+	// past + 1), else Committed (where the Reader starts).
 	Position int64
 	// HighWatermark is the partition's high watermark as the latest
 	// fetch that returned records of it (or ReadLag) saw it.
 	HighWatermark int64
 	// Lag is HighWatermark - Position, at least 0. Offsets that hold no
-	// message count until the Reader hands out one past them: after the
-	// last message of a transaction, its commit marker is a lag of 1.
+	// message (compacted away) count until the Reader hands out one past
+	// them; a transaction's marker counts until the Reader reads past it
+	// (the next read takes it, with no message to hand out).
 	Lag int64
 	// FetchedFrom is the broker the last records of the partition came
 	// from (its node ID, address and rack: the leader, or with fetch from

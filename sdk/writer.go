@@ -212,8 +212,9 @@ import (
 //     Completion(messages, err) is called per partition with Partition
 //     and Offset set (see above).
 //   - Compression: ProducerBatchCompression (none by default, as kafka-go);
-//     a batch that the codec would make larger is sent uncompressed (a
-//     message of a few bytes), which every consumer reads the same.
+//     a batch that the codec would not make smaller is sent uncompressed
+//     (a message of a few bytes, data already compressed or encrypted),
+//     which every consumer reads the same (see Differences from kafka-go).
 //   - Logger, ErrorLogger: the engine's log lines, Info and up to Logger,
 //     Warn and up to ErrorLogger.
 //   - Transport: nil or a *kafka.Transport, whose TLS, SASL, Dial,

@@ -119,8 +119,8 @@ var Differences = []Difference{
 	},
 	{
 		ID:       "no-transaction-markers",
-		What:     "The Reader hands out no transaction markers (the control records that commit or abort a transaction), and with IsolationLevel ReadCommitted no records of aborted transactions; offsets that hold them are passed over.",
-		Why:      "kafka-go v0.4.51 hands out each marker as a message (a 4-byte key, no value, at the marker's offset) and, under ReadCommitted, the aborted records too: neither is data a producer committed. Kafka's Java consumer and franz-go skip both.",
+		What:     "The Reader hands out no transaction markers (the control records that commit or abort a transaction), and with IsolationLevel ReadCommitted no records of aborted transactions; offsets that hold them are passed over: a read that takes a marker moves the position past it (Offset, Lag, ReadLag) and ReadMessage commits past it, as kafka-go's does for the marker it hands out.",
+		Why:      "kafka-go v0.4.51 hands out each marker as a message (a 4-byte key and, on Apache Kafka, a 6-byte value, at the marker's offset) and, under ReadCommitted, the aborted records too: neither is data a producer committed. Kafka's Java consumer and franz-go skip both.",
 		Scenario: "reader/*/transaction-markers", Step: "read *",
 		Match: func(k, s string) bool {
 			// "<isolation>: key, ...": read_uncommitted loses the
@@ -201,6 +201,17 @@ var Differences = []Difference{
 		Scenario: "writer/invalid-compression", Step: "compression=*",
 		Match: func(k, s string) bool {
 			return strings.HasPrefix(k, "write error") && s == "new error"
+		},
+	},
+	{
+		ID:       "incompressible-batch-sent-uncompressed",
+		What:     "With a Compression set, a batch the codec does not make smaller is sent uncompressed (marked so; readers see the same messages): a message within the broker's max.message.bytes uncompressed is stored even where compression would take it over the limit.",
+		Why:      "kafka-go sends every batch compressed, so an incompressible message (already compressed or encrypted data) just under the limit grows past it and is refused with kafka.MessageSizeTooLarge; the engine keeps whichever of the two encodings is smaller.",
+		Scenario: "writer/broker-message-limit", Step: "random: *",
+		Match: func(k, s string) bool {
+			refused := strings.Contains(k, "kafka.Error(10 ") && s == "nil (returns)"
+			stored := k == "p0[]" && strings.HasPrefix(s, `p0[{key="k" value=1048500 bytes`)
+			return refused || stored
 		},
 	},
 	{

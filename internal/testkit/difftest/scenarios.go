@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -369,7 +370,7 @@ func writerScenarios() []Scenario {
 			// message's size before compression against BatchBytes, the
 			// broker the compressed batch.
 			Name:   "writer/broker-message-limit",
-			Topics: map[string]int{"t": 1, "snappy": 1, "zstd": 1},
+			Topics: map[string]int{"t": 1, "snappy": 1, "zstd": 1, "random": 1},
 			Run: func(s *Side) {
 				for _, c := range []struct {
 					topic string
@@ -383,7 +384,9 @@ func writerScenarios() []Scenario {
 					if w == nil {
 						return
 					}
-					sizes := []int{1_000_100, 1_040_000, 1_048_000, 1_048_540, 1_048_552, 1_048_553, 1_100_000}
+					// With the key "k", 1,048,515 bytes of value make
+					// the largest batch the broker takes.
+					sizes := []int{1_000_100, 1_040_000, 1_048_000, 1_048_511, 1_048_512, 1_048_515, 1_048_516, 1_048_540, 1_048_552, 1_048_553, 1_100_000}
 					if c.codec != 0 {
 						// The first size the engine refused before it
 						// compared its batch compressed, and the first
@@ -399,6 +402,19 @@ func writerScenarios() []Scenario {
 					s.CallNoCtx(prefix+"Close", w.Close)
 					s.Stored(prefix+"stored", c.topic)
 				}
+				// A message compression makes larger, within the broker's
+				// limit uncompressed and above it compressed.
+				w := s.NewWriter("random: NewWriter", &kafka.Writer{Topic: s.Name("random"), RequiredAcks: kafka.RequireAll, Compression: kafka.Gzip})
+				if w == nil {
+					return
+				}
+				v := make([]byte, 1_048_500)
+				rand.NewChaCha8([32]byte{1}).Read(v)
+				s.Call("random: WriteMessages value=1048500", func(ctx context.Context) error {
+					return w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: v})
+				})
+				s.CallNoCtx("random: Close", w.Close)
+				s.Stored("random: stored", "random")
 			},
 		},
 		Scenario{
@@ -754,6 +770,66 @@ func readerScenarios() []Scenario {
 					}
 					s.Note("read "+name, name+": "+readUntil(s, r, "plain"))
 					s.CallNoCtx("Close "+name, r.Close)
+				}
+			},
+		},
+		{
+			// A log that ends with a transaction's marker: plain 0-1,
+			// committed 2-3, marker 4. Once everything is read, the
+			// position is the log's end (5) and the lag 0: kafka-go
+			// hands the marker out (no-transaction-markers), the SDK
+			// passes it over, as Kafka's consumer does.
+			Name:   "reader/partition/transaction-ends-the-log",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 2)...)
+				produceTxn(s, "t", true, "c2", "c3")
+				for _, iso := range []kafka.IsolationLevel{kafka.ReadUncommitted, kafka.ReadCommitted} {
+					name := map[kafka.IsolationLevel]string{kafka.ReadUncommitted: "read_uncommitted", kafka.ReadCommitted: "read_committed"}[iso]
+					r := s.NewReader("NewReader "+name, kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, IsolationLevel: iso})
+					if r == nil {
+						return
+					}
+					s.Note("read "+name, name+": "+readUntil(s, r, "c3"))
+					passMarker(s, r.FetchMessage, func() bool { return r.Offset() >= 5 })
+					ctx, cancel := context.WithTimeout(context.Background(), s.patience)
+					lag, err := r.ReadLag(ctx)
+					cancel()
+					s.Note("past the marker "+name, fmt.Sprintf("Offset %d Lag %d ReadLag %d %s", r.Offset(), r.Lag(), lag, Shape(err)))
+					s.CallNoCtx("Close "+name, r.Close)
+				}
+			},
+		},
+		{
+			// The same log read by a group, committing with each
+			// ReadMessage, then marking for the periodic commit: the
+			// group's offset is the log's end, where a restarted
+			// member starts with nothing to read.
+			Name:   "reader/group/transaction-ends-the-log",
+			Topics: map[string]int{"t": 1},
+			Run: func(s *Side) {
+				produce(s, "t", numbered(0, 2)...)
+				produceTxn(s, "t", true, "c2", "c3")
+				for _, interval := range []time.Duration{0, time.Hour} {
+					group := "g" + interval.String()
+					r := s.NewReader("NewReader "+group, kafka.ReaderConfig{Topic: s.Name("t"), GroupID: s.Name(group), MaxWait: 200 * time.Millisecond,
+						CommitInterval: interval})
+					if r == nil {
+						return
+					}
+					for i := range 4 {
+						s.ReadMessage(fmt.Sprintf("%s ReadMessage %d", group, i), r)
+					}
+					reads := 0
+					passMarker(s, r.ReadMessage, func() bool {
+						if interval > 0 {
+							reads++
+							return reads > 1 // the periodic commit comes with Close
+						}
+						return s.Committed("", group, "t", 1)[0] >= 5
+					})
+					s.CallNoCtx("Close "+group, r.Close)
+					s.Committed("committed "+group, group, "t", 1)
 				}
 			},
 		},
@@ -1702,6 +1778,19 @@ func openTxn(s *Side, logical string, keys ...string) (end func(commit bool)) {
 		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 			s.t.Fatalf("%s: ending a transaction on %s: %v", s.Impl, logical, err)
 		}
+	}
+}
+
+// passMarker reads from r with read (FetchMessage or ReadMessage) until
+// past says the Reader is past the transaction marker that follows what
+// it read, or the patience ends; it records nothing, as kafka-go hands
+// the marker out and the SDK passes it over (its read waits for ctx).
+func passMarker(s *Side, read func(context.Context) (kafka.Message, error), past func() bool) {
+	deadline := time.Now().Add(s.patience)
+	for !past() && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		read(ctx)
+		cancel()
 	}
 }
 
