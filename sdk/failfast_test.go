@@ -420,8 +420,8 @@ func TestCloseIsBoundedWhenTheClusterStopsAnswering(t *testing.T) {
 	cerr := r.Close()
 	took := time.Since(start)
 	t.Logf("Reader.Close: %v after %v", cerr, took.Round(time.Millisecond))
-	if took > sdk.ReaderCloseTimeout+2*time.Second || cerr == nil || !strings.Contains(cerr.Error(), "marked offsets") {
-		t.Errorf("Reader.Close: %v after %v; want, within %v, an error saying the marked offsets may not be committed", cerr, took, sdk.ReaderCloseTimeout)
+	if took > sdk.ReaderCloseTimeout+2*time.Second || cerr == nil || !strings.Contains(cerr.Error(), "marked offsets") || !strings.Contains(cerr.Error(), rig.proxy.Addr()) {
+		t.Errorf("Reader.Close: %v after %v; want, within %v, an error naming the cluster %s and saying the marked offsets may not be committed", cerr, took, sdk.ReaderCloseTimeout, rig.proxy.Addr())
 	}
 	start = time.Now()
 	if err := aw.Close(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -693,12 +694,20 @@ func (r *Reader) Close() error {
 				err = r.unmarkedError()
 			}
 		case <-ctx.Done():
-			err = fmt.Errorf("sdk: Close: the cluster did not answer within %v: its connections close in the background", ReaderCloseTimeout)
-			if r.group {
-				err = fmt.Errorf("sdk: Close: the cluster did not answer within %v: marked offsets may not be committed, and the group learns of the leave when the session times out", ReaderCloseTimeout)
+			what := "its connections close in the background"
+			switch {
+			case r.group && r.config.CommitInterval > 0:
+				what = "marked offsets may not be committed, and the group learns of the leave when the session times out"
+			case r.group:
+				what = "the group learns of the leave when the session times out"
+			}
+			cause := r.hooks.since(0)
+			err = fmt.Errorf("sdk: Close: the cluster (%s) did not answer within %v: %s", strings.Join(r.config.Brokers, ","), ReaderCloseTimeout, what)
+			if cause != nil {
+				err = fmt.Errorf("%w; last error: %v", err, cause)
 			}
 			r.s.logger.Warn("azkafka: Reader.Close returned before the engine closed: the cluster did not answer in time",
-				"bound", ReaderCloseTimeout, "group", r.config.GroupID, "cause", r.hooks.since(0))
+				"bound", ReaderCloseTimeout, "group", r.config.GroupID, "brokers", r.config.Brokers, "cause", cause)
 			r.closeCoordinator()
 		}
 		r.s.stop()
