@@ -204,8 +204,9 @@
 // is not one of these, each with its reason:
 //
 //   - WriteMessages called with a ctx that has already ended returns ctx's
-//     error and stores nothing. kafka-go returns ctx's error too, but once
-//     it has the topic's partitions cached it has queued the messages and
+//     error and stores nothing, in async mode too. kafka-go returns ctx's
+//     error too (in async mode, nil or ctx's error, at random), but once it
+//     has the topic's partitions cached it has queued the messages and
 //     stores them: a caller that retries writes them twice.
 //   - Writer.Close waits at most kafka.Writer.WriteTimeout for the messages
 //     of async calls and of calls still waiting; those it gives up on fail
@@ -391,11 +392,11 @@
 //     engine does not pass that time on to the record it reports. The stored
 //     record has the broker's time, which a Reader returns.
 //   - Writer.Stats counts each message once, at its outcome, in Messages and
-//     Bytes, and the failed calls in Errors: a batch resent after a refusal
-//     is not counted again. kafka-go counts every attempt: a resent batch's
-//     messages twice and each failed attempt as an error; the engine resends
-//     batches without reporting each attempt's messages (SDKStats.Retries
-//     counts the resends it can).
+//     Bytes, and in Errors, for each call, the partitions where its messages
+//     failed: a batch resent after a refusal is not counted again. kafka-go
+//     counts every attempt: a resent batch's messages twice and each failed
+//     attempt as an error; the engine resends batches without reporting each
+//     attempt's messages (SDKStats.Retries counts the resends it can).
 //   - Writer.Stats' MaxAttempts, WriteBackoffMin and WriteBackoffMax report
 //     the retry policy, which applies in their place; Writes counts produce
 //     requests (a request carries a batch per partition); Bytes counts the

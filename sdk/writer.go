@@ -602,8 +602,9 @@ func (w *Writer) Close() error {
 // they count otherwise than kafka-go's: Writes counts produce requests
 // (kafka-go's, partition batches: a request carries a batch per
 // partition); Messages and Bytes count each message once, at its outcome,
-// and Errors the calls that failed (kafka-go's count every attempt: a
-// resent batch's messages twice, each failed attempt an error); Bytes
+// and Errors, for each call, the partitions where its messages failed
+// (kafka-go's count every attempt: a resent batch's messages twice, each
+// failed attempt of a partition's batch an error); Bytes
 // counts the messages' keys and values (kafka-go's, their encoded size);
 // WriteTime is each produce request's round trip, as kafka-go's, and
 // WaitTime the throttle times brokers imposed on the Writer's requests,
@@ -612,10 +613,14 @@ func (w *Writer) Close() error {
 // request, so a quota on metadata requests counts too); BatchTime and BatchQueueTime stay zero (the engine
 // does not time them); MaxAttempts, WriteBackoffMin and WriteBackoffMax
 // report the retry policy, which applies in their place; Dials counts the
-// Writer's connections (kafka-go's Writer reports none). The engine
-// reports a batch's BatchSize and BatchBytes on a goroutine of its own: a
-// Stats call right after a synchronous call may count its batches in the
-// next call's figures.
+// Writer's connections (kafka-go's Writer reports none); ClientID is the
+// client ID the Writer sends (kafka-go's Stats leave it empty). BatchSize
+// and BatchBytes count the batches brokers acknowledged (kafka-go's, every
+// batch written), BatchBytes as the engine measures a batch: its records
+// uncompressed, with their framing. The engine reports a batch's
+// BatchSize and BatchBytes on a goroutine of its own: a Stats call right
+// after a synchronous call may count its batches in the next call's
+// figures.
 func (w *Writer) Stats() WriterStats {
 	c := w.conf
 	ks := kafka.WriterStats{

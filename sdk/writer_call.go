@@ -43,13 +43,13 @@ type call struct {
 	// settled: Close no longer waits for the call (its messages have
 	// their outcome, or it returned without them).
 	settled atomic.Bool
-	// failed: a message of the synchronous call failed (Stats.Errors
-	// counts the call once).
-	failed atomic.Bool
-
 	mu     sync.Mutex
 	queued bool                // every record was handed to the engine
 	groups map[batchKey]*group // by topic and partition
+	// failedIn: the partitions where a message of the synchronous call
+	// failed (Stats.Errors counts each once, as kafka-go counts a failed
+	// batch).
+	failedIn []batchKey
 }
 
 type slot struct {
@@ -681,6 +681,17 @@ func (w *Writer) onRecord(r *kgo.Record, err error) {
 	w.settleRecord(r, st, err)
 }
 
+// noteFailed counts in failed the first failure of c's messages in the
+// partition k.
+func (c *call) noteFailed(k batchKey, failed *atomic.Int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.failedIn, k) {
+		c.failedIn = append(c.failedIn, k)
+		failed.Add(1)
+	}
+}
+
 // settleRecord gives r its outcome, err (nil, or kafkaError's), and
 // finishes its call when it was the last record without one.
 func (w *Writer) settleRecord(r *kgo.Record, st *recState, err error) {
@@ -690,8 +701,8 @@ func (w *Writer) settleRecord(r *kgo.Record, st *recState, err error) {
 	}
 	if err != nil {
 		err = w.deliveryError(err, st)
-		if !c.report && c.failed.CompareAndSwap(false, true) {
-			w.wh.failed.Add(1)
+		if !c.report {
+			c.noteFailed(batchKey{r.Topic, r.Partition}, &w.wh.failed)
 		}
 		if w.s.rec != nil {
 			w.s.rec.ProduceFailed(r.Topic, r.Partition, 1, errorType(err))

@@ -42,8 +42,8 @@ var Differences = []Difference{
 		},
 	}, {
 		ID:       "canceled-ctx-stores-nothing",
-		What:     "WriteMessages called with a ctx that has already ended returns ctx's error and stores nothing.",
-		Why:      "kafka-go returns ctx's error too, but once it has the topic's partitions cached it has queued the messages and stores them: a caller that retries writes them twice.",
+		What:     "WriteMessages called with a ctx that has already ended returns ctx's error and stores nothing, in async mode too.",
+		Why:      "kafka-go returns ctx's error too (in async mode, nil or ctx's error, at random), but once it has the topic's partitions cached it has queued the messages and stores them: a caller that retries writes them twice.",
 		Scenario: "writer/canceled-*", Step: "stored",
 		Match: func(k, s string) bool { return strings.Contains(k, `"never"`) && !strings.Contains(s, `"never"`) },
 	},
@@ -304,7 +304,7 @@ var Differences = []Difference{
 	},
 	{
 		ID:       "stats-count-outcomes",
-		What:     "Writer.Stats counts each message once, at its outcome, in Messages and Bytes, and the failed calls in Errors: a batch resent after a refusal is not counted again.",
+		What:     "Writer.Stats counts each message once, at its outcome, in Messages and Bytes, and in Errors, for each call, the partitions where its messages failed: a batch resent after a refusal is not counted again.",
 		Why:      "kafka-go counts every attempt: a resent batch's messages twice and each failed attempt as an error; the engine resends batches without reporting each attempt's messages (SDKStats.Retries counts the resends it can).",
 		Scenario: "writer/corrupt-in-transit", Step: "Stats after",
 		Match: func(k, s string) bool {

@@ -298,6 +298,33 @@ func writerScenarios() []Scenario {
 			},
 		},
 		Scenario{
+			// Two of three partitions refuse a call's messages: Stats'
+			// Errors counts each partition's failure once, with or
+			// without Completion, as kafka-go counts each failed batch.
+			Name:   "writer/errors-per-partition",
+			Topics: map[string]int{"t": 3},
+			Run: func(s *Side) {
+				for _, completion := range []bool{false, true} {
+					cfg := &kafka.Writer{Topic: s.Name("t"), RequiredAcks: kafka.RequireAll, Balancer: &kafka.RoundRobin{}}
+					step := "without Completion"
+					if completion {
+						cfg.Completion, step = func([]kafka.Message, error) {}, "with Completion"
+					}
+					w := s.NewWriter("NewWriter "+step, cfg)
+					if w == nil {
+						return
+					}
+					s.Write("WriteMessages "+step, w, kafka.Message{Value: []byte("first")})
+					w.Stats()
+					s.Proxy().OnResponse(kproxy.FailProduce(29, []int32{0, 1}, nil)) // TOPIC_AUTHORIZATION_FAILED
+					s.Write("WriteMessages refused "+step, w, numbered(0, 6)...)
+					s.Note("Errors "+step, w.Stats().Errors)
+					s.Proxy().OnResponse(nil)
+					s.CallNoCtx("Close "+step, w.Close)
+				}
+			},
+		},
+		Scenario{
 			Name:   "writer/stats-after-failure",
 			Topics: map[string]int{"t": 1},
 			Run: func(s *Side) {
