@@ -43,6 +43,7 @@ type call struct {
 	// settled: Close no longer waits for the call (its messages have
 	// their outcome, or it returned without them).
 	settled atomic.Bool
+
 	mu     sync.Mutex
 	queued bool                // every record was handed to the engine
 	groups map[batchKey]*group // by topic and partition
