@@ -89,7 +89,12 @@ import (
 // stored twice where kafka-go's call returns the error (RequireAll makes
 // the resends idempotent). A message whose budget is spent fails with an
 // error matching kgo.ErrRecordTimeout and context.DeadlineExceeded (kafka-go's
-// last attempt's timeout is an i/o timeout or context.DeadlineExceeded).
+// last attempt's timeout is an i/o timeout or context.DeadlineExceeded),
+// when the engine next looks at its partition: between resends, within a
+// backoff maximum of the budget's end, or, with a request holding it in
+// flight then, once that request is answered or times out (WriteTimeout);
+// a call with Background's ctx against a broker that stopped answering
+// returns within about budget + WriteTimeout.
 // A synchronous call still ends with its ctx. Errors that waiting cannot fix (TLS
 // verification, SASL, authorization) return at once.
 //
