@@ -103,9 +103,13 @@ func (r *Reader) coordCommit(ctx context.Context, req *kmsg.OffsetCommitRequest)
 		for _, p := range t.Partitions {
 			switch kerr.ErrorForCode(p.ErrorCode) {
 			case kerr.NotCoordinator, kerr.CoordinatorNotAvailable, kerr.CoordinatorLoadInProgress:
-				// Moved, or not ready: the engine finds it again.
+				// Moved, or not ready: the engine finds it again (and
+				// retries within; the refusal is what a call that ends
+				// meanwhile names).
+				err := kerr.ErrorForCode(p.ErrorCode)
+				r.absorb(metrics.OpCommit, fmt.Errorf("the coordinator of group %s at %s: %w", r.config.GroupID, c.RemoteAddr(), err))
 				r.dropCoordinator(c)
-				return nil, fmt.Errorf("%w: %w", errCoordConn, kerr.ErrorForCode(p.ErrorCode))
+				return nil, fmt.Errorf("%w: %w", errCoordConn, err)
 			}
 		}
 	}

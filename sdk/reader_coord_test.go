@@ -2,13 +2,16 @@ package sdk_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/azkafka/azkafka/internal/testkit/deliverytest"
@@ -168,5 +171,55 @@ func TestReaderCommitsOnItsOwnConnectionWithSASL(t *testing.T) {
 	}
 	if m := nextMember(ctx, t, cfg); m.Offset != n {
 		t.Errorf("the next member started at offset %d, want %d", m.Offset, n)
+	}
+}
+
+// TestCommitRefusedUntilCtxEndsNamesTheRefusal: a coordinator that answers
+// every commit NOT_COORDINATOR is waited out until the call's ctx ends
+// (see CommitMessages); the error then matches ctx's and names the refusal
+// and the coordinator's address, not ctx's alone.
+func TestCommitRefusedUntilCtxEndsNamesTheRefusal(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "rcoordrefused", 1)
+	produceDirect(t, rig, deliverytest.Messages("r", 2))
+	r, err := sdk.NewReader(groupTestConfig(rig, "refused"), testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m, err := r.FetchMessage(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CommitMessages(testCtx(t), m); err != nil {
+		t.Fatal(err) // the Reader's own coordinator connection is open
+	}
+	refused := make(chan struct{}, 1)
+	rig.proxy.OnResponse(kproxy.FailCommits(int16(kerr.NotCoordinator.Code), func(err error) { t.Error(err) }))
+	rig.proxy.OnRequest(func(req kproxy.Request) kproxy.Action {
+		if req.Key == keyOffsetCommit {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+		}
+		return kproxy.Forward
+	})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	go func() {
+		<-refused // the commit was sent and refused: the call waits it out
+		<-refused // and asked again
+		cancel()
+	}()
+	m.Offset++
+	err = r.CommitMessages(ctx, m)
+	t.Logf("CommitMessages: %v", err)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("CommitMessages: %v; want ctx's error", err)
+	}
+	for _, want := range []string{"NOT_COORDINATOR", rig.proxy.Addr()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("CommitMessages: %q does not name %q", err, want)
+		}
 	}
 }
