@@ -339,11 +339,14 @@
 //     COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a closed
 //     connection) until the commit is made or the call's ctx ends; a commit
 //     refused for an ended generation returns once the group has settled,
-//     within RebalanceTimeout (see CommitMessages). kafka-go tries three
-//     times within about 0.3 s and returns the error: a coordinator's
-//     failover, which takes seconds, fails the commit, and the program
-//     either stops or leaves its messages to be read again after the next
-//     rebalance.
+//     within RebalanceTimeout, and is made again only for the partitions the
+//     group gave this member back (see CommitMessages): the refusal
+//     otherwise. kafka-go tries three times within about 0.3 s and returns
+//     the error: a coordinator's failover, which takes seconds, fails the
+//     commit, and the program either stops or leaves its messages to be read
+//     again after the next rebalance. A commit it makes once its member has
+//     joined again is taken whoever owns the partition now, moving back the
+//     offset the new owner committed: its messages are read again.
 //   - A group Reader whose GroupTopics names a topic the cluster lacks reads
 //     the topics it has, and the missing one once it is created. kafka-go's
 //     group leader fails its one metadata lookup for the missing topic and

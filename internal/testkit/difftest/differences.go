@@ -227,8 +227,8 @@ var Differences = []Difference{
 	},
 	{
 		ID:       "commits-ride-through",
-		What:     "CommitMessages, and ReadMessage's commit, go on through a coordinator that moved, is loading or is unreachable (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a closed connection) until the commit is made or the call's ctx ends; a commit refused for an ended generation returns once the group has settled, within RebalanceTimeout (see CommitMessages).",
-		Why:      "kafka-go tries three times within about 0.3 s and returns the error: a coordinator's failover, which takes seconds, fails the commit, and the program either stops or leaves its messages to be read again after the next rebalance.",
+		What:     "CommitMessages, and ReadMessage's commit, go on through a coordinator that moved, is loading or is unreachable (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, a closed connection) until the commit is made or the call's ctx ends; a commit refused for an ended generation returns once the group has settled, within RebalanceTimeout, and is made again only for the partitions the group gave this member back (see CommitMessages): the refusal otherwise.",
+		Why:      "kafka-go tries three times within about 0.3 s and returns the error: a coordinator's failover, which takes seconds, fails the commit, and the program either stops or leaves its messages to be read again after the next rebalance. A commit it makes once its member has joined again is taken whoever owns the partition now, moving back the offset the new owner committed: its messages are read again.",
 		Scenario: "reader/group/commit-coordinator-moves", Step: "CommitMessages while the coordinator moves",
 		Match: func(k, s string) bool {
 			return strings.Contains(k, "kafka.Error(16 ") && s == "nil (returns)"
