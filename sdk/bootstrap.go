@@ -157,10 +157,14 @@ func (b *bootstrap) failed(addr string, err error) {
 
 // givenUp reports whether the attempt gave up (its error is the engine's
 // refusal then).
-func (b *bootstrap) givenUp() bool {
+func (b *bootstrap) givenUp() bool { return b.gaveUpError() != nil }
+
+// gaveUpError is the error of the attempt that gave up, nil while it has
+// not.
+func (b *bootstrap) gaveUpError() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.gaveUp != nil
+	return b.gaveUp
 }
 
 // expire gives up when the timeout passed without an answer.

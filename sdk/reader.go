@@ -96,7 +96,9 @@ import (
 // Reader's position (Offset, Lag, ReadLag, Assignment) moves past a
 // marker once a read takes it, and ReadMessage commits past it, as
 // kafka-go's does once it has handed the marker out, so that a partition
-// whose log ends with a marker has no lag.
+// whose log ends with a marker has no lag. CommitMessages commits what it
+// is given (a message's offset + 1), as Kafka's consumer commits the
+// offsets it is given: a group's offset there may stay before a marker.
 //
 // Message.Time is the record's timestamp, in UTC, as kafka-go gives it,
 // except on a topic whose message.timestamp.type is LogAppendTime: there

@@ -82,14 +82,19 @@ func (r *Reader) readCommit(ctx context.Context) (kafka.Message, error) {
 		var m kafka.Message
 		setMessage(&m, f)
 		f.rec.Recycle()
-		if err := r.commitRead(ctx, m, f.moves); err != nil {
-			if marker {
-				m = kafka.Message{}
-			}
+		err = r.commitRead(ctx, m, f.moves)
+		switch {
+		case !marker:
 			return m, err
-		}
-		if !marker {
-			return m, nil
+		case err != nil && ctx.Err() != nil:
+			// Nothing was handed out: the call ends as a fetch that
+			// ctx ended does.
+			return kafka.Message{}, fmt.Errorf("fetching message: %w", ctx.Err())
+		case err != nil:
+			// The next message's commit covers the marker; a refusal
+			// that lasts is that commit's error.
+			r.s.logger.Debug("azkafka: the commit past a transaction marker failed; the next message's commit covers it",
+				"group", r.config.GroupID, "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "error", err)
 		}
 	}
 }
@@ -184,7 +189,9 @@ func (r *Reader) FetchMessage(ctx context.Context) (m kafka.Message, err error) 
 // the Reader owns: drop removes the others' under the same lock). A
 // transaction marker moves the position (and with mark, the mark) of its
 // partition past it, as Kafka's consumer does, and is handed out only
-// with markers (readCommit commits it; the caller sees none).
+// with markers and when it is the last its poll returned of its partition
+// (readCommit commits it; the caller sees none; a record after it would
+// commit past it anyway).
 func (r *Reader) next(ctx context.Context, mark, markers bool) (fetched, error) {
 	start := r.hooks.errSeq.Load()
 	for {
@@ -220,7 +227,7 @@ func (r *Reader) next(ctx context.Context, mark, markers bool) (fetched, error) 
 				r.lag = max(f.hwm-r.offset, 0)
 			}
 			r.mu.Unlock()
-			if marker && !markers {
+			if marker && !(markers && f.tail) {
 				f.rec.Recycle()
 				continue
 			}
@@ -471,7 +478,8 @@ func (r *Reader) raiseFetchLimits() {
 }
 
 // keepLocked queues the records of p that poll keeps, and returns how
-// many, and whether a pause dropped them for a rewind. Dropped: those of a
+// many messages (transaction markers are not), and whether a pause
+// dropped them for a rewind. Dropped: those of a
 // partition the Reader no longer owns (group mode), moved by SetOffset or
 // Seek while the poll ran (moves is Reader.moves when it began), or
 // paused meanwhile. r.mu is held.
@@ -515,18 +523,22 @@ func (r *Reader) keepLocked(p kgo.FetchTopicPartition, moves uint64) (n int64, r
 		return 0, true
 	}
 	r.q.push(p.Records, p.HighWatermark, st)
+	for _, rec := range p.Records {
+		if !rec.Attrs.IsControl() {
+			n++
+		}
+	}
 	if m := r.s.rec; m != nil {
-		n, bytes := 0, 0
+		bytes := 0
 		for _, rec := range p.Records {
 			if !rec.Attrs.IsControl() {
-				n++
 				bytes += len(rec.Key) + len(rec.Value)
 			}
 		}
 		lag := max(p.HighWatermark-p.Records[len(p.Records)-1].Offset-1, 0)
-		m.Consumed(p.Topic, p.Partition, n, bytes, lag)
+		m.Consumed(p.Topic, p.Partition, int(n), bytes, lag)
 	}
-	return int64(len(p.Records)), false
+	return n, false
 }
 
 // closePollLocked gives stats.fetchBytes the bytes handed out of the last
@@ -810,6 +822,11 @@ func (r *Reader) retrying(ctx context.Context, op metrics.Op, once func(context.
 		if !reached && !r.hooks.boot.reached.Load() {
 			if ferr := r.hooks.fatalError(); ferr != nil {
 				return ferr
+			}
+			if gerr := r.hooks.boot.gaveUpError(); gerr != nil {
+				// Given up, and a connection made since cleared the
+				// refusal: the give-up still ends the call.
+				return gerr
 			}
 		} else if !again(err) {
 			return err

@@ -18,6 +18,8 @@ type fetched struct {
 	hwm   int64
 	st    *partState
 	moves uint64 // Reader.moves when it was handed out
+	// tail: rec is the last its poll returned of its partition.
+	tail bool
 }
 
 // run is one partition's records of a poll, in offset order: the slice
@@ -50,7 +52,7 @@ func (q *recordQueue) next() (f fetched, ok bool) {
 		return fetched{}, false
 	}
 	ru := &q.runs[q.ri]
-	f = fetched{rec: ru.recs[q.rh], hwm: ru.hwm, st: ru.st}
+	f = fetched{rec: ru.recs[q.rh], hwm: ru.hwm, st: ru.st, tail: q.rh+1 == len(ru.recs)}
 	if q.rh++; q.rh == len(ru.recs) {
 		if q.ri, q.rh = q.ri+1, 0; q.ri == len(q.runs) {
 			q.reset()

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/azkafka/azkafka/internal/testkit/kproxy"
 	"github.com/azkafka/azkafka/sdk"
 )
 
@@ -225,5 +227,91 @@ func TestReaderReadCommitted(t *testing.T) {
 	}
 	if got, want := read(kafka.ReadUncommitted, 8), []string{"c1-0", "c1-1", "c1-2", "a-0", "a-1", "a-2", "c2-0", "c2-1"}; !slices.Equal(got, want) {
 		t.Errorf("read uncommitted: %v, want %v", got, want)
+	}
+}
+
+// TestReaderCommitsPastMarkers: ReadMessage with a commit per message over
+// single-message transactions commits past each, and past the log's last
+// marker with the read that takes it (the group has no lag then, as
+// kafka-go's, which hands markers out and commits them); a marker its
+// poll returned a message after is not committed on its own (that
+// message's commit covers it), so the commits are the messages' and the
+// last marker's.
+func TestReaderCommitsPastMarkers(t *testing.T) {
+	t.Parallel()
+	rig := newFaultRig(t, "markers", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(rig.broker.Addrs()...), kgo.TransactionalID("markers"), kgo.DefaultProduceTopic(rig.topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testCtx(t)
+	const n = 10
+	for i := range n {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "m%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var commits atomic.Int64
+	rig.proxy.OnRequest(func(req kproxy.Request) kproxy.Action {
+		if req.Key == keyOffsetCommit {
+			commits.Add(1)
+		}
+		return kproxy.Forward
+	})
+	r, err := sdk.NewReader(groupTestConfig(rig, "markers"), testOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("m%d", i); string(m.Value) != want || m.Offset != int64(2*i) {
+			t.Fatalf("message %q at %d, want %q at %d", m.Value, m.Offset, want, 2*i)
+		}
+	}
+	// The next read takes the last marker, commits past it and waits for
+	// a message: ended once the group's offset is the log's end.
+	wait, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		m, err := r.ReadMessage(wait)
+		if err == nil {
+			err = fmt.Errorf("a message %q at %d", m.Value, m.Offset)
+		}
+		done <- err
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for groupCommitted(t, rig.broker, "markers", rig.topic, 0) != 2*n {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("the group's offset %d, want the log's end %d", groupCommitted(t, rig.broker, "markers", rig.topic, 0), 2*n)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadMessage past the last marker: %v; want ctx's error", err)
+	}
+	// A commit per message, and one per marker its poll returned last of
+	// the partition (the log's last one among them): at most one per
+	// fetch, where committing every marker makes 2n.
+	fetches := r.Stats().Fetches
+	if got := commits.Load(); got < n+1 || got > n+fetches || got >= 2*n {
+		t.Errorf("%d commits in %d fetches, want from %d to %d (one per message and one past a poll's last marker), fewer than %d (one per marker)",
+			got, fetches, n+1, n+fetches, 2*n)
+	}
+	if lag := r.Lag(); lag != 0 {
+		t.Errorf("Lag %d, want 0", lag)
 	}
 }

@@ -873,13 +873,20 @@ func (w *Writer) reportGroup(c *call, idx []int) {
 	w.reports.queue(w, batchKey{first.Topic, first.Partition}, report{c, idx})
 }
 
+// sameOutcome reports whether two messages' outcomes are one: both
+// acknowledged, or failed with one error (each message's own wrapping of
+// it, as the delivery budget's, says the same).
+func sameOutcome(a, b error) bool {
+	return a == b || a != nil && b != nil && a.Error() == b.Error()
+}
+
 // outcomeRuns splits idx, messages of c, into runs of the same outcome.
 func outcomeRuns(c *call, idx []int) [][]int {
 	var runs [][]int
 	for len(idx) > 0 {
 		err := c.slots[idx[0]].st.err
 		n := 1
-		for n < len(idx) && c.slots[idx[n]].st.err == err {
+		for n < len(idx) && sameOutcome(c.slots[idx[n]].st.err, err) {
 			n++
 		}
 		runs, idx = append(runs, idx[:n]), idx[n:]

@@ -1302,30 +1302,52 @@ func TestWriterTopicDeletedAndMadeAgain(t *testing.T) {
 // dial) came alone when the engine failed the records with it.
 func TestWriterBudgetEndsWithBrokerGone(t *testing.T) {
 	t.Parallel()
-	rig := newFaultRig(t, "budget-gone", 1)
-	w, err := sdk.NewWriter(&kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
-		WriteTimeout: 300 * time.Millisecond, Transport: ownTransport(t)},
-		testOptions(t, sdk.WithRetry(3, time.Millisecond, 5*time.Millisecond))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	ctx := testCtx(t)
-	if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("a")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rig.proxy.SetRefusing(true); err != nil {
-		t.Fatal(err)
-	}
-	rig.proxy.ResetAll()
-	msgs := []kafka.Message{{Value: []byte("b")}, {Value: []byte("c")}}
-	werrs := requireWriteErrors(t, w.WriteMessages(ctx, msgs...), len(msgs))
-	for i, e := range werrs {
-		if !errors.Is(e, kgo.ErrRecordTimeout) || !errors.Is(e, context.DeadlineExceeded) || !strings.Contains(fmt.Sprint(e), "delivery budget (1s)") {
-			t.Errorf("message %d: error %v, want kgo.ErrRecordTimeout and context.DeadlineExceeded naming the 1s budget", i, e)
-		}
-	}
-	if ctx.Err() != nil {
-		t.Fatal("the call waited for its ctx, not the budget")
+	for _, completion := range []bool{false, true} {
+		t.Run(fmt.Sprintf("completion=%v", completion), func(t *testing.T) {
+			t.Parallel()
+			rig := newFaultRig(t, "budget-gone", 1)
+			var reports atomic.Int64 // Completion's calls with an error
+			cfg := &kafka.Writer{Addr: kafka.TCP(rig.proxy.Addr()), Topic: rig.topic, RequiredAcks: kafka.RequireAll,
+				WriteTimeout: 300 * time.Millisecond, Transport: ownTransport(t)}
+			if completion {
+				cfg.Completion = func(_ []kafka.Message, err error) {
+					if err != nil {
+						reports.Add(1)
+					}
+				}
+			}
+			w, err := sdk.NewWriter(cfg, testOptions(t, sdk.WithRetry(3, time.Millisecond, 5*time.Millisecond))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			ctx := testCtx(t)
+			if err := w.WriteMessages(ctx, kafka.Message{Value: []byte("a")}); err != nil {
+				t.Fatal(err)
+			}
+			w.Stats()
+			if err := rig.proxy.SetRefusing(true); err != nil {
+				t.Fatal(err)
+			}
+			rig.proxy.ResetAll()
+			msgs := []kafka.Message{{Value: []byte("b")}, {Value: []byte("c")}}
+			werrs := requireWriteErrors(t, w.WriteMessages(ctx, msgs...), len(msgs))
+			for i, e := range werrs {
+				if !errors.Is(e, kgo.ErrRecordTimeout) || !errors.Is(e, context.DeadlineExceeded) || !strings.Contains(fmt.Sprint(e), "delivery budget (1s)") {
+					t.Errorf("message %d: error %v, want kgo.ErrRecordTimeout and context.DeadlineExceeded naming the 1s budget", i, e)
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the call waited for its ctx, not the budget")
+			}
+			// One outcome for the partition's messages: one error in
+			// Stats, one Completion call (kafka-go's: its failed batch).
+			if got := w.Stats().Errors; got != 1 {
+				t.Errorf("Stats().Errors %d, want 1 (one partition failed)", got)
+			}
+			if completion && reports.Load() != 1 {
+				t.Errorf("Completion called %d times with the error, want once for the partition's messages", reports.Load())
+			}
+		})
 	}
 }
