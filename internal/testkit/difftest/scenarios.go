@@ -790,7 +790,7 @@ func readerScenarios() []Scenario {
 				produceTxn(s, "t", false, "a3")
 				produce(s, "t", kafka.Message{Key: []byte("plain"), Value: []byte("plain")})
 				for _, iso := range []kafka.IsolationLevel{kafka.ReadUncommitted, kafka.ReadCommitted} {
-					name := map[kafka.IsolationLevel]string{kafka.ReadUncommitted: "read_uncommitted", kafka.ReadCommitted: "read_committed"}[iso]
+					name := isolationName(iso)
 					r := s.NewReader("NewReader "+name, kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, IsolationLevel: iso})
 					if r == nil {
 						return
@@ -812,7 +812,7 @@ func readerScenarios() []Scenario {
 				produce(s, "t", numbered(0, 2)...)
 				produceTxn(s, "t", true, "c2", "c3")
 				for _, iso := range []kafka.IsolationLevel{kafka.ReadUncommitted, kafka.ReadCommitted} {
-					name := map[kafka.IsolationLevel]string{kafka.ReadUncommitted: "read_uncommitted", kafka.ReadCommitted: "read_committed"}[iso]
+					name := isolationName(iso)
 					r := s.NewReader("NewReader "+name, kafka.ReaderConfig{Topic: s.Name("t"), MaxWait: 200 * time.Millisecond, IsolationLevel: iso})
 					if r == nil {
 						return
@@ -1806,6 +1806,14 @@ func openTxn(s *Side, logical string, keys ...string) (end func(commit bool)) {
 			s.t.Fatalf("%s: ending a transaction on %s: %v", s.Impl, logical, err)
 		}
 	}
+}
+
+// isolationName is iso as Kafka names it.
+func isolationName(iso kafka.IsolationLevel) string {
+	if iso == kafka.ReadCommitted {
+		return "read_committed"
+	}
+	return "read_uncommitted"
 }
 
 // passMarker reads from r with read (FetchMessage or ReadMessage) until
